@@ -1,0 +1,42 @@
+//! The crate error: one `thiserror` enum with a sub-enum per module, and the `Result` alias.
+//!
+//! Every variant carries the offending values in fields (style.md §3.6). `main.rs` maps errors
+//! to exit codes: usage errors 2, bad input files 3, device problems 4, everything else 1.
+
+use crate::gguf::GgufError;
+use crate::gpu::GpuError;
+use crate::quant::QuantError;
+
+/// Any error flint can return.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid argument: {0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The process exit code the CLI uses for this error (never 101, which is a Rust panic).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => 2,
+            Error::Gguf(_) | Error::Quant(_) => 3,
+            Error::Gpu(_) => 4,
+            Error::Io { .. } => 1,
+        }
+    }
+}
+
+/// `Result` with the crate [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

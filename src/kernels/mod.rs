@@ -1,0 +1,1 @@
+//! Rust side of each WGSL kernel family (placeholder).
