@@ -9,6 +9,7 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the plan and the decisions behind it.
 
+pub mod cli;
 pub mod error;
 pub mod gguf;
 pub mod gpu;

@@ -1,0 +1,102 @@
+//! Shared test helpers: a seeded RNG, a raw GGUF byte builder that can write malformed files,
+//! a valid fixture file, and a per-thread counting allocator.
+
+#![allow(dead_code)]
+
+pub mod alloc;
+pub mod raw;
+
+use flint::gguf::{GgmlType, GgufWriter, MetaArray, MetaValue};
+
+/// SplitMix64: small, seeded, good enough for test data.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+    pub fn f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+/// A valid ~100 KB llama-like file: metadata of every kind (tokenizer arrays included) and a
+/// few tensors of several types.
+pub fn fixture_bytes() -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    let n_vocab = 256u64;
+    let n_embd = 64u64;
+    w.set("general.architecture", MetaValue::String("llama".into()));
+    w.set("general.name", MetaValue::String("fixture".into()));
+    w.set("llama.block_count", MetaValue::U32(1));
+    w.set("llama.embedding_length", MetaValue::U32(n_embd as u32));
+    w.set("llama.rope.freq_base", MetaValue::F32(10000.0));
+    w.set("llama.vocab_size", MetaValue::U32(n_vocab as u32));
+    let tokens: Vec<String> = (0..n_vocab)
+        .map(|i| if i < 3 { format!("<s{i}>") } else { format!("<0x{:02X}>", i - 3) })
+        .collect();
+    let mut types = vec![1i32; n_vocab as usize];
+    for t in types.iter_mut().skip(3) {
+        *t = 6;
+    }
+    w.set("tokenizer.ggml.model", MetaValue::String("llama".into()));
+    w.set("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::String(tokens)));
+    w.set(
+        "tokenizer.ggml.scores",
+        MetaValue::Array(MetaArray::F32((0..n_vocab).map(|i| -(i as f32)).collect())),
+    );
+    w.set("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::I32(types)));
+    let merges: Vec<String> = (0..300).map(|i| format!("m{} {}", i % 17, i)).collect();
+    w.set("tokenizer.ggml.merges", MetaValue::Array(MetaArray::String(merges)));
+    w.set("tokenizer.ggml.bos_token_id", MetaValue::U32(1));
+    w.set("tokenizer.ggml.eos_token_id", MetaValue::U32(2));
+    w.set(
+        "test.nested",
+        MetaValue::Array(MetaArray::Array(vec![
+            MetaArray::U8(vec![1, 2, 3]),
+            MetaArray::String(vec!["a".into(), "b".into()]),
+        ])),
+    );
+    let mut rng = Rng::new(7);
+    let q = |ty: GgmlType, ne0: u64, rows: u64, rng: &mut Rng| {
+        let n = ty.row_bytes(ne0).unwrap() * rows;
+        rng.bytes(n as usize)
+    };
+    let d = q(GgmlType::Q8_0, n_embd, n_vocab, &mut rng);
+    w.add_tensor("token_embd.weight", &[n_embd, n_vocab], GgmlType::Q8_0, d).unwrap();
+    let d = q(GgmlType::F32, n_embd, 1, &mut rng);
+    w.add_tensor("blk.0.attn_norm.weight", &[n_embd], GgmlType::F32, d).unwrap();
+    let d = q(GgmlType::Q4_1, n_embd, 1024, &mut rng);
+    w.add_tensor("blk.0.ffn_up.weight", &[n_embd, 1024], GgmlType::Q4_1, d).unwrap();
+    let d = q(GgmlType::Q4_K, 256, n_embd, &mut rng);
+    w.add_tensor("blk.0.ffn_down.weight", &[256, n_embd], GgmlType::Q4_K, d).unwrap();
+    let d = q(GgmlType::F16, n_embd, n_embd, &mut rng);
+    w.add_tensor("blk.0.attn_q.weight", &[n_embd, n_embd], GgmlType::F16, d).unwrap();
+    w.to_bytes().unwrap()
+}
+
+/// Path of the real test model (fetched by `bash models/fetch.sh`).
+pub fn model_path() -> std::path::PathBuf {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run `bash models/fetch.sh` first",
+        p.display()
+    );
+    p
+}
