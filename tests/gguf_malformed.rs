@@ -52,10 +52,21 @@ fn with_tensors(tensors: &[(&str, &[u64], u32, u64)], data: usize) -> Vec<u8> {
 fn vocab_file(edit: impl FnOnce(&mut GgufWriter)) -> Vec<u8> {
     let mut w = GgufWriter::new();
     w.set("general.architecture", MetaValue::String("llama".into()));
-    let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "<0x0A>", "a"].map(String::from).to_vec();
-    w.set("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::String(tokens)));
-    w.set("tokenizer.ggml.scores", MetaValue::Array(MetaArray::F32(vec![0.0; 5])));
-    w.set("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::I32(vec![2, 3, 3, 6, 1])));
+    let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "<0x0A>", "a"]
+        .map(String::from)
+        .to_vec();
+    w.set(
+        "tokenizer.ggml.tokens",
+        MetaValue::Array(MetaArray::String(tokens)),
+    );
+    w.set(
+        "tokenizer.ggml.scores",
+        MetaValue::Array(MetaArray::F32(vec![0.0; 5])),
+    );
+    w.set(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(vec![2, 3, 3, 6, 1])),
+    );
     edit(&mut w);
     w.to_bytes().unwrap()
 }
@@ -67,87 +78,446 @@ const F64: u32 = 28;
 // ── header ──────────────────────────────────────────────────────────────────────────────────
 rejects!(empty_file, vec![], E::TooSmall { file_len: 0 });
 rejects!(short_header, b"GGUF\x03\0\0\0".to_vec(), E::TooSmall { .. });
-rejects!(bad_magic, { let mut r = Raw::new(); r.bytes(b"GGML").u32(3).u64(0).u64(0); r.build() }, E::BadMagic { .. });
-rejects!(version_0, Raw::new().header(0, 0, 0).build(), E::UnsupportedVersion { version: 0 });
-rejects!(version_1, Raw::new().header(1, 0, 0).build(), E::UnsupportedVersion { version: 1 });
-rejects!(version_future, Raw::new().header(4, 0, 0).build(), E::UnsupportedVersion { version: 4 });
-rejects!(big_endian, Raw::new().header(0x0300_0000, 0, 0).build(), E::BigEndian { .. });
-rejects!(n_tensors_minus_one, Raw::new().header(3, u64::MAX, 0).build(), E::TooManyTensors { .. });
-rejects!(n_kv_minus_one, Raw::new().header(3, 0, u64::MAX).build(), E::TooManyKeys { .. });
-rejects!(n_kv_exceeds_file, Raw::new().header(3, 0, 1000).zeros(64).build(), E::CountExceedsFile { .. });
-rejects!(n_tensors_exceeds_file, Raw::new().header(3, 1000, 0).zeros(64).build(), E::CountExceedsFile { .. });
+rejects!(
+    bad_magic,
+    {
+        let mut r = Raw::new();
+        r.bytes(b"GGML").u32(3).u64(0).u64(0);
+        r.build()
+    },
+    E::BadMagic { .. }
+);
+rejects!(
+    version_0,
+    Raw::new().header(0, 0, 0).build(),
+    E::UnsupportedVersion { version: 0 }
+);
+rejects!(
+    version_1,
+    Raw::new().header(1, 0, 0).build(),
+    E::UnsupportedVersion { version: 1 }
+);
+rejects!(
+    version_future,
+    Raw::new().header(4, 0, 0).build(),
+    E::UnsupportedVersion { version: 4 }
+);
+rejects!(
+    big_endian,
+    Raw::new().header(0x0300_0000, 0, 0).build(),
+    E::BigEndian { .. }
+);
+rejects!(
+    n_tensors_minus_one,
+    Raw::new().header(3, u64::MAX, 0).build(),
+    E::TooManyTensors { .. }
+);
+rejects!(
+    n_kv_minus_one,
+    Raw::new().header(3, 0, u64::MAX).build(),
+    E::TooManyKeys { .. }
+);
+rejects!(
+    n_kv_exceeds_file,
+    Raw::new().header(3, 0, 1000).zeros(64).build(),
+    E::CountExceedsFile { .. }
+);
+rejects!(
+    n_tensors_exceeds_file,
+    Raw::new().header(3, 1000, 0).zeros(64).build(),
+    E::CountExceedsFile { .. }
+);
 
 // ── keys and values ─────────────────────────────────────────────────────────────────────────
-rejects!(key_length_minus_one, { let mut r = Raw::new(); r.header(3, 0, 1).u64(u64::MAX).zeros(16); r.build() }, E::StringTooLong { .. });
-rejects!(key_length_exceeds_file, { let mut r = Raw::new(); r.header(3, 0, 1).u64(1000).zeros(16); r.build() }, E::StringExceedsFile { .. });
-rejects!(empty_key, one_kv("", 4, &1u32.to_le_bytes()), E::EmptyKey { index: 0 });
-rejects!(key_too_long, one_kv(&"k".repeat(70_000), 4, &1u32.to_le_bytes()), E::KeyTooLong { .. });
-rejects!(key_not_utf8, { let mut r = Raw::new(); r.header(3, 0, 1).u64(2).bytes(&[0xff, 0xfe]).u32(4).u32(1); r.build() }, E::InvalidUtf8 { .. });
-rejects!(duplicate_key, { let mut r = Raw::new(); r.header(3, 0, 2).kv_u32("a.b", 1).kv_u32("a.b", 2); r.build() }, E::DuplicateKey { .. });
-rejects!(bad_value_type, one_kv("a", 13, &[0; 8]), E::UnknownValueType { type_id: 13, .. });
-rejects!(bad_array_elem_type, one_kv("a", 9, &[&99u32.to_le_bytes()[..], &1u64.to_le_bytes()].concat()), E::UnknownValueType { type_id: 99, .. });
-rejects!(bool_not_0_or_1, one_kv("a", 7, &[2]), E::InvalidBool { value: 2, .. });
-rejects!(value_truncated, { let mut r = Raw::new(); r.header(3, 0, 1).str("a").u32(10).bytes(&[1, 2, 3]); r.build() }, E::Truncated { .. });
-rejects!(string_value_too_long, one_kv("a", 8, &(u64::MAX - 1).to_le_bytes()), E::StringTooLong { .. });
-rejects!(array_too_long, one_kv("a", 9, &[&0u32.to_le_bytes()[..], &((1u64 << 30) + 1).to_le_bytes()].concat()), E::ArrayTooLong { .. });
-rejects!(array_exceeds_file, one_kv("a", 9, &[&4u32.to_le_bytes()[..], &1_000_000u64.to_le_bytes()].concat()), E::ArrayExceedsFile { .. });
-rejects!(string_array_exceeds_file, one_kv("a", 9, &[&8u32.to_le_bytes()[..], &100_000u64.to_le_bytes()].concat()), E::ArrayExceedsFile { .. });
-rejects!(array_nested_too_deep, {
-    // array[array[array[u8]]]
-    let mut v = Vec::new();
-    v.extend_from_slice(&9u32.to_le_bytes()); v.extend_from_slice(&1u64.to_le_bytes());
-    v.extend_from_slice(&9u32.to_le_bytes()); v.extend_from_slice(&1u64.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes()); v.extend_from_slice(&1u64.to_le_bytes()); v.push(0);
-    one_kv("a", 9, &v)
-}, E::NestedArrayTooDeep { .. });
+rejects!(
+    key_length_minus_one,
+    {
+        let mut r = Raw::new();
+        r.header(3, 0, 1).u64(u64::MAX).zeros(16);
+        r.build()
+    },
+    E::StringTooLong { .. }
+);
+rejects!(
+    key_length_exceeds_file,
+    {
+        let mut r = Raw::new();
+        r.header(3, 0, 1).u64(1000).zeros(16);
+        r.build()
+    },
+    E::StringExceedsFile { .. }
+);
+rejects!(
+    empty_key,
+    one_kv("", 4, &1u32.to_le_bytes()),
+    E::EmptyKey { index: 0 }
+);
+rejects!(
+    key_too_long,
+    one_kv(&"k".repeat(70_000), 4, &1u32.to_le_bytes()),
+    E::KeyTooLong { .. }
+);
+rejects!(
+    key_not_utf8,
+    {
+        let mut r = Raw::new();
+        r.header(3, 0, 1).u64(2).bytes(&[0xff, 0xfe]).u32(4).u32(1);
+        r.build()
+    },
+    E::InvalidUtf8 { .. }
+);
+rejects!(
+    duplicate_key,
+    {
+        let mut r = Raw::new();
+        r.header(3, 0, 2).kv_u32("a.b", 1).kv_u32("a.b", 2);
+        r.build()
+    },
+    E::DuplicateKey { .. }
+);
+rejects!(
+    bad_value_type,
+    one_kv("a", 13, &[0; 8]),
+    E::UnknownValueType { type_id: 13, .. }
+);
+rejects!(
+    bad_array_elem_type,
+    one_kv(
+        "a",
+        9,
+        &[&99u32.to_le_bytes()[..], &1u64.to_le_bytes()].concat()
+    ),
+    E::UnknownValueType { type_id: 99, .. }
+);
+rejects!(
+    bool_not_0_or_1,
+    one_kv("a", 7, &[2]),
+    E::InvalidBool { value: 2, .. }
+);
+rejects!(
+    value_truncated,
+    {
+        let mut r = Raw::new();
+        r.header(3, 0, 1).str("a").u32(10).bytes(&[1, 2, 3]);
+        r.build()
+    },
+    E::Truncated { .. }
+);
+rejects!(
+    string_value_too_long,
+    one_kv("a", 8, &(u64::MAX - 1).to_le_bytes()),
+    E::StringTooLong { .. }
+);
+rejects!(
+    array_too_long,
+    one_kv(
+        "a",
+        9,
+        &[&0u32.to_le_bytes()[..], &((1u64 << 30) + 1).to_le_bytes()].concat()
+    ),
+    E::ArrayTooLong { .. }
+);
+rejects!(
+    array_exceeds_file,
+    one_kv(
+        "a",
+        9,
+        &[&4u32.to_le_bytes()[..], &1_000_000u64.to_le_bytes()].concat()
+    ),
+    E::ArrayExceedsFile { .. }
+);
+rejects!(
+    string_array_exceeds_file,
+    one_kv(
+        "a",
+        9,
+        &[&8u32.to_le_bytes()[..], &100_000u64.to_le_bytes()].concat()
+    ),
+    E::ArrayExceedsFile { .. }
+);
+rejects!(
+    array_nested_too_deep,
+    {
+        // array[array[array[u8]]]
+        let mut v = Vec::new();
+        v.extend_from_slice(&9u32.to_le_bytes());
+        v.extend_from_slice(&1u64.to_le_bytes());
+        v.extend_from_slice(&9u32.to_le_bytes());
+        v.extend_from_slice(&1u64.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&1u64.to_le_bytes());
+        v.push(0);
+        one_kv("a", 9, &v)
+    },
+    E::NestedArrayTooDeep { .. }
+);
 
 // ── alignment ───────────────────────────────────────────────────────────────────────────────
-rejects!(alignment_wrong_type, one_kv("general.alignment", 10, &32u64.to_le_bytes()), E::AlignmentType { .. });
-rejects!(alignment_zero, one_kv("general.alignment", 4, &0u32.to_le_bytes()), E::AlignmentNotPowerOfTwo { alignment: 0 });
-rejects!(alignment_not_power_of_two, one_kv("general.alignment", 4, &48u32.to_le_bytes()), E::AlignmentNotPowerOfTwo { alignment: 48 });
-rejects!(alignment_too_large, one_kv("general.alignment", 4, &(1u32 << 21).to_le_bytes()), E::AlignmentTooLarge { .. });
+rejects!(
+    alignment_wrong_type,
+    one_kv("general.alignment", 10, &32u64.to_le_bytes()),
+    E::AlignmentType { .. }
+);
+rejects!(
+    alignment_zero,
+    one_kv("general.alignment", 4, &0u32.to_le_bytes()),
+    E::AlignmentNotPowerOfTwo { alignment: 0 }
+);
+rejects!(
+    alignment_not_power_of_two,
+    one_kv("general.alignment", 4, &48u32.to_le_bytes()),
+    E::AlignmentNotPowerOfTwo { alignment: 48 }
+);
+rejects!(
+    alignment_too_large,
+    one_kv("general.alignment", 4, &(1u32 << 21).to_le_bytes()),
+    E::AlignmentTooLarge { .. }
+);
 
 // ── tensor infos ────────────────────────────────────────────────────────────────────────────
-rejects!(tensor_name_empty, with_tensors(&[("", &[32], F32, 0)], 128), E::EmptyTensorName { .. });
-rejects!(tensor_name_too_long, with_tensors(&[(&"t".repeat(64), &[32], F32, 0)], 128), E::TensorNameTooLong { .. });
-rejects!(tensor_name_not_utf8, { let mut r = Raw::new(); r.header(3, 1, 0).u64(1).u8(0xC0).u32(1).u64(8).u32(0).u64(0).pad(32).zeros(32); r.build() }, E::InvalidUtf8 { .. });
-rejects!(tensor_duplicate, with_tensors(&[("a", &[8], F32, 0), ("a", &[8], F32, 32)], 64), E::DuplicateTensor { .. });
-rejects!(tensor_zero_dims, with_tensors(&[("a", &[], F32, 0)], 64), E::BadDimCount { n_dims: 0, .. });
-rejects!(tensor_five_dims, with_tensors(&[("a", &[1, 1, 1, 1, 1], F32, 0)], 64), E::BadDimCount { n_dims: 5, .. });
-rejects!(tensor_zero_dim, with_tensors(&[("a", &[8, 0], F32, 0)], 64), E::ZeroDim { axis: 1, .. });
-rejects!(tensor_negative_dim, with_tensors(&[("a", &[8, u64::MAX], F32, 0)], 64), E::DimTooLarge { axis: 1, .. });
-rejects!(tensor_element_count_overflow, with_tensors(&[("a", &[1 << 32, 1 << 32, 1 << 32], F32, 0)], 64), E::ElementCountOverflow { .. });
-rejects!(tensor_unknown_type, with_tensors(&[("a", &[32], 100, 0)], 64), E::UnknownTensorType { type_id: 100, .. });
-rejects!(tensor_removed_type, with_tensors(&[("a", &[32], 4, 0)], 64), E::UnknownTensorType { type_id: 4, .. });
-rejects!(tensor_not_block_multiple, with_tensors(&[("a", &[33], Q4_0, 0)], 64), E::NotBlockMultiple { ne0: 33, .. });
-rejects!(tensor_byte_size_overflow, with_tensors(&[("a", &[1 << 61], F64, 0)], 64), E::ByteSizeOverflow { .. });
-rejects!(tensor_over_shader_range, with_tensors(&[("a", &[1 << 31, 4], F32, 0)], 64), E::TensorTooLargeForShaders { .. });
-rejects!(tensor_misaligned_offset, with_tensors(&[("a", &[8], F32, 4)], 64), E::MisalignedOffset { offset: 4, .. });
-rejects!(tensor_overlapping_offset, with_tensors(&[("a", &[64], F32, 0), ("b", &[8], F32, 0)], 512), E::UnexpectedOffset { .. });
-rejects!(tensor_gap_offset, with_tensors(&[("a", &[8], F32, 0), ("b", &[8], F32, 64)], 512), E::UnexpectedOffset { expected: 32, .. });
-rejects!(tensor_data_missing, with_tensors(&[("a", &[1024], F32, 0)], 100), E::DataExceedsFile { .. });
-rejects!(tensor_info_truncated, { let mut r = Raw::new(); r.header(3, 1, 0).str("abcdefgh").u32(1).u64(8).u32(0).zeros(4); r.build() }, E::Truncated { .. });
+rejects!(
+    tensor_name_empty,
+    with_tensors(&[("", &[32], F32, 0)], 128),
+    E::EmptyTensorName { .. }
+);
+rejects!(
+    tensor_name_too_long,
+    with_tensors(&[(&"t".repeat(64), &[32], F32, 0)], 128),
+    E::TensorNameTooLong { .. }
+);
+rejects!(
+    tensor_name_not_utf8,
+    {
+        let mut r = Raw::new();
+        r.header(3, 1, 0)
+            .u64(1)
+            .u8(0xC0)
+            .u32(1)
+            .u64(8)
+            .u32(0)
+            .u64(0)
+            .pad(32)
+            .zeros(32);
+        r.build()
+    },
+    E::InvalidUtf8 { .. }
+);
+rejects!(
+    tensor_duplicate,
+    with_tensors(&[("a", &[8], F32, 0), ("a", &[8], F32, 32)], 64),
+    E::DuplicateTensor { .. }
+);
+rejects!(
+    tensor_zero_dims,
+    with_tensors(&[("a", &[], F32, 0)], 64),
+    E::BadDimCount { n_dims: 0, .. }
+);
+rejects!(
+    tensor_five_dims,
+    with_tensors(&[("a", &[1, 1, 1, 1, 1], F32, 0)], 64),
+    E::BadDimCount { n_dims: 5, .. }
+);
+rejects!(
+    tensor_zero_dim,
+    with_tensors(&[("a", &[8, 0], F32, 0)], 64),
+    E::ZeroDim { axis: 1, .. }
+);
+rejects!(
+    tensor_negative_dim,
+    with_tensors(&[("a", &[8, u64::MAX], F32, 0)], 64),
+    E::DimTooLarge { axis: 1, .. }
+);
+rejects!(
+    tensor_element_count_overflow,
+    with_tensors(&[("a", &[1 << 32, 1 << 32, 1 << 32], F32, 0)], 64),
+    E::ElementCountOverflow { .. }
+);
+rejects!(
+    tensor_unknown_type,
+    with_tensors(&[("a", &[32], 100, 0)], 64),
+    E::UnknownTensorType { type_id: 100, .. }
+);
+rejects!(
+    tensor_removed_type,
+    with_tensors(&[("a", &[32], 4, 0)], 64),
+    E::UnknownTensorType { type_id: 4, .. }
+);
+rejects!(
+    tensor_not_block_multiple,
+    with_tensors(&[("a", &[33], Q4_0, 0)], 64),
+    E::NotBlockMultiple { ne0: 33, .. }
+);
+rejects!(
+    tensor_byte_size_overflow,
+    with_tensors(&[("a", &[1 << 61], F64, 0)], 64),
+    E::ByteSizeOverflow { .. }
+);
+rejects!(
+    tensor_over_shader_range,
+    with_tensors(&[("a", &[1 << 31, 4], F32, 0)], 64),
+    E::TensorTooLargeForShaders { .. }
+);
+rejects!(
+    tensor_misaligned_offset,
+    with_tensors(&[("a", &[8], F32, 4)], 64),
+    E::MisalignedOffset { offset: 4, .. }
+);
+rejects!(
+    tensor_overlapping_offset,
+    with_tensors(&[("a", &[64], F32, 0), ("b", &[8], F32, 0)], 512),
+    E::UnexpectedOffset { .. }
+);
+rejects!(
+    tensor_gap_offset,
+    with_tensors(&[("a", &[8], F32, 0), ("b", &[8], F32, 64)], 512),
+    E::UnexpectedOffset { expected: 32, .. }
+);
+rejects!(
+    tensor_data_missing,
+    with_tensors(&[("a", &[1024], F32, 0)], 100),
+    E::DataExceedsFile { .. }
+);
+rejects!(
+    tensor_info_truncated,
+    {
+        let mut r = Raw::new();
+        r.header(3, 1, 0)
+            .str("abcdefgh")
+            .u32(1)
+            .u64(8)
+            .u32(0)
+            .zeros(4);
+        r.build()
+    },
+    E::Truncated { .. }
+);
 
 // ── tokenizer metadata ──────────────────────────────────────────────────────────────────────
-rejects!(tokens_not_strings, vocab_file(|w| { w.set("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::I32(vec![1; 5]))); }), E::TokensType { .. });
-rejects!(scores_not_f32, vocab_file(|w| { w.set("tokenizer.ggml.scores", MetaValue::Array(MetaArray::U8(vec![0; 5]))); }), E::ScoresType { .. });
-rejects!(token_type_not_i32, vocab_file(|w| { w.set("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::F32(vec![1.0; 5]))); }), E::TokenTypesType { .. });
-rejects!(merges_not_strings, vocab_file(|w| { w.set("tokenizer.ggml.merges", MetaValue::Array(MetaArray::U32(vec![1]))); }), E::MergesType { .. });
-rejects!(scores_length_mismatch, vocab_file(|w| { w.set("tokenizer.ggml.scores", MetaValue::Array(MetaArray::F32(vec![0.0; 4]))); }), E::TokenArrayLength { len: 4, n_tokens: 5, .. });
-rejects!(token_type_length_mismatch, vocab_file(|w| { w.set("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::I32(vec![1; 6]))); }), E::TokenArrayLength { len: 6, .. });
-rejects!(vocab_size_mismatch, vocab_file(|w| { w.set("llama.vocab_size", MetaValue::U32(6)); }), E::VocabSizeMismatch { .. });
-rejects!(embedding_rows_mismatch, vocab_file(|w| { w.add_tensor("token_embd.weight", &[8, 4], GgmlType::F32, vec![0; 128]).unwrap(); }), E::VocabSizeMismatch { value: 4, .. });
-rejects!(bos_out_of_range, vocab_file(|w| { w.set("tokenizer.ggml.bos_token_id", MetaValue::U32(5)); }), E::SpecialTokenOutOfRange { id: 5, .. });
-rejects!(eos_negative, vocab_file(|w| { w.set("tokenizer.ggml.eos_token_id", MetaValue::I32(-7)); }), E::SpecialTokenOutOfRange { id: -7, .. });
-rejects!(pad_not_integer, vocab_file(|w| { w.set("tokenizer.ggml.padding_token_id", MetaValue::String("0".into())); }), E::WrongType { .. });
-rejects!(byte_token_signed_hex, vocab_file(|w| {
-    w.set("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::String(["<unk>", "<s>", "</s>", "<0x-1>", "a"].map(String::from).to_vec())));
-}), E::BadByteToken { index: 3, .. });
+rejects!(
+    tokens_not_strings,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(MetaArray::I32(vec![1; 5])),
+        );
+    }),
+    E::TokensType { .. }
+);
+rejects!(
+    scores_not_f32,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.scores",
+            MetaValue::Array(MetaArray::U8(vec![0; 5])),
+        );
+    }),
+    E::ScoresType { .. }
+);
+rejects!(
+    token_type_not_i32,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(MetaArray::F32(vec![1.0; 5])),
+        );
+    }),
+    E::TokenTypesType { .. }
+);
+rejects!(
+    merges_not_strings,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.merges",
+            MetaValue::Array(MetaArray::U32(vec![1])),
+        );
+    }),
+    E::MergesType { .. }
+);
+rejects!(
+    scores_length_mismatch,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.scores",
+            MetaValue::Array(MetaArray::F32(vec![0.0; 4])),
+        );
+    }),
+    E::TokenArrayLength {
+        len: 4,
+        n_tokens: 5,
+        ..
+    }
+);
+rejects!(
+    token_type_length_mismatch,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(MetaArray::I32(vec![1; 6])),
+        );
+    }),
+    E::TokenArrayLength { len: 6, .. }
+);
+rejects!(
+    vocab_size_mismatch,
+    vocab_file(|w| {
+        w.set("llama.vocab_size", MetaValue::U32(6));
+    }),
+    E::VocabSizeMismatch { .. }
+);
+rejects!(
+    embedding_rows_mismatch,
+    vocab_file(|w| {
+        w.add_tensor("token_embd.weight", &[8, 4], GgmlType::F32, vec![0; 128])
+            .unwrap();
+    }),
+    E::VocabSizeMismatch { value: 4, .. }
+);
+rejects!(
+    bos_out_of_range,
+    vocab_file(|w| {
+        w.set("tokenizer.ggml.bos_token_id", MetaValue::U32(5));
+    }),
+    E::SpecialTokenOutOfRange { id: 5, .. }
+);
+rejects!(
+    eos_negative,
+    vocab_file(|w| {
+        w.set("tokenizer.ggml.eos_token_id", MetaValue::I32(-7));
+    }),
+    E::SpecialTokenOutOfRange { id: -7, .. }
+);
+rejects!(
+    pad_not_integer,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.padding_token_id",
+            MetaValue::String("0".into()),
+        );
+    }),
+    E::WrongType { .. }
+);
+rejects!(
+    byte_token_signed_hex,
+    vocab_file(|w| {
+        w.set(
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(MetaArray::String(
+                ["<unk>", "<s>", "</s>", "<0x-1>", "a"]
+                    .map(String::from)
+                    .to_vec(),
+            )),
+        );
+    }),
+    E::BadByteToken { index: 3, .. }
+);
 
 #[test]
 fn valid_vocab_file_parses() {
     let g = Gguf::parse(&vocab_file(|_| {})).unwrap();
-    assert_eq!(g.metadata.str_array("tokenizer.ggml.tokens").unwrap().len(), 5);
+    assert_eq!(
+        g.metadata.str_array("tokenizer.ggml.tokens").unwrap().len(),
+        5
+    );
 }
 
 #[test]

@@ -59,7 +59,12 @@ fn random_value(rng: &mut Rng) -> MetaValue {
 #[allow(clippy::type_complexity)]
 fn random_file(
     rng: &mut Rng,
-) -> (Vec<u8>, Vec<(String, MetaValue)>, Vec<(String, Vec<u64>, GgmlType, Vec<u8>)>, u32) {
+) -> (
+    Vec<u8>,
+    Vec<(String, MetaValue)>,
+    Vec<(String, Vec<u64>, GgmlType, Vec<u8>)>,
+    u32,
+) {
     let version = if rng.below(2) == 0 { 2 } else { 3 };
     let mut w = GgufWriter::new().with_version(version);
     let mut keys = Vec::new();
@@ -105,8 +110,11 @@ fn write_read_round_trip_100_random_files() {
         assert_eq!(from_slice, mapped.gguf);
         let g = &from_slice;
         assert_eq!(g.version, version);
-        let got: Vec<(String, MetaValue)> =
-            g.metadata.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let got: Vec<(String, MetaValue)> = g
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         assert_eq!(got, keys, "case {case}");
         assert_eq!(g.tensors.len(), tensors.len());
         for (t, (name, shape, ty, data)) in g.tensors.iter().zip(&tensors) {

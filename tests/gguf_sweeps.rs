@@ -53,7 +53,11 @@ fn mutation_sweep_never_panics() {
         let mut bytes = original.clone();
         let n = 1 + rng.below(8) as usize;
         // Mostly in the header, where the structure is; some anywhere.
-        let span = if rng.below(4) == 0 { bytes.len() } else { header_end };
+        let span = if rng.below(4) == 0 {
+            bytes.len()
+        } else {
+            header_end
+        };
         for _ in 0..n {
             let at = rng.below(span as u64) as usize;
             bytes[at] = match rng.below(4) {

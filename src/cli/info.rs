@@ -73,20 +73,31 @@ fn render_text(file: &GgufFile, full: bool) -> String {
     let mut out = String::new();
     let g = &file.gguf;
     let max = if full { usize::MAX } else { SHOWN_ITEMS };
-    w!(out, "{}: GGUF v{}, {} bytes", file.path.display(), g.version, file.file_len());
-    w!(out, 
+    w!(
+        out,
+        "{}: GGUF v{}, {} bytes",
+        file.path.display(),
+        g.version,
+        file.file_len()
+    );
+    w!(
+        out,
         "architecture: {}",
         g.metadata.architecture().unwrap_or("(none)")
     );
-    w!(out, 
+    w!(
+        out,
         "alignment {}, data offset {}, data size {}",
-        g.alignment, g.data_offset, g.data_size
+        g.alignment,
+        g.data_offset,
+        g.data_size
     );
     out.push('\n');
     w!(out, "metadata ({} keys):", g.metadata.len());
     let width = g.metadata.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in g.metadata.iter() {
-        w!(out, 
+        w!(
+            out,
             "  {key:<width$}  {:<14} {}",
             value.type_name(),
             summarize(value, max)
@@ -94,13 +105,26 @@ fn render_text(file: &GgufFile, full: bool) -> String {
     }
     out.push('\n');
     w!(out, "tensors ({}):", g.tensors.len());
-    let nw = g.tensors.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    w!(out, 
+    let nw = g
+        .tensors
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    w!(
+        out,
         "  {:>4}  {:<nw$}  {:<7} {:<24} {:>12} {:>12}",
-        "#", "name", "type", "shape", "bytes", "offset"
+        "#",
+        "name",
+        "type",
+        "shape",
+        "bytes",
+        "offset"
     );
     for (i, t) in g.tensors.iter().enumerate() {
-        w!(out, 
+        w!(
+            out,
             "  {:>4}  {:<nw$}  {:<7} {:<24} {:>12} {:>12}",
             i,
             t.name,
@@ -114,16 +138,25 @@ fn render_text(file: &GgufFile, full: bool) -> String {
     let by_type = totals(file);
     let n_params: u64 = by_type.values().map(|v| v.1).sum();
     let n_bytes: u64 = by_type.values().map(|v| v.2).sum();
-    w!(out, 
+    w!(
+        out,
         "totals: {} tensors, {} parameters, {} bytes ({:.2} MiB, {:.3} bits/weight)",
         g.tensors.len(),
         n_params,
         n_bytes,
         n_bytes as f64 / (1024.0 * 1024.0),
-        if n_params > 0 { n_bytes as f64 * 8.0 / n_params as f64 } else { 0.0 }
+        if n_params > 0 {
+            n_bytes as f64 * 8.0 / n_params as f64
+        } else {
+            0.0
+        }
     );
     for (ty, (count, elements, bytes)) in by_type {
-        w!(out, "  {:<7} {count:>5} tensors {elements:>12} elements {bytes:>12} bytes", ty.name());
+        w!(
+            out,
+            "  {:<7} {count:>5} tensors {elements:>12} elements {bytes:>12} bytes",
+            ty.name()
+        );
     }
     out
 }

@@ -55,7 +55,11 @@ pub enum GgufError {
     #[error("string at offset {offset} declares {len} bytes, over the limit {max}")]
     StringTooLong { offset: u64, len: u64, max: u64 },
     #[error("string at offset {offset} declares {len} bytes but only {remaining} remain")]
-    StringExceedsFile { offset: u64, len: u64, remaining: u64 },
+    StringExceedsFile {
+        offset: u64,
+        len: u64,
+        remaining: u64,
+    },
     #[error("string at offset {offset} is not valid UTF-8 (valid up to byte {valid_up_to})")]
     InvalidUtf8 { offset: u64, valid_up_to: usize },
     #[error("metadata key #{index} is empty")]
@@ -100,7 +104,11 @@ pub enum GgufError {
     #[error("tensor '{name}' dimension {axis} is zero")]
     ZeroDim { name: String, axis: usize },
     #[error("tensor '{name}' dimension {axis} is {value}, over the signed 64-bit range")]
-    DimTooLarge { name: String, axis: usize, value: u64 },
+    DimTooLarge {
+        name: String,
+        axis: usize,
+        value: u64,
+    },
     #[error("tensor '{name}' shape {shape:?}: element count overflows 64 bits")]
     ElementCountOverflow { name: String, shape: Vec<u64> },
     #[error("tensor '{name}' has unknown ggml type id {type_id}")]

@@ -196,10 +196,20 @@ mod tests {
         m.insert("neg".into(), MetaValue::I32(-1)).unwrap();
         m.insert("s".into(), MetaValue::String("x".into())).unwrap();
         assert_eq!(m.u32("a").unwrap(), 7);
-        assert!(matches!(m.u32("neg"), Err(GgufError::ValueOutOfRange { .. })));
+        assert!(matches!(
+            m.u32("neg"),
+            Err(GgufError::ValueOutOfRange { .. })
+        ));
         match m.f32("s") {
-            Err(GgufError::WrongType { key, expected, found }) => {
-                assert_eq!((key.as_str(), expected, found.as_str()), ("s", "f32", "string"))
+            Err(GgufError::WrongType {
+                key,
+                expected,
+                found,
+            }) => {
+                assert_eq!(
+                    (key.as_str(), expected, found.as_str()),
+                    ("s", "f32", "string")
+                )
             }
             other => panic!("{other:?}"),
         }

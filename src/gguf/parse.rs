@@ -49,21 +49,18 @@ impl Gguf {
         let file_len = bytes.len() as u64;
         if file_len < 24 {
             // Still report a bad magic first when the magic is there to read.
-            if let Some(m) = bytes.get(..4) {
-                if m != GGUF_MAGIC {
-                    return Err(GgufError::BadMagic {
-                        found: [m[0], m[1], m[2], m[3]],
-                    });
+            if let Some(found) = bytes.get(..4).and_then(|m| <[u8; 4]>::try_from(m).ok()) {
+                if found != GGUF_MAGIC {
+                    return Err(GgufError::BadMagic { found });
                 }
             }
             return Err(GgufError::TooSmall { file_len });
         }
         let mut r = Reader::new(bytes);
         let magic = r.bytes(4, "magic")?;
-        if magic != GGUF_MAGIC {
-            return Err(GgufError::BadMagic {
-                found: [magic[0], magic[1], magic[2], magic[3]],
-            });
+        let found = <[u8; 4]>::try_from(magic).unwrap_or_default();
+        if found != GGUF_MAGIC {
+            return Err(GgufError::BadMagic { found });
         }
         let version = r.u32("version")?;
         if version != 2 && version != 3 {
@@ -128,7 +125,11 @@ impl Gguf {
             .map(|t| t.offset.saturating_add(t.n_bytes))
             .unwrap_or(0);
         let data_offset = align_up(r.pos(), alignment).unwrap_or(u64::MAX);
-        if !tensors.is_empty() && data_offset.checked_add(data_size).is_none_or(|e| e > file_len) {
+        if !tensors.is_empty()
+            && data_offset
+                .checked_add(data_size)
+                .is_none_or(|e| e > file_len)
+        {
             return Err(GgufError::DataExceedsFile {
                 data_offset,
                 needed: data_size,

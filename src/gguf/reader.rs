@@ -29,7 +29,6 @@ impl<'a> Reader<'a> {
         (self.buf.len() - self.pos) as u64
     }
 
-
     /// Take `n` bytes, or fail naming `what`.
     pub fn bytes(&mut self, n: u64, what: &'static str) -> Result<&'a [u8], GgufError> {
         let truncated = || GgufError::Truncated {

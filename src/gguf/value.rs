@@ -349,7 +349,11 @@ fn summarize_array(a: &MetaArray, max_items: usize) -> String {
                 .take(max_items)
                 .map(|x| summarize_array(x, max_items))
                 .collect();
-            format!("[{}{}]", shown.join(", "), if v.len() > max_items { ", …" } else { "" })
+            format!(
+                "[{}{}]",
+                shown.join(", "),
+                if v.len() > max_items { ", …" } else { "" }
+            )
         }
     };
     format!("{}[{}] {}", a.elem_type(), a.len(), body)

@@ -35,13 +35,21 @@ pub(crate) fn validate_tokenizer(g: &Gguf) -> Result<(), GgufError> {
     let tokens = match m.get(TOKENS) {
         None => return Ok(()),
         Some(MetaValue::Array(MetaArray::String(t))) => t,
-        Some(_) => return Err(GgufError::TokensType { found: found(m, TOKENS) }),
+        Some(_) => {
+            return Err(GgufError::TokensType {
+                found: found(m, TOKENS),
+            })
+        }
     };
     let n_tokens = tokens.len() as u64;
     let scores = match m.get(SCORES) {
         None => None,
         Some(MetaValue::Array(MetaArray::F32(s))) => Some(s.len()),
-        Some(_) => return Err(GgufError::ScoresType { found: found(m, SCORES) }),
+        Some(_) => {
+            return Err(GgufError::ScoresType {
+                found: found(m, SCORES),
+            })
+        }
     };
     let types = match m.get(TOKEN_TYPE) {
         None => None,
@@ -54,7 +62,11 @@ pub(crate) fn validate_tokenizer(g: &Gguf) -> Result<(), GgufError> {
     };
     match m.get(MERGES) {
         None | Some(MetaValue::Array(MetaArray::String(_))) => {}
-        Some(_) => return Err(GgufError::MergesType { found: found(m, MERGES) }),
+        Some(_) => {
+            return Err(GgufError::MergesType {
+                found: found(m, MERGES),
+            })
+        }
     }
     if let Some(len) = scores {
         if len as u64 != n_tokens {
@@ -131,7 +143,8 @@ fn is_byte_token(text: &str) -> bool {
     b.len() == 6
         && b.starts_with(b"<0x")
         && b.get(5) == Some(&b'>')
-        && b.get(3..5).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+        && b.get(3..5)
+            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
 }
 
 #[cfg(test)]

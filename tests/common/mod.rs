@@ -47,21 +47,36 @@ pub fn fixture_bytes() -> Vec<u8> {
     w.set("llama.rope.freq_base", MetaValue::F32(10000.0));
     w.set("llama.vocab_size", MetaValue::U32(n_vocab as u32));
     let tokens: Vec<String> = (0..n_vocab)
-        .map(|i| if i < 3 { format!("<s{i}>") } else { format!("<0x{:02X}>", i - 3) })
+        .map(|i| {
+            if i < 3 {
+                format!("<s{i}>")
+            } else {
+                format!("<0x{:02X}>", i - 3)
+            }
+        })
         .collect();
     let mut types = vec![1i32; n_vocab as usize];
     for t in types.iter_mut().skip(3) {
         *t = 6;
     }
     w.set("tokenizer.ggml.model", MetaValue::String("llama".into()));
-    w.set("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::String(tokens)));
+    w.set(
+        "tokenizer.ggml.tokens",
+        MetaValue::Array(MetaArray::String(tokens)),
+    );
     w.set(
         "tokenizer.ggml.scores",
         MetaValue::Array(MetaArray::F32((0..n_vocab).map(|i| -(i as f32)).collect())),
     );
-    w.set("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::I32(types)));
+    w.set(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(types)),
+    );
     let merges: Vec<String> = (0..300).map(|i| format!("m{} {}", i % 17, i)).collect();
-    w.set("tokenizer.ggml.merges", MetaValue::Array(MetaArray::String(merges)));
+    w.set(
+        "tokenizer.ggml.merges",
+        MetaValue::Array(MetaArray::String(merges)),
+    );
     w.set("tokenizer.ggml.bos_token_id", MetaValue::U32(1));
     w.set("tokenizer.ggml.eos_token_id", MetaValue::U32(2));
     w.set(
@@ -77,15 +92,20 @@ pub fn fixture_bytes() -> Vec<u8> {
         rng.bytes(n as usize)
     };
     let d = q(GgmlType::Q8_0, n_embd, n_vocab, &mut rng);
-    w.add_tensor("token_embd.weight", &[n_embd, n_vocab], GgmlType::Q8_0, d).unwrap();
+    w.add_tensor("token_embd.weight", &[n_embd, n_vocab], GgmlType::Q8_0, d)
+        .unwrap();
     let d = q(GgmlType::F32, n_embd, 1, &mut rng);
-    w.add_tensor("blk.0.attn_norm.weight", &[n_embd], GgmlType::F32, d).unwrap();
+    w.add_tensor("blk.0.attn_norm.weight", &[n_embd], GgmlType::F32, d)
+        .unwrap();
     let d = q(GgmlType::Q4_1, n_embd, 1024, &mut rng);
-    w.add_tensor("blk.0.ffn_up.weight", &[n_embd, 1024], GgmlType::Q4_1, d).unwrap();
+    w.add_tensor("blk.0.ffn_up.weight", &[n_embd, 1024], GgmlType::Q4_1, d)
+        .unwrap();
     let d = q(GgmlType::Q4_K, 256, n_embd, &mut rng);
-    w.add_tensor("blk.0.ffn_down.weight", &[256, n_embd], GgmlType::Q4_K, d).unwrap();
+    w.add_tensor("blk.0.ffn_down.weight", &[256, n_embd], GgmlType::Q4_K, d)
+        .unwrap();
     let d = q(GgmlType::F16, n_embd, n_embd, &mut rng);
-    w.add_tensor("blk.0.attn_q.weight", &[n_embd, n_embd], GgmlType::F16, d).unwrap();
+    w.add_tensor("blk.0.attn_q.weight", &[n_embd, n_embd], GgmlType::F16, d)
+        .unwrap();
     w.to_bytes().unwrap()
 }
 
