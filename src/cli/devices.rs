@@ -1,4 +1,90 @@
-//! placeholder
+//! `flint devices`: every adapter wgpu finds (respecting `FLINT_BACKEND`), with the index that
+//! `--device N` takes, backend, type, driver, features and the limits flint cares about.
+//! `--json` prints one JSON array instead.
+
+use crate::gpu::{list_adapters, AdapterSummary};
+
+/// Arguments of `flint devices`.
 #[derive(Debug, clap::Args)]
-pub struct DevicesArgs { #[arg(long)] pub json: bool }
-pub fn run(_json: bool) -> crate::Result<()> { Ok(()) }
+pub struct DevicesArgs {
+    /// Print one JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Lists the adapters; an empty list is not an error (the text says so).
+pub fn run(json: bool) -> crate::Result<()> {
+    let adapters = list_adapters()?;
+    if json {
+        let array: Vec<serde_json::Value> = adapters.iter().map(to_json).collect();
+        let text = serde_json::to_string_pretty(&serde_json::Value::Array(array))
+            .map_err(|e| crate::Error::Usage(format!("serializing the device list: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    if adapters.is_empty() {
+        println!("no GPU adapter found (FLINT_BACKEND restricts the backends searched)");
+        return Ok(());
+    }
+    for a in &adapters {
+        print!("{}", to_text(a));
+    }
+    Ok(())
+}
+
+/// One adapter as JSON (field names as in [`AdapterSummary`]).
+pub fn to_json(a: &AdapterSummary) -> serde_json::Value {
+    let l = &a.limits;
+    serde_json::json!({
+        "index": a.index,
+        "name": a.name,
+        "backend": a.backend,
+        "device_type": a.device_type,
+        "driver": a.driver,
+        "driver_info": a.driver_info,
+        "vendor": a.vendor,
+        "device": a.device,
+        "features": a.features,
+        "limits": {
+            "max_storage_buffer_binding_size": l.max_storage_buffer_binding_size,
+            "max_buffer_size": l.max_buffer_size,
+            "max_compute_workgroup_storage_size": l.max_compute_workgroup_storage_size,
+            "max_compute_invocations_per_workgroup": l.max_compute_invocations_per_workgroup,
+            "max_compute_workgroup_size_x": l.max_compute_workgroup_size_x,
+            "max_compute_workgroups_per_dimension": l.max_compute_workgroups_per_dimension,
+            "max_storage_buffers_per_shader_stage": l.max_storage_buffers_per_shader_stage,
+            "min_subgroup_size": l.min_subgroup_size,
+            "max_subgroup_size": l.max_subgroup_size,
+        },
+    })
+}
+
+/// One adapter as indented text.
+pub fn to_text(a: &AdapterSummary) -> String {
+    let l = &a.limits;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut s = format!(
+        "[{}] {}\n    backend {}, type {}, vendor {:#06x}, device {:#06x}\n    driver {} ({})\n",
+        a.index, a.name, a.backend, a.device_type, a.vendor, a.device, a.driver, a.driver_info
+    );
+    s.push_str(&format!(
+        "    max storage binding {} B ({:.0} MiB), max buffer {} B ({:.0} MiB)\n",
+        l.max_storage_buffer_binding_size,
+        mib(l.max_storage_buffer_binding_size),
+        l.max_buffer_size,
+        mib(l.max_buffer_size),
+    ));
+    s.push_str(&format!(
+        "    workgroup storage {} B, invocations/workgroup {}, size x {}, groups/dim {}, \
+         storage buffers/stage {}, subgroup size {}..{}\n",
+        l.max_compute_workgroup_storage_size,
+        l.max_compute_invocations_per_workgroup,
+        l.max_compute_workgroup_size_x,
+        l.max_compute_workgroups_per_dimension,
+        l.max_storage_buffers_per_shader_stage,
+        l.min_subgroup_size,
+        l.max_subgroup_size,
+    ));
+    s.push_str(&format!("    features: {}\n", a.features.join(", ")));
+    s
+}

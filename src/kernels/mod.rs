@@ -1,1 +1,66 @@
-//! Rust side of each WGSL kernel family (placeholder).
+//! Rust side of each WGSL kernel family: the `#[repr(C)]` params struct mirrored in WGSL, the
+//! binding spec, the variants, the dispatch math and a host-facing entry point.
+//!
+//! - [`dequant`]: GGUF block bytes → f32 on the GPU (`shaders/dequant.wgsl`).
+//!
+//! [`all_variants`] is the registry of every (shader, variant) the runtime can build; the tests
+//! validate each with naga under the capabilities the runtime requests.
+
+pub mod dequant;
+
+pub use dequant::dequantize_on_gpu;
+
+use crate::gpu::{GpuError, ShaderVariant};
+
+/// Every (shader, variant) any kernel of the runtime may ask the pipeline cache for.
+pub fn all_variants() -> Vec<ShaderVariant> {
+    dequant::variants()
+}
+
+/// Spreads `groups` workgroups over x and, past `max_per_dim`, y: returns `(x, y)` with
+/// `x * y >= groups`. Shaders rebuild the flat index as `(wid.y * nwg.x + wid.x)` and skip the
+/// surplus (fewer than `x` groups).
+pub fn dispatch_grid(what: &str, groups: u64, max_per_dim: u32) -> Result<(u32, u32), GpuError> {
+    let too_large = || GpuError::DispatchTooLarge {
+        what: what.to_string(),
+        groups,
+        max_per_dim,
+    };
+    if groups == 0 {
+        return Ok((0, 0));
+    }
+    if max_per_dim == 0 {
+        return Err(too_large());
+    }
+    let x = groups.min(u64::from(max_per_dim));
+    let y = groups.div_ceil(x);
+    let y = u32::try_from(y)
+        .ok()
+        .filter(|&y| y <= max_per_dim)
+        .ok_or_else(too_large)?;
+    // x <= max_per_dim, so the conversion cannot fail.
+    let x = u32::try_from(x).map_err(|_| too_large())?;
+    Ok((x, y))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_grid_goes_2d_past_the_limit() {
+        assert_eq!(dispatch_grid("t", 0, 65535).unwrap(), (0, 0));
+        assert_eq!(dispatch_grid("t", 7, 65535).unwrap(), (7, 1));
+        assert_eq!(dispatch_grid("t", 65535, 65535).unwrap(), (65535, 1));
+        assert_eq!(dispatch_grid("t", 65536, 65535).unwrap(), (65535, 2));
+        assert_eq!(dispatch_grid("t", 100, 16).unwrap(), (16, 7));
+        assert!(matches!(
+            dispatch_grid("t", 16 * 16 + 1, 16),
+            Err(GpuError::DispatchTooLarge {
+                groups: 257,
+                max_per_dim: 16,
+                ..
+            })
+        ));
+    }
+}

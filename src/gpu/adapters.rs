@@ -1,0 +1,181 @@
+//! Adapter enumeration and choice: which backends (`FLINT_BACKEND=vulkan|dx12|metal|gl`, or
+//! `DeviceOptions::backends`), the enumerated list that `flint devices` prints and `--device N`
+//! indexes, and the default preference: discrete > integrated > virtual > other > CPU, then
+//! Vulkan > Metal > DX12 > GL. Without a backend named, GL is searched only when Vulkan, Metal
+//! and DX12 find nothing.
+
+use super::GpuError;
+
+/// The backends searched first when neither `FLINT_BACKEND` nor `DeviceOptions::backends` says
+/// otherwise.
+pub const PRIMARY_BACKENDS: wgpu::Backends = wgpu::Backends::VULKAN
+    .union(wgpu::Backends::METAL)
+    .union(wgpu::Backends::DX12);
+
+/// Searched only when the primary backends find no adapter (or when asked for by name): GL is
+/// wgpu's downlevel backend (no subgroups, no f16, tighter limits), a last resort for compute.
+pub const FALLBACK_BACKENDS: wgpu::Backends = wgpu::Backends::GL;
+
+/// The limits that matter to flint, as an adapter reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLimits {
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_size_x: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_storage_buffers_per_shader_stage: u32,
+    /// Subgroup sizes from the adapter info (meaningful when `subgroups` is among the features).
+    pub min_subgroup_size: u32,
+    pub max_subgroup_size: u32,
+}
+
+/// One enumerated adapter, as `flint devices` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterSummary {
+    /// Position in the enumerated list: the `--device N` value.
+    pub index: usize,
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor: u32,
+    pub device: u32,
+    /// Feature names as wgpu spells them (`shader-f16`, `subgroups`, …).
+    pub features: Vec<String>,
+    pub limits: KeyLimits,
+}
+
+/// Parses a `FLINT_BACKEND` value: one or more of `vulkan`, `dx12`, `metal`, `gl`, comma-separated.
+pub fn parse_backends(value: &str) -> Result<wgpu::Backends, GpuError> {
+    let mut backends = wgpu::Backends::empty();
+    for part in value.split(',') {
+        backends |= match part.trim().to_ascii_lowercase().as_str() {
+            "vulkan" | "vk" => wgpu::Backends::VULKAN,
+            "dx12" | "d3d12" => wgpu::Backends::DX12,
+            "metal" | "mtl" => wgpu::Backends::METAL,
+            "gl" | "gles" | "opengl" => wgpu::Backends::GL,
+            _ => {
+                return Err(GpuError::BadBackendEnv {
+                    value: value.to_string(),
+                })
+            }
+        };
+    }
+    Ok(backends)
+}
+
+/// What a search found: the instance the adapters belong to, the adapters in `--device N`
+/// order, and the backends that were searched.
+pub(crate) struct Found {
+    pub instance: wgpu::Instance,
+    pub adapters: Vec<wgpu::Adapter>,
+    pub searched: wgpu::Backends,
+}
+
+/// Enumerates the adapters of `explicit` backends, else of `FLINT_BACKEND`, else of
+/// [`PRIMARY_BACKENDS`] falling back to [`FALLBACK_BACKENDS`] when those find none.
+pub(crate) fn find_adapters(explicit: Option<wgpu::Backends>) -> Result<Found, GpuError> {
+    let chosen = match explicit {
+        Some(b) => Some(b),
+        None => match std::env::var("FLINT_BACKEND") {
+            Ok(v) if !v.trim().is_empty() => Some(parse_backends(&v)?),
+            Ok(_) | Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(v)) => {
+                return Err(GpuError::BadBackendEnv {
+                    value: v.to_string_lossy().into_owned(),
+                })
+            }
+        },
+    };
+    if let Some(backends) = chosen {
+        return Ok(enumerate(backends));
+    }
+    let primary = enumerate(PRIMARY_BACKENDS);
+    if !primary.adapters.is_empty() {
+        return Ok(primary);
+    }
+    let fallback = enumerate(FALLBACK_BACKENDS);
+    Ok(Found {
+        searched: PRIMARY_BACKENDS | FALLBACK_BACKENDS,
+        ..fallback
+    })
+}
+
+fn enumerate(backends: wgpu::Backends) -> Found {
+    // wgpu's own switches (WGPU_VALIDATION, WGPU_DEBUG, …) still apply to the instance flags.
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends,
+        flags: wgpu::InstanceFlags::from_build_config().with_env(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    Found {
+        instance,
+        adapters,
+        searched: backends,
+    }
+}
+
+pub(crate) fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: info.backend.to_str().to_string(),
+        device_type: format!("{:?}", info.device_type),
+        driver: info.driver,
+        driver_info: info.driver_info,
+        vendor: info.vendor,
+        device: info.device,
+        features: feature_names(adapter.features()),
+        limits: KeyLimits {
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+            max_buffer_size: limits.max_buffer_size,
+            max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+            max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_size_x: limits.max_compute_workgroup_size_x,
+            max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+            min_subgroup_size: info.subgroup_min_size,
+            max_subgroup_size: info.subgroup_max_size,
+        },
+    }
+}
+
+/// The kebab-case names of the flags in `features`.
+pub fn feature_names(features: wgpu::Features) -> Vec<String> {
+    features
+        .iter()
+        .map(|f| f.as_str().map_or_else(|| format!("{f:?}"), str::to_string))
+        .collect()
+}
+
+/// Every adapter wgpu finds for the selected backends, in `--device N` order.
+pub fn list_adapters() -> Result<Vec<AdapterSummary>, GpuError> {
+    let found = find_adapters(None)?;
+    let adapters = found.adapters.iter().enumerate();
+    Ok(adapters.map(|(i, a)| summarize(i, a)).collect())
+}
+
+/// Lower is better: device type first, then backend.
+pub(crate) fn preference(info: &wgpu::AdapterInfo) -> (u8, u8) {
+    let ty = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    let backend = match info.backend {
+        wgpu::Backend::Vulkan => 0,
+        wgpu::Backend::Metal => 1,
+        wgpu::Backend::Dx12 => 2,
+        wgpu::Backend::Gl => 3,
+        _ => 4,
+    };
+    (ty, backend)
+}
