@@ -6,6 +6,7 @@
 //! - [`quant`]: CPU block formats: dequantization to f32, the reference for every GPU kernel.
 //! - [`gpu`]: adapter and device selection, error capture, shader registry, pipeline cache.
 //! - [`kernels`]: the Rust side of each WGSL kernel family.
+//! - [`reference`]: the CPU oracle: every kernel in plain, readable Rust (tests and debugging).
 //!
 //! See `docs/ARCHITECTURE.md` for the plan and the decisions behind it.
 
@@ -15,5 +16,6 @@ pub mod gguf;
 pub mod gpu;
 pub mod kernels;
 pub mod quant;
+pub mod reference;
 
 pub use error::{Error, Result};

@@ -1,12 +1,22 @@
 //! Rust side of each WGSL kernel family: the `#[repr(C)]` params struct mirrored in WGSL, the
 //! binding spec, the variants, the dispatch math and a host-facing entry point.
 //!
+//! - [`launch`]: [`launch::Dispatch`] (pipeline + bind group + params + grid), recorded into one
+//!   compute pass per step.
 //! - [`dequant`]: GGUF block bytes → f32 on the GPU (`shaders/dequant.wgsl`).
+//! - [`matmul`]: weights on the device (repacking, splitting past the binding limit), matrix ×
+//!   vector, matrix × small batch, matrix × matrix, embedding gather.
+//! - [`ops`]: RMSNorm, RoPE, SwiGLU/GeGLU, add, scale, softmax, argmax and top-k.
+//! - [`attention`]: KV-cache stores (f16, q8_0, q4_0) and attention (decode split-KV, multi-row).
 //!
 //! [`all_variants`] is the registry of every (shader, variant) the runtime can build; the tests
 //! validate each with naga under the capabilities the runtime requests.
 
+pub mod attention;
 pub mod dequant;
+pub mod launch;
+pub mod matmul;
+pub mod ops;
 
 pub use dequant::dequantize_on_gpu;
 
@@ -14,7 +24,11 @@ use crate::gpu::{GpuError, ShaderVariant};
 
 /// Every (shader, variant) any kernel of the runtime may ask the pipeline cache for.
 pub fn all_variants() -> Vec<ShaderVariant> {
-    dequant::variants()
+    let mut all = dequant::variants();
+    all.extend(matmul::variants());
+    all.extend(ops::variants());
+    all.extend(attention::variants());
+    all
 }
 
 /// Spreads `groups` workgroups over x and, past `max_per_dim`, y: returns `(x, y)` with

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod alloc;
+pub mod gpu;
 pub mod raw;
 
 use flint::gguf::{GgmlType, GgufWriter, MetaArray, MetaValue};

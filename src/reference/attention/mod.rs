@@ -1,0 +1,1 @@
+//! (CPU oracle for attention: being written.)

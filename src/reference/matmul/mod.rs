@@ -1,0 +1,1 @@
+//! (CPU oracle for matmul: being written.)
