@@ -126,3 +126,28 @@ fn write_read_round_trip_100_random_files() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn file_ending_at_the_data_offset_is_shape_only() {
+    let mut rng = Rng::new(9);
+    let (bytes, _, tensors, _) = loop {
+        let f = random_file(&mut rng);
+        if f.3 == 3 && f.2.iter().any(|t| !t.3.is_empty()) {
+            break f;
+        }
+    };
+    let full = Gguf::parse(&bytes).unwrap();
+    assert!(!full.shape_only);
+    let stripped = &bytes[..full.data_offset as usize];
+    let g = Gguf::parse(stripped).unwrap();
+    assert!(g.shape_only);
+    assert_eq!(g.tensors, full.tensors);
+    let t = &g.tensors[0];
+    assert!(matches!(
+        g.tensor_data(stripped, t),
+        Err(flint::gguf::GgufError::ShapeOnly { .. })
+    ));
+    assert_eq!(tensors.len(), g.tensors.len());
+    // One byte short of the data offset is still truncation.
+    assert!(Gguf::parse(&bytes[..full.data_offset as usize - 1]).is_err());
+}

@@ -87,10 +87,15 @@ fn render_text(file: &GgufFile, full: bool) -> String {
     );
     w!(
         out,
-        "alignment {}, data offset {}, data size {}",
+        "alignment {}, data offset {}, data size {}{}",
         g.alignment,
         g.data_offset,
-        g.data_size
+        g.data_size,
+        if g.shape_only {
+            " (shape only: no tensor data in this file)"
+        } else {
+            ""
+        }
     );
     out.push('\n');
     w!(out, "metadata ({} keys):", g.metadata.len());
@@ -195,6 +200,7 @@ fn to_json(file: &GgufFile, full: bool) -> Value {
         "alignment": g.alignment,
         "data_offset": g.data_offset,
         "data_size": g.data_size,
+        "shape_only": g.shape_only,
         "metadata": metadata,
         "tensors": tensors,
         "totals": {

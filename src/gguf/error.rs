@@ -194,6 +194,8 @@ pub enum GgufError {
         expected: &'static str,
         value: String,
     },
+    #[error("tensor '{tensor}' has no data: this is a shape-only file (metadata and shapes, no weights)")]
+    ShapeOnly { tensor: String },
     #[error("tensor '{name}' not found")]
     MissingTensor { name: String },
 

@@ -41,6 +41,9 @@ pub struct Gguf {
     pub data_offset: u64,
     /// Bytes of the data section that tensors use (last tensor end).
     pub data_size: u64,
+    /// The file ends exactly at the data offset: shapes and metadata only, no weights
+    /// (`flint gguf strip` makes such files so a model can be planned before it is downloaded).
+    pub shape_only: bool,
 }
 
 impl Gguf {
@@ -125,7 +128,9 @@ impl Gguf {
             .map(|t| t.offset.saturating_add(t.n_bytes))
             .unwrap_or(0);
         let data_offset = align_up(r.pos(), alignment).unwrap_or(u64::MAX);
+        let shape_only = !tensors.is_empty() && data_size > 0 && file_len == data_offset;
         if !tensors.is_empty()
+            && !shape_only
             && data_offset
                 .checked_add(data_size)
                 .is_none_or(|e| e > file_len)
@@ -143,6 +148,7 @@ impl Gguf {
             alignment,
             data_offset,
             data_size,
+            shape_only,
         };
         validate_tokenizer(&gguf)?;
         Ok(gguf)
@@ -155,6 +161,11 @@ impl Gguf {
 
     /// The bytes of tensor `t` within the whole file `bytes` this was parsed from.
     pub fn tensor_data<'a>(&self, bytes: &'a [u8], t: &TensorInfo) -> Result<&'a [u8], GgufError> {
+        if self.shape_only {
+            return Err(GgufError::ShapeOnly {
+                tensor: t.name.clone(),
+            });
+        }
         let start = self.data_offset.checked_add(t.offset);
         let end = start.and_then(|s| s.checked_add(t.n_bytes));
         let out_of_bounds = || GgufError::DataExceedsFile {
