@@ -1,7 +1,8 @@
 //! The crate error: one `thiserror` enum with a sub-enum per module, and the `Result` alias.
 //!
 //! Every variant carries the offending values in fields (style.md §3.6). `main.rs` maps errors
-//! to exit codes: usage errors 2, bad input files 3, device problems 4, everything else 1.
+//! to exit codes: usage errors and plans that do not fit 2, bad input files 3, device problems 4,
+//! everything else 1.
 
 use crate::gguf::GgufError;
 use crate::gpu::GpuError;
@@ -22,6 +23,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Hparams(#[from] crate::model::HparamsError),
+    #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
+    OutOfMemory {
+        requested: u64,
+        limit: u64,
+        reasons: Vec<String>,
+    },
     #[error("invalid argument: {0}")]
     Usage(String),
 }
@@ -30,8 +39,8 @@ impl Error {
     /// The process exit code the CLI uses for this error (never 101, which is a Rust panic).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) => 2,
-            Error::Gguf(_) | Error::Quant(_) => 3,
+            Error::Usage(_) | Error::OutOfMemory { .. } => 2,
+            Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) => 3,
             Error::Gpu(_) => 4,
             Error::Io { .. } => 1,
         }

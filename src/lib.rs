@@ -15,6 +15,8 @@ pub mod error;
 pub mod gguf;
 pub mod gpu;
 pub mod kernels;
+pub mod memory;
+pub mod model;
 pub mod quant;
 pub mod reference;
 

@@ -6,7 +6,7 @@
 use clap::Parser;
 
 fn main() {
-    let cli = flint::cli::Cli::parse();
+    let cli = flint::cli::Cli::parse_from(flint::cli::normalize_args(std::env::args_os()));
     if let Err(e) = flint::cli::run(cli) {
         let mut msg = format!("error: {e}");
         let mut source = std::error::Error::source(&e);

@@ -2,7 +2,9 @@
 //! parses, calls [`run`] and maps errors to exit codes.
 
 pub mod devices;
+pub mod gguf_cmd;
 pub mod info;
+pub mod plan;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +24,10 @@ pub enum Command {
     Info(info::InfoArgs),
     /// List every GPU adapter wgpu finds: name, backend, type, driver, features, limits.
     Devices(devices::DevicesArgs),
+    /// Plan every device buffer of a run (target, drafter, runtime) and check it fits.
+    Plan(plan::PlanArgs),
+    /// GGUF file tools (`strip`: keep metadata and shapes, drop the tensor data).
+    Gguf(gguf_cmd::GgufArgs),
 }
 
 /// Run a parsed command line.
@@ -29,5 +35,35 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info(args) => info::run(&args),
         Command::Devices(args) => devices::run(args.json),
+        Command::Plan(args) => plan::run(&args),
+        Command::Gguf(args) => gguf_cmd::run(&args),
     }
+}
+
+/// llama.cpp's multi-letter single-dash flags and the long flags they stand for.
+const LLAMA_FLAGS: &[(&str, &str)] = &[
+    ("-md", "--model-draft"),
+    ("-ctk", "--cache-type-k"),
+    ("-ctv", "--cache-type-v"),
+    ("-ctkd", "--cache-type-k-draft"),
+    ("-ctvd", "--cache-type-v-draft"),
+    ("-ub", "--ubatch-size"),
+    ("-np", "--parallel"),
+];
+
+/// Rewrite llama.cpp-style flags (`-ctk q8_0`) to the long flags clap parses.
+pub fn normalize_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    args.into_iter()
+        .map(|a| {
+            let mapped = a
+                .to_str()
+                .and_then(|s| LLAMA_FLAGS.iter().find(|(short, _)| *short == s));
+            match mapped {
+                Some((_, long)) => std::ffi::OsString::from(long),
+                None => a,
+            }
+        })
+        .collect()
 }

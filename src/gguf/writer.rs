@@ -17,7 +17,9 @@ struct PendingTensor {
     name: String,
     shape: Vec<u64>,
     ty: GgmlType,
-    data: Vec<u8>,
+    n_bytes: u64,
+    /// `None` for a shape-only tensor.
+    data: Option<Vec<u8>>,
 }
 
 /// Builds a GGUF file in memory.
@@ -69,10 +71,8 @@ impl GgufWriter {
         ty: GgmlType,
         data: Vec<u8>,
     ) -> Result<&mut Self, GgufError> {
-        let ne0 = shape.first().copied().unwrap_or(1);
-        let rows: u64 = shape.iter().skip(1).product();
-        let need = ty.row_bytes(ne0).and_then(|b| b.checked_mul(rows));
-        if need != Some(data.len() as u64) {
+        let need = Self::tensor_bytes(name, shape, ty)?;
+        if need != data.len() as u64 {
             return Err(GgufError::Write {
                 message: format!(
                     "tensor '{name}' {ty} {shape:?} needs {need:?} bytes, got {}",
@@ -80,6 +80,43 @@ impl GgufWriter {
                 ),
             });
         }
+        self.push(name, shape, ty, need, Some(data))
+    }
+
+    /// Add a tensor without data: a file of only such tensors is written shape-only (it ends at
+    /// the data offset), as `flint gguf strip` makes.
+    pub fn add_tensor_shape(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        ty: GgmlType,
+    ) -> Result<&mut Self, GgufError> {
+        let need = Self::tensor_bytes(name, shape, ty)?;
+        self.push(name, shape, ty, need, None)
+    }
+
+    fn tensor_bytes(name: &str, shape: &[u64], ty: GgmlType) -> Result<u64, GgufError> {
+        let ne0 = shape.first().copied().unwrap_or(1);
+        let rows = shape
+            .iter()
+            .skip(1)
+            .try_fold(1u64, |a, &d| a.checked_mul(d));
+        ty.row_bytes(ne0)
+            .zip(rows)
+            .and_then(|(b, r)| b.checked_mul(r))
+            .ok_or_else(|| GgufError::Write {
+                message: format!("tensor '{name}' {ty} {shape:?}: no valid byte size"),
+            })
+    }
+
+    fn push(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        ty: GgmlType,
+        n_bytes: u64,
+        data: Option<Vec<u8>>,
+    ) -> Result<&mut Self, GgufError> {
         if self.tensors.iter().any(|t| t.name == name) {
             return Err(GgufError::Write {
                 message: format!("tensor '{name}' added twice"),
@@ -89,6 +126,7 @@ impl GgufWriter {
             name: name.to_string(),
             shape: shape.to_vec(),
             ty,
+            n_bytes,
             data,
         });
         Ok(self)
@@ -128,13 +166,22 @@ impl GgufWriter {
             out.extend_from_slice(&t.ty.id().to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
             offsets.push(offset);
-            offset = align_up(offset + t.data.len() as u64, alignment).unwrap_or(u64::MAX);
+            offset = align_up(offset + t.n_bytes, alignment).unwrap_or(u64::MAX);
         }
         pad_to(&mut out, alignment);
+        let n_shape_only = self.tensors.iter().filter(|t| t.data.is_none()).count();
+        if n_shape_only > 0 {
+            if n_shape_only < self.tensors.len() {
+                return Err(GgufError::Write {
+                    message: "some tensors have data and some only shapes".to_string(),
+                });
+            }
+            return Ok(out);
+        }
         let data_start = out.len() as u64;
         for (t, off) in self.tensors.iter().zip(offsets) {
             out.resize((data_start + off) as usize, 0);
-            out.extend_from_slice(&t.data);
+            out.extend_from_slice(t.data.as_deref().unwrap_or_default());
         }
         if !self.tensors.is_empty() {
             pad_to(&mut out, alignment);

@@ -1,0 +1,325 @@
+//! `flint plan -m TARGET [-md DRAFT] [-c N] [-ctk T -ctv T] [-ub N] [-np N]
+//! [--spec-draft-n-max G] [--gpu-mem SIZE] [--json]`: every buffer a run would create, grouped by
+//! owner and kind, whether it fits, and alternatives computed by the same planner when it does
+//! not. Works on shape-only GGUF files (`flint gguf strip`), so a model can be planned before it
+//! is downloaded.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::gguf::{GgmlType, GgufFile};
+use crate::gpu::{DeviceOptions, GpuContext};
+use crate::memory::budget::BudgetSource;
+use crate::memory::suggest::suggestions;
+use crate::memory::{
+    fmt_bytes, parse_bytes, plan, Budget, DeviceLimits, DraftParams, DrafterShape, Kind, Owner,
+    RunParams, TargetShape,
+};
+use crate::model::{DrafterMeta, Hparams};
+use crate::{Error, Result};
+
+/// Arguments of `flint plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Target model (a full or shape-only GGUF).
+    #[arg(short = 'm', long = "model")]
+    pub model: PathBuf,
+    /// DSpark drafter (`-md`).
+    #[arg(long = "model-draft")]
+    pub model_draft: Option<PathBuf>,
+    /// Context length per sequence.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
+    pub n_ctx: u32,
+    /// Target K cache type (`-ctk`): f16, q8_0, q4_0.
+    #[arg(long = "cache-type-k", default_value = "f16")]
+    pub type_k: String,
+    /// Target V cache type (`-ctv`).
+    #[arg(long = "cache-type-v", default_value = "f16")]
+    pub type_v: String,
+    /// Drafter K cache type (`-ctkd`).
+    #[arg(long = "cache-type-k-draft", default_value = "f16")]
+    pub type_k_draft: String,
+    /// Drafter V cache type (`-ctvd`).
+    #[arg(long = "cache-type-v-draft", default_value = "f16")]
+    pub type_v_draft: String,
+    /// Prefill ubatch rows (`-ub`).
+    #[arg(long = "ubatch-size", default_value_t = 512)]
+    pub n_ubatch: u32,
+    /// Sequences / server slots (`-np`).
+    #[arg(long = "parallel", default_value_t = 1)]
+    pub n_seq: u32,
+    /// Drafts verified per step (default: the drafter's block size).
+    #[arg(long = "spec-draft-n-max")]
+    pub n_draft: Option<u32>,
+    /// Context rows injected into the drafter per chunk (default: the ubatch).
+    #[arg(long = "inject-chunk")]
+    pub inject_chunk: Option<u32>,
+    /// Drafter KV as a window of this many positions instead of the whole context.
+    #[arg(long = "draft-window")]
+    pub draft_window: Option<u32>,
+    /// Device memory budget (`16GiB`, `8000MiB`, bytes); planning then uses generic GPU limits.
+    #[arg(long = "gpu-mem")]
+    pub gpu_mem: Option<String>,
+    /// Memory kept free (default 5 % of the budget, at least 256 MiB).
+    #[arg(long = "headroom")]
+    pub headroom: Option<String>,
+    /// Adapter index (see `flint devices`) whose limits and memory to plan for.
+    #[arg(long = "device")]
+    pub device: Option<usize>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn kv_type(flag: &str, value: &str) -> Result<GgmlType> {
+    match GgmlType::from_name(value) {
+        Some(t) if crate::memory::layout::KV_TYPES.contains(&t) => Ok(t),
+        _ => Err(Error::Usage(format!(
+            "{flag} {value}: KV cache types are f16, q8_0, q4_0"
+        ))),
+    }
+}
+
+fn size(flag: &str, value: &str) -> Result<u64> {
+    parse_bytes(value)
+        .ok_or_else(|| Error::Usage(format!("{flag} {value:?}: not a size (e.g. 16GiB)")))
+}
+
+/// The parsed target/drafter and run parameters of `args`.
+struct Inputs {
+    target: GgufFile,
+    hp: Hparams,
+    drafter: Option<(GgufFile, DrafterMeta)>,
+    params: RunParams,
+}
+
+fn inputs(args: &PlanArgs) -> Result<Inputs> {
+    if args.n_ctx == 0 || args.n_ubatch == 0 || args.n_seq == 0 {
+        return Err(Error::Usage("-c, -ub and -np must be at least 1".into()));
+    }
+    let target = GgufFile::open(&args.model)?;
+    let hp = Hparams::from_gguf(&target).map_err(Error::from)?;
+    let drafter = match &args.model_draft {
+        Some(path) => {
+            let f = GgufFile::open(path)?;
+            let meta = DrafterMeta::from_gguf(&f).map_err(Error::from)?;
+            Some((f, meta))
+        }
+        None => None,
+    };
+    let draft = match &drafter {
+        Some((_, meta)) => {
+            let n_draft = args.n_draft.unwrap_or(meta.max_drafts());
+            if n_draft == 0 || n_draft > meta.max_drafts() {
+                return Err(Error::Usage(format!(
+                    "--spec-draft-n-max {n_draft}: this drafter proposes 1 to {} tokens",
+                    meta.max_drafts()
+                )));
+            }
+            Some(DraftParams {
+                n_draft,
+                inject_chunk: args.inject_chunk.unwrap_or(args.n_ubatch).max(1),
+                type_k: kv_type("-ctkd", &args.type_k_draft)?,
+                type_v: kv_type("-ctvd", &args.type_v_draft)?,
+                window: args.draft_window,
+            })
+        }
+        None => None,
+    };
+    let params = RunParams {
+        n_ctx: args.n_ctx,
+        n_seq: args.n_seq,
+        type_k: kv_type("-ctk", &args.type_k)?,
+        type_v: kv_type("-ctv", &args.type_v)?,
+        n_ubatch: args.n_ubatch,
+        draft,
+    };
+    Ok(Inputs {
+        target,
+        hp,
+        drafter,
+        params,
+    })
+}
+
+pub fn run(args: &PlanArgs) -> Result<()> {
+    let inp = inputs(args)?;
+    let flag = args
+        .gpu_mem
+        .as_deref()
+        .map(|v| size("--gpu-mem", v))
+        .transpose()?;
+    // With --gpu-mem the plan is for another machine: generic limits, no device opened.
+    let ctx = if flag.is_none() {
+        GpuContext::new(&DeviceOptions {
+            index: args.device,
+            ..DeviceOptions::default()
+        })
+        .ok()
+    } else {
+        None
+    };
+    let mut budget = Budget::resolve(flag, ctx.as_ref());
+    if let Some(h) = &args.headroom {
+        budget = budget.with_headroom(size("--headroom", h)?);
+    }
+    let limits = ctx
+        .as_ref()
+        .map_or(DeviceLimits::GENERIC, DeviceLimits::from_context);
+    let target = TargetShape {
+        hp: &inp.hp,
+        tensors: &inp.target.tensors,
+    };
+    let drafter = inp.drafter.as_ref().map(|(f, meta)| DrafterShape {
+        meta,
+        tensors: &f.tensors,
+    });
+    let p = plan(target, drafter, &inp.params, budget, limits);
+    let alts = suggestions(target, drafter, &inp.params, &p);
+    let text = if args.json {
+        let buffers: Vec<_> = p
+            .buffers
+            .iter()
+            .map(|b| json!({"owner": b.owner.name(), "kind": b.kind.name(), "name": b.name, "bytes": b.bytes}))
+            .collect();
+        let v = json!({
+            "fits": p.fits(),
+            "budget_bytes": p.budget.usable(),
+            "total_bytes": p.total(),
+            "buffers": buffers,
+            "suggestions": alts,
+        });
+        serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+    } else {
+        render(&inp, &p, &alts, ctx.is_some())
+    };
+    super::info::write_stdout(&text)?;
+    if p.fits() {
+        Ok(())
+    } else {
+        Err(Error::OutOfMemory {
+            requested: p.total(),
+            limit: p.budget.usable(),
+            reasons: p.misfit_summary(),
+        })
+    }
+}
+
+fn render(inp: &Inputs, p: &crate::memory::Plan, alts: &[String], on_device: bool) -> String {
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    let r = &inp.params;
+    line(format!(
+        "plan: {} ({}{}), -c {} -np {} -ctk {} -ctv {} -ub {}",
+        inp.target.path.display(),
+        inp.hp.arch.name(),
+        if inp.target.shape_only {
+            ", shape only"
+        } else {
+            ""
+        },
+        r.n_ctx,
+        r.n_seq,
+        r.type_k.name().to_lowercase(),
+        r.type_v.name().to_lowercase(),
+        r.n_ubatch
+    ));
+    if let (Some((f, meta)), Some(d)) = (&inp.drafter, &r.draft) {
+        line(format!(
+            "drafter: {} ({} layers, block {}, {} taps, rank {}), drafts {} , inject chunk {}, KV {}/{}{}",
+            f.path.display(),
+            meta.hp.n_layer,
+            meta.block_size,
+            meta.target_layers.len(),
+            meta.markov_rank,
+            d.n_draft,
+            d.inject_chunk,
+            d.type_k.name().to_lowercase(),
+            d.type_v.name().to_lowercase(),
+            d.window.map(|w| format!(", window {w}")).unwrap_or_default()
+        ));
+    }
+    line(format!(
+        "budget: {} ({}), headroom {}, usable {}; limits: buffer {}, binding {}{}",
+        fmt_bytes(p.budget.bytes),
+        p.budget.source.name(),
+        fmt_bytes(p.budget.headroom),
+        fmt_bytes(p.budget.usable()),
+        fmt_bytes(p.limits.max_buffer_size),
+        fmt_bytes(p.limits.max_storage_binding),
+        if on_device || p.budget.source == BudgetSource::Flag {
+            ""
+        } else {
+            " (generic)"
+        }
+    ));
+    line(String::new());
+    line(format!(
+        "  {:<8} {:<8} {:>8} {:>12}",
+        "owner", "kind", "buffers", "bytes"
+    ));
+    for owner in [Owner::Target, Owner::Drafter, Owner::Runtime] {
+        for kind in [
+            Kind::Weights,
+            Kind::Kv,
+            Kind::Compute,
+            Kind::Staging,
+            Kind::Io,
+        ] {
+            let n = p
+                .buffers
+                .iter()
+                .filter(|b| b.owner == owner && b.kind == kind)
+                .count();
+            if n > 0 {
+                let bytes = p.sum(Some(owner), Some(kind));
+                line(format!(
+                    "  {:<8} {:<8} {n:>8} {:>12}",
+                    owner.name(),
+                    kind.name(),
+                    fmt_bytes(bytes)
+                ));
+            }
+        }
+        let total = p.sum(Some(owner), None);
+        if total > 0 {
+            line(format!(
+                "  {:<8} {:<8} {:>8} {:>12}",
+                owner.name(),
+                "total",
+                "",
+                fmt_bytes(total)
+            ));
+        }
+    }
+    line(format!(
+        "  {:<8} {:<8} {:>8} {:>12}",
+        "all",
+        "total",
+        p.buffers.len(),
+        fmt_bytes(p.total())
+    ));
+    line(String::new());
+    if p.fits() {
+        line(format!(
+            "fits: {} of {} ({} to spare)",
+            fmt_bytes(p.total()),
+            fmt_bytes(p.budget.usable()),
+            fmt_bytes(p.budget.usable() - p.total())
+        ));
+    } else {
+        line("does not fit:".to_string());
+        for m in p.misfit_summary() {
+            line(format!("  - {m}"));
+        }
+        line("alternatives:".to_string());
+        for a in alts {
+            line(format!("  - {a}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,108 @@
+//! The DSpark drafter's buffers (dspark-spec §4.4). Only its KV cache depends on the context:
+//! - weights (the drafter's own tensors; `token_embd` / `output` are borrowed from the target
+//!   when the drafter has none, and cost nothing here);
+//! - KV cache per drafter layer, sized by the context or by a position window;
+//! - injection: a staging buffer of `U` tap rows × `m·d_t` written by the target's forward, and
+//!   the K/V-only pass's scratch for `U` rows (fc output, K, V): context rows get no queries;
+//! - the draft pass: γ query rows per sequence (block embeddings, Q/K/V, attention output, FFN,
+//!   logits, Markov bias, confidences), with the block's own K/V in scratch (never the cache).
+
+use crate::gguf::TensorInfo;
+use crate::model::DrafterMeta;
+
+use super::layout::{f32s, kv_bytes, weight_bytes, words};
+use super::{DeviceLimits, DraftParams, Kind, Owner, PlannedBuffer, RunParams};
+
+fn buf(kind: Kind, name: impl Into<String>, bytes: u64) -> PlannedBuffer {
+    PlannedBuffer {
+        owner: Owner::Drafter,
+        kind,
+        name: name.into(),
+        bytes,
+        bound_whole: kind != Kind::Weights,
+    }
+}
+
+/// Every drafter buffer for run parameters `p` with draft parameters `dp`.
+pub fn buffers(
+    meta: &DrafterMeta,
+    tensors: &[TensorInfo],
+    p: &RunParams,
+    dp: &DraftParams,
+    limits: &DeviceLimits,
+) -> Vec<PlannedBuffer> {
+    let hp = &meta.hp;
+    let mut out = Vec::new();
+    for t in tensors {
+        out.push(buf(
+            Kind::Weights,
+            format!("drafter.{}", t.name),
+            weight_bytes(t, limits.max_storage_binding),
+        ));
+    }
+    let n_seq = u64::from(p.n_seq);
+    let ctx_rows = u64::from(dp.window.unwrap_or(p.n_ctx).min(p.n_ctx)) * n_seq;
+    let (nkv, hd, hdv) = (
+        u64::from(hp.n_head_kv),
+        u64::from(hp.head_dim),
+        u64::from(hp.head_dim_v),
+    );
+    for il in 0..hp.n_layer {
+        out.push(buf(
+            Kind::Kv,
+            format!("drafter.kv.k.{il}"),
+            kv_bytes(dp.type_k, ctx_rows, nkv, hd),
+        ));
+        out.push(buf(
+            Kind::Kv,
+            format!("drafter.kv.v.{il}"),
+            kv_bytes(dp.type_v, ctx_rows, nkv, hdv),
+        ));
+    }
+    let (d, q, k, v, f, vocab) = (
+        u64::from(hp.n_embd),
+        u64::from(hp.q_dim()),
+        u64::from(hp.k_dim()),
+        u64::from(hp.v_dim()),
+        u64::from(hp.n_ff),
+        u64::from(hp.n_vocab),
+    );
+    // Injection: U rows of taps in, K/V out; no queries, no attention, no FFN.
+    let u = u64::from(dp.inject_chunk.max(1));
+    out.push(buf(
+        Kind::Staging,
+        "drafter.inject.taps",
+        f32s(u * meta.tap_width()),
+    ));
+    out.push(buf(Kind::Compute, "drafter.inject.g", f32s(u * d)));
+    out.push(buf(Kind::Compute, "drafter.inject.k", f32s(u * k)));
+    out.push(buf(Kind::Compute, "drafter.inject.v", f32s(u * v)));
+    out.push(buf(Kind::Io, "drafter.inject.positions", words(u * 4)));
+    // Draft pass: γ query rows per sequence.
+    let r = u64::from(meta.block_size) * n_seq;
+    out.push(buf(Kind::Io, "drafter.draft.tokens", words(r * 4)));
+    out.push(buf(Kind::Io, "drafter.draft.positions", words(r * 4)));
+    for (name, width) in [
+        ("drafter.draft.x", d),
+        ("drafter.draft.xn", d),
+        ("drafter.draft.q", q),
+        ("drafter.draft.k", k),
+        ("drafter.draft.v", v),
+        ("drafter.draft.attn", q),
+        ("drafter.draft.gate", f),
+        ("drafter.draft.up", f),
+        ("drafter.draft.logits", vocab),
+    ] {
+        out.push(buf(Kind::Compute, name, f32s(r * width)));
+    }
+    if meta.markov_rank > 0 {
+        out.push(buf(
+            Kind::Compute,
+            "drafter.draft.markov",
+            f32s(r * u64::from(meta.markov_rank)),
+        ));
+    }
+    // Per slot: draft id and confidence, read back.
+    out.push(buf(Kind::Io, "drafter.draft.out", words(r * 8)));
+    out
+}

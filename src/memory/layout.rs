@@ -1,0 +1,70 @@
+//! Byte sizes of device buffers: the single place the planner and the allocators agree on.
+//! Every size is rounded up to whole 4-byte words (storage buffers are bound as `array<u32>`).
+
+use crate::gguf::{GgmlType, TensorInfo};
+
+/// `bytes` rounded up to a multiple of 4.
+pub fn words(bytes: u64) -> u64 {
+    bytes.div_ceil(4) * 4
+}
+
+/// f32 elements → bytes.
+pub fn f32s(n: u64) -> u64 {
+    n * 4
+}
+
+/// Device bytes of a weight tensor as uploaded: the GGUF bytes of each part when the tensor is
+/// split by rows so that no part exceeds `max_binding`, each part rounded to whole words.
+pub fn weight_bytes(t: &TensorInfo, max_binding: u64) -> u64 {
+    let rows = t.n_rows().max(1);
+    let row_bytes = t.n_bytes / rows;
+    if t.n_bytes <= max_binding || row_bytes == 0 {
+        return words(t.n_bytes);
+    }
+    let rows_per_part = (max_binding / row_bytes).max(1);
+    let full = rows / rows_per_part;
+    let rest = rows % rows_per_part;
+    full * words(rows_per_part * row_bytes) + if rest > 0 { words(rest * row_bytes) } else { 0 }
+}
+
+/// Bytes of one K or V cache buffer: `n_rows × n_heads × head_dim` elements of `ty` (f16, q8_0,
+/// q4_0 …), `head_dim` a multiple of the type's block size.
+pub fn kv_bytes(ty: GgmlType, n_rows: u64, n_heads: u64, head_dim: u64) -> u64 {
+    let per_row = ty.row_bytes(head_dim).unwrap_or(head_dim * 4) * n_heads;
+    words(n_rows * per_row)
+}
+
+/// KV types the cache can hold.
+pub const KV_TYPES: [GgmlType; 3] = [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0];
+
+/// Rows per split of split-KV decode attention (fixed: batch invariance needs a split size that
+/// does not depend on the batch).
+pub const ATTN_SPLIT: u64 = 256;
+
+/// Bytes of the decode attention partials: per sequence, head and split, a running max, a sum
+/// and `head_dim_v` weighted values.
+pub fn attn_partials_bytes(n_seq: u64, n_head: u64, n_ctx: u64, head_dim_v: u64) -> u64 {
+    f32s(n_seq * n_head * n_ctx.div_ceil(ATTN_SPLIT) * (head_dim_v + 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_split_by_rows_past_the_binding_limit() {
+        let t = TensorInfo {
+            name: "w".into(),
+            shape: vec![64, 1000],
+            ty: GgmlType::Q4_1,
+            offset: 0,
+            n_bytes: 40 * 1000,
+        };
+        assert_eq!(weight_bytes(&t, 1 << 30), 40_000);
+        // 4,000-byte parts hold 100 rows: 10 parts of 4,000 bytes.
+        assert_eq!(weight_bytes(&t, 4_000), 40_000);
+        assert_eq!(kv_bytes(GgmlType::F16, 10, 3, 64), 10 * 3 * 128);
+        assert_eq!(kv_bytes(GgmlType::Q8_0, 10, 3, 64), 10 * 3 * 68);
+        assert_eq!(kv_bytes(GgmlType::Q4_0, 1, 1, 64), 36);
+    }
+}

@@ -1,0 +1,127 @@
+//! The target model's buffers: weights (per tensor, as uploaded), the KV cache (per layer, K and
+//! V), activation scratch for the largest batch (the prefill ubatch or the verify width), decode
+//! attention partials, logits, inputs and the logits readback.
+
+use crate::gguf::TensorInfo;
+use crate::model::Hparams;
+
+use super::layout::{attn_partials_bytes, f32s, kv_bytes, weight_bytes, words};
+use super::{DeviceLimits, Kind, Owner, PlannedBuffer, RunParams};
+
+fn buf(kind: Kind, name: impl Into<String>, bytes: u64, bound_whole: bool) -> PlannedBuffer {
+    PlannedBuffer {
+        owner: Owner::Target,
+        kind,
+        name: name.into(),
+        bytes,
+        bound_whole,
+    }
+}
+
+/// Rows of the largest batch the target processes: a prefill ubatch, or every sequence's verify
+/// batch of `n_draft + 1` rows.
+pub fn max_rows(p: &RunParams) -> u64 {
+    let verify = p.draft.as_ref().map_or(1, |d| u64::from(d.n_draft) + 1);
+    u64::from(p.n_ubatch)
+        .max(u64::from(p.n_seq) * verify)
+        .max(1)
+}
+
+/// Rows whose logits are read: one per sequence, or every verify row.
+pub fn logit_rows(p: &RunParams) -> u64 {
+    let verify = p.draft.as_ref().map_or(1, |d| u64::from(d.n_draft) + 1);
+    u64::from(p.n_seq) * verify
+}
+
+/// Every target buffer.
+pub fn buffers(
+    hp: &Hparams,
+    tensors: &[TensorInfo],
+    p: &RunParams,
+    limits: &DeviceLimits,
+) -> Vec<PlannedBuffer> {
+    let mut out = Vec::new();
+    // Weights: split by rows past the binding limit, so never bound whole.
+    for t in tensors {
+        out.push(buf(
+            Kind::Weights,
+            t.name.clone(),
+            weight_bytes(t, limits.max_storage_binding),
+            false,
+        ));
+    }
+    // KV cache: n_ctx rows per sequence, per layer.
+    let rows = u64::from(p.n_ctx) * u64::from(p.n_seq);
+    let (nkv, hd, hdv) = (
+        u64::from(hp.n_head_kv),
+        u64::from(hp.head_dim),
+        u64::from(hp.head_dim_v),
+    );
+    for il in 0..hp.n_layer {
+        out.push(buf(
+            Kind::Kv,
+            format!("kv.k.{il}"),
+            kv_bytes(p.type_k, rows, nkv, hd),
+            true,
+        ));
+        out.push(buf(
+            Kind::Kv,
+            format!("kv.v.{il}"),
+            kv_bytes(p.type_v, rows, nkv, hdv),
+            true,
+        ));
+    }
+    // Activation scratch for the largest batch of n rows (f32, row-major).
+    let n = max_rows(p);
+    let (d, q, k, v, f) = (
+        u64::from(hp.n_embd),
+        u64::from(hp.q_dim()),
+        u64::from(hp.k_dim()),
+        u64::from(hp.v_dim()),
+        u64::from(hp.n_ff),
+    );
+    for (name, width) in [
+        ("act.x", d),    // [n, d] residual stream
+        ("act.xn", d),   // [n, d] normed input / sublayer output
+        ("act.q", q),    // [n, n_head * head_dim]
+        ("act.k", k),    // [n, n_head_kv * head_dim]
+        ("act.v", v),    // [n, n_head_kv * head_dim_v]
+        ("act.attn", q), // [n, n_head * head_dim_v]
+        ("act.gate", f), // [n, n_ff] (gate, then the GLU product)
+        ("act.up", f),   // [n, n_ff]
+    ] {
+        out.push(buf(Kind::Compute, name, f32s(n * width), true));
+    }
+    // Split-KV decode partials: the one compute buffer that grows with n_ctx, by
+    // n_head × (head_dim_v + 2) floats per 256 context rows (< 1 % of the KV cache).
+    out.push(buf(
+        Kind::Compute,
+        "act.attn_partials",
+        attn_partials_bytes(
+            u64::from(p.n_seq),
+            u64::from(hp.n_head),
+            u64::from(p.n_ctx),
+            hdv,
+        ),
+        true,
+    ));
+    let n_out = logit_rows(p);
+    let vocab = u64::from(hp.n_vocab);
+    out.push(buf(Kind::Compute, "logits", f32s(n_out * vocab), true));
+    // Argmax / top-k partials: 2 words per 256-wide vocabulary slice per row.
+    out.push(buf(
+        Kind::Compute,
+        "sample.partials",
+        words(n_out * vocab.div_ceil(256) * 8),
+        true,
+    ));
+    out.push(buf(Kind::Io, "io.tokens", words(n * 4), true));
+    out.push(buf(Kind::Io, "io.positions", words(n * 4), true));
+    out.push(buf(
+        Kind::Io,
+        "io.logits_readback",
+        f32s(n_out * vocab),
+        false,
+    ));
+    out
+}

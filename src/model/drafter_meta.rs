@@ -1,0 +1,144 @@
+//! What a DSpark drafter declares about itself, from either GGUF format (dspark-spec §2):
+//! llama.cpp's `dflash` (taps in the layer-input convention) and the legacy PrismML `dspark`
+//! (double-prefixed keys, taps in the HF layer-output convention: one lower).
+
+use crate::gguf::{Gguf, GgufError};
+
+use super::hparams::{int_array, Arch, Hparams, HparamsError};
+
+/// Drafter-specific metadata on top of its backbone [`Hparams`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrafterMeta {
+    pub hp: Hparams,
+    /// γ: draft slots per block.
+    pub block_size: u32,
+    /// Tapped target layers, layer-input convention (`n_layer` = pre-final-norm output).
+    pub target_layers: Vec<u32>,
+    /// `d_t`: the target's hidden size (each tap is this wide).
+    pub target_hidden: u32,
+    /// Markov head rank `R` (0 without a Markov head).
+    pub markov_rank: u32,
+    pub has_confidence: bool,
+    pub mask_token_id: Option<u32>,
+    /// Anchor-first layout: γ slots give γ drafts (else γ − 1).
+    pub sample_from_anchor: bool,
+    /// The drafter carries its own `token_embd` / LM head (else it borrows the target's).
+    pub own_embd: bool,
+    pub own_output: bool,
+}
+
+impl DrafterMeta {
+    /// Tap width: `m × d_t` floats per context row.
+    pub fn tap_width(&self) -> u64 {
+        self.target_layers.len() as u64 * u64::from(self.target_hidden)
+    }
+
+    /// Most drafts one block yields.
+    pub fn max_drafts(&self) -> u32 {
+        if self.sample_from_anchor {
+            self.block_size
+        } else {
+            self.block_size.saturating_sub(1)
+        }
+    }
+
+    pub fn from_gguf(g: &Gguf) -> Result<DrafterMeta, HparamsError> {
+        let hp = Hparams::from_gguf(g)?;
+        let m = &g.metadata;
+        let invalid = |what: &str, value: String, why| HparamsError::Invalid {
+            what: what.to_string(),
+            value,
+            why,
+        };
+        let (block_size, layers, markov_w1, conf, mask) = match hp.arch {
+            Arch::Dflash => {
+                let layers = int_array(g, "dflash.target_layers")?;
+                (
+                    m.u32("dflash.block_size")?,
+                    layers,
+                    "markov_w1.weight",
+                    g.tensor("conf_proj.weight").is_some()
+                        && m.opt("dflash.has_confidence_head", |m, k| m.bool(k))?
+                            .unwrap_or(true),
+                    m.opt("tokenizer.ggml.mask_token_id", |m, k| m.u32(k))?,
+                )
+            }
+            Arch::DsparkLegacy => {
+                // Legacy taps are HF layer-output ids: the input of layer id + 1.
+                let layers = int_array(g, "dspark.dspark.target_layers")?
+                    .into_iter()
+                    .map(|l| l.saturating_add(1))
+                    .collect();
+                (
+                    m.u32("dspark.dspark.block_size")?,
+                    layers,
+                    "dspark.markov_head_a.weight",
+                    g.tensor("dspark.confidence_head.weight").is_some(),
+                    m.opt("dspark.dspark.mask_token_id", |m, k| m.u32(k))?,
+                )
+            }
+            other => {
+                return Err(HparamsError::UnsupportedArch {
+                    arch: format!("{} (not a DSpark drafter)", other.name()),
+                })
+            }
+        };
+        let target_layers = layers
+            .iter()
+            .map(|&l| {
+                u32::try_from(l).map_err(|_| invalid("target layer", l.to_string(), "negative"))
+            })
+            .collect::<Result<Vec<u32>, _>>()?;
+        if target_layers.is_empty() {
+            return Err(invalid(
+                "target_layers",
+                "[]".into(),
+                "a drafter taps at least one layer",
+            ));
+        }
+        if block_size == 0 {
+            return Err(invalid("block_size", "0".into(), "must be at least 1"));
+        }
+        let fc = ["fc.weight", "dspark.fc.weight"]
+            .iter()
+            .find_map(|n| g.tensor(n));
+        let target_hidden = match m.opt("dflash.target_hidden_size", |m, k| m.u32(k))? {
+            Some(d) => d,
+            None => {
+                let fc = fc.ok_or_else(|| GgufError::MissingTensor {
+                    name: "fc.weight".into(),
+                })?;
+                let width = fc.shape.first().copied().unwrap_or(0);
+                let n = target_layers.len() as u64;
+                if width % n != 0 {
+                    return Err(invalid(
+                        "fc.weight input width",
+                        width.to_string(),
+                        "not a multiple of the number of taps",
+                    ));
+                }
+                u32::try_from(width / n)
+                    .map_err(|_| invalid("fc width", width.to_string(), "too large"))?
+            }
+        };
+        let markov_rank = g
+            .tensor(markov_w1)
+            .and_then(|t| t.shape.first().copied())
+            .map(|r| u32::try_from(r).unwrap_or(0))
+            .unwrap_or(0);
+        Ok(DrafterMeta {
+            block_size,
+            target_layers,
+            target_hidden,
+            markov_rank,
+            has_confidence: conf,
+            mask_token_id: mask,
+            sample_from_anchor: m
+                .opt("dflash.sample_from_anchor", |m, k| m.bool(k))?
+                .unwrap_or(true),
+            own_embd: g.tensor("token_embd.weight").is_some(),
+            own_output: g.tensor("output.weight").is_some(),
+            hp,
+        })
+    }
+}

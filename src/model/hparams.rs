@@ -1,0 +1,244 @@
+//! Hyperparameters from GGUF metadata: what every later stage (memory planner, weights, forward,
+//! drafter) needs to know about a model, read once with errors that name the key.
+//!
+//! Architectures: `llama` (SmolLM2, Llama 3.x; normal RoPE, optional `rope_freqs.weight`),
+//! `qwen2` (NEOX RoPE, q/k/v biases), `qwen3` (NEOX RoPE, q/k RMS norms), and DSpark drafters:
+//! `dflash` (llama.cpp mainline) and the legacy PrismML `dspark` (keys with a double prefix).
+
+use crate::gguf::{Gguf, GgufError, MetaValue};
+
+/// The model families flint runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    /// A DSpark drafter in llama.cpp's `dflash` format.
+    Dflash,
+    /// A DSpark drafter in the legacy PrismML `dspark` format.
+    DsparkLegacy,
+}
+
+impl Arch {
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Some(match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "dflash" => Arch::Dflash,
+            "dspark" => Arch::DsparkLegacy,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Dflash => "dflash",
+            Arch::DsparkLegacy => "dspark",
+        }
+    }
+
+    pub fn is_drafter(self) -> bool {
+        matches!(self, Arch::Dflash | Arch::DsparkLegacy)
+    }
+}
+
+/// Errors reading hyperparameters.
+#[derive(Debug, thiserror::Error)]
+pub enum HparamsError {
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3 and DSpark drafters: dflash, dspark)")]
+    UnsupportedArch { arch: String },
+    #[error(transparent)]
+    Metadata(#[from] GgufError),
+    #[error("{what} = {value} is invalid: {why}")]
+    Invalid {
+        what: String,
+        value: String,
+        why: &'static str,
+    },
+}
+
+/// The transformer backbone's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hparams {
+    pub arch: Arch,
+    pub n_layer: u32,
+    /// Hidden size `d`.
+    pub n_embd: u32,
+    pub n_head: u32,
+    pub n_head_kv: u32,
+    /// Per-head size of Q and K.
+    pub head_dim: u32,
+    /// Per-head size of V.
+    pub head_dim_v: u32,
+    pub n_ff: u32,
+    pub n_vocab: u32,
+    /// Training context (`context_length`).
+    pub n_ctx_train: u32,
+    pub rope_base: f32,
+    /// Frequency scale (1 / linear scaling factor).
+    pub rope_freq_scale: f32,
+    /// Rotated dims per head (`rope.dimension_count`, default `head_dim`).
+    pub n_rot: u32,
+    /// NEOX rotation (pairs `i, i + n_rot/2`) rather than adjacent pairs.
+    pub rope_neox: bool,
+    pub rms_eps: f32,
+    /// Per-head RMS norm of q and k (qwen3, drafters).
+    pub qk_norm: bool,
+    /// Biases on the q/k/v projections (qwen2).
+    pub qkv_bias: bool,
+    /// No `output.weight`: the LM head is `token_embd.weight`.
+    pub tied_embeddings: bool,
+}
+
+impl Hparams {
+    /// Width of the query projection (`n_head × head_dim`).
+    pub fn q_dim(&self) -> u32 {
+        self.n_head * self.head_dim
+    }
+    /// Width of the key projection (`n_head_kv × head_dim`).
+    pub fn k_dim(&self) -> u32 {
+        self.n_head_kv * self.head_dim
+    }
+    /// Width of the value projection (`n_head_kv × head_dim_v`).
+    pub fn v_dim(&self) -> u32 {
+        self.n_head_kv * self.head_dim_v
+    }
+
+    /// Read the backbone hyperparameters of `g`.
+    pub fn from_gguf(g: &Gguf) -> Result<Hparams, HparamsError> {
+        let m = &g.metadata;
+        let arch_name = m.architecture()?;
+        let arch = Arch::from_name(arch_name).ok_or_else(|| HparamsError::UnsupportedArch {
+            arch: arch_name.to_string(),
+        })?;
+        let p = arch.name();
+        let key = |k: &str| format!("{p}.{k}");
+        let n_embd = m.u32(&key("embedding_length"))?;
+        let n_head = m.u32(&key("attention.head_count"))?;
+        let n_head_kv = m
+            .opt(&key("attention.head_count_kv"), |m, k| m.u32(k))?
+            .unwrap_or(n_head);
+        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(HparamsError::Invalid {
+                what: format!("{p} heads {n_head} / kv heads"),
+                value: n_head_kv.to_string(),
+                why: "query heads must be a non-zero multiple of KV heads",
+            });
+        }
+        let head_dim = match m.opt(&key("attention.key_length"), |m, k| m.u32(k))? {
+            Some(h) => h,
+            None => n_embd / n_head,
+        };
+        let head_dim_v = m
+            .opt(&key("attention.value_length"), |m, k| m.u32(k))?
+            .unwrap_or(head_dim);
+        let n_vocab = vocab_size(g, p)?;
+        let tied_embeddings = g.tensor("output.weight").is_none();
+        let neox = matches!(
+            arch,
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Dflash | Arch::DsparkLegacy
+        );
+        let scale = m
+            .opt(&key("rope.scaling.factor"), |m, k| m.f32(k))?
+            .unwrap_or(1.0);
+        let hp = Hparams {
+            arch,
+            n_layer: m.u32(&key("block_count"))?,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            head_dim_v,
+            n_ff: m.u32(&key("feed_forward_length"))?,
+            n_vocab,
+            n_ctx_train: m
+                .opt(&key("context_length"), |m, k| m.u32(k))?
+                .unwrap_or(4096),
+            rope_base: m
+                .opt(&key("rope.freq_base"), |m, k| m.f32(k))?
+                .unwrap_or(10000.0),
+            rope_freq_scale: if scale > 0.0 { 1.0 / scale } else { 1.0 },
+            n_rot: m
+                .opt(&key("rope.dimension_count"), |m, k| m.u32(k))?
+                .unwrap_or(head_dim),
+            rope_neox: neox,
+            rms_eps: m.f32(&key("attention.layer_norm_rms_epsilon"))?,
+            qk_norm: g.tensor("blk.0.attn_q_norm.weight").is_some(),
+            qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
+            tied_embeddings,
+        };
+        if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
+            return Err(HparamsError::Invalid {
+                what: format!("{p} shape"),
+                value: format!(
+                    "layers {} d {} head_dim {} n_rot {}",
+                    hp.n_layer, hp.n_embd, hp.head_dim, hp.n_rot
+                ),
+                why: "layers, hidden size and head size must be non-zero, n_rot <= head_dim",
+            });
+        }
+        Ok(hp)
+    }
+}
+
+/// Vocabulary size: the tokenizer's token count, else `{arch}.vocab_size`, else the embedding
+/// rows (shape-only and drafter files may lack a tokenizer).
+fn vocab_size(g: &Gguf, p: &str) -> Result<u32, HparamsError> {
+    let m = &g.metadata;
+    if let Ok(tokens) = m.str_array("tokenizer.ggml.tokens") {
+        return u32::try_from(tokens.len()).map_err(|_| HparamsError::Invalid {
+            what: "tokenizer.ggml.tokens".into(),
+            value: tokens.len().to_string(),
+            why: "too many tokens",
+        });
+    }
+    if let Some(v) = m.opt(&format!("{p}.vocab_size"), |m, k| m.u32(k))? {
+        return Ok(v);
+    }
+    let rows = ["token_embd.weight", "output.weight"]
+        .iter()
+        .find_map(|n| g.tensor(n))
+        .and_then(|t| t.shape.get(1).copied());
+    match rows {
+        Some(r) => u32::try_from(r).map_err(|_| HparamsError::Invalid {
+            what: "embedding rows".into(),
+            value: r.to_string(),
+            why: "too many rows",
+        }),
+        None => Err(GgufError::MissingKey {
+            key: format!("{p}.vocab_size"),
+        }
+        .into()),
+    }
+}
+
+/// Read an integer array (any integer element type) as i64s.
+pub fn int_array(g: &Gguf, key: &str) -> Result<Vec<i64>, GgufError> {
+    use crate::gguf::MetaArray as A;
+    let wrong = |v: &MetaValue| GgufError::WrongType {
+        key: key.to_string(),
+        expected: "array of integers",
+        found: v.type_name(),
+    };
+    let v = g.metadata.get(key).ok_or_else(|| GgufError::MissingKey {
+        key: key.to_string(),
+    })?;
+    let MetaValue::Array(a) = v else {
+        return Err(wrong(v));
+    };
+    Ok(match a {
+        A::I32(x) => x.iter().map(|&v| i64::from(v)).collect(),
+        A::U32(x) => x.iter().map(|&v| i64::from(v)).collect(),
+        A::I64(x) => x.clone(),
+        A::U64(x) => x.iter().map(|&v| v as i64).collect(),
+        A::I16(x) => x.iter().map(|&v| i64::from(v)).collect(),
+        A::U16(x) => x.iter().map(|&v| i64::from(v)).collect(),
+        A::I8(x) => x.iter().map(|&v| i64::from(v)).collect(),
+        A::U8(x) => x.iter().map(|&v| i64::from(v)).collect(),
+        _ => return Err(wrong(v)),
+    })
+}

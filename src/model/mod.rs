@@ -1,0 +1,9 @@
+//! Models: hyperparameters from GGUF metadata, the drafter's own metadata, and (to come) weights
+//! upload and one forward file per architecture.
+
+pub mod drafter_meta;
+pub mod hparams;
+pub mod presets;
+
+pub use drafter_meta::DrafterMeta;
+pub use hparams::{Arch, Hparams, HparamsError};

@@ -1,0 +1,208 @@
+//! Shape-only GGUF files built from published dimensions, so a model can be planned before it is
+//! downloaded (`flint gguf preset NAME OUT`), and the seed scenario can be tested without 6 GB of
+//! weights. Each preset lists every tensor with the type llama.cpp's quantization recipe gives it.
+
+use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
+
+/// Presets `flint gguf preset` knows.
+pub const PRESETS: [&str; 3] = [
+    "qwen3-8b-q4_k_m",
+    "qwen3-8b-dspark-q8_0",
+    "bonsai-27b-dspark-q4_1",
+];
+
+/// The bytes of preset `name`'s shape-only GGUF, or `None` for an unknown name.
+pub fn preset(name: &str) -> Option<Result<Vec<u8>, GgufError>> {
+    Some(match name {
+        "qwen3-8b-q4_k_m" => qwen3_8b_q4_k_m(),
+        "qwen3-8b-dspark-q8_0" => qwen3_8b_dspark_q8_0(),
+        "bonsai-27b-dspark-q4_1" => bonsai_27b_dspark_q4_1(),
+        _ => return None,
+    })
+}
+
+/// Backbone dimensions.
+struct Dims {
+    layers: u32,
+    d: u32,
+    ff: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    vocab: u32,
+    rope_base: f32,
+}
+
+fn set_backbone(w: &mut GgufWriter, arch: &str, x: &Dims) {
+    w.set("general.architecture", MetaValue::String(arch.into()));
+    let k = |s: &str| format!("{arch}.{s}");
+    w.set(&k("block_count"), MetaValue::U32(x.layers));
+    w.set(&k("embedding_length"), MetaValue::U32(x.d));
+    w.set(&k("feed_forward_length"), MetaValue::U32(x.ff));
+    w.set(&k("attention.head_count"), MetaValue::U32(x.heads));
+    w.set(&k("attention.head_count_kv"), MetaValue::U32(x.kv_heads));
+    w.set(&k("attention.key_length"), MetaValue::U32(x.head_dim));
+    w.set(&k("attention.value_length"), MetaValue::U32(x.head_dim));
+    w.set(&k("rope.freq_base"), MetaValue::F32(x.rope_base));
+    w.set(&k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-6));
+    w.set(&k("context_length"), MetaValue::U32(40960));
+    w.set(&k("vocab_size"), MetaValue::U32(x.vocab));
+}
+
+/// One Qwen3-style block; `ty = [most matrices, attn_v, ffn_down]`.
+fn add_block(w: &mut GgufWriter, i: u32, x: &Dims, ty: [GgmlType; 3]) -> Result<(), GgufError> {
+    let [base, v_ty, down_ty] = ty;
+    let (d, ff) = (u64::from(x.d), u64::from(x.ff));
+    let q = u64::from(x.heads * x.head_dim);
+    let kv = u64::from(x.kv_heads * x.head_dim);
+    let hd = u64::from(x.head_dim);
+    let p = |s: &str| format!("blk.{i}.{s}");
+    let f32 = GgmlType::F32;
+    w.add_tensor_shape(&p("attn_norm.weight"), &[d], f32)?;
+    w.add_tensor_shape(&p("attn_q.weight"), &[d, q], base)?;
+    w.add_tensor_shape(&p("attn_k.weight"), &[d, kv], base)?;
+    w.add_tensor_shape(&p("attn_v.weight"), &[d, kv], v_ty)?;
+    w.add_tensor_shape(&p("attn_output.weight"), &[q, d], base)?;
+    w.add_tensor_shape(&p("attn_q_norm.weight"), &[hd], f32)?;
+    w.add_tensor_shape(&p("attn_k_norm.weight"), &[hd], f32)?;
+    w.add_tensor_shape(&p("ffn_norm.weight"), &[d], f32)?;
+    w.add_tensor_shape(&p("ffn_gate.weight"), &[d, ff], base)?;
+    w.add_tensor_shape(&p("ffn_up.weight"), &[d, ff], base)?;
+    w.add_tensor_shape(&p("ffn_down.weight"), &[ff, d], down_ty)?;
+    Ok(())
+}
+
+/// llama.cpp's Q4_K_M rule for the layers whose attn_v and ffn_down get Q6_K.
+fn more_bits(i: u32, n: u32) -> bool {
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+}
+
+const QWEN3_8B: Dims = Dims {
+    layers: 36,
+    d: 4096,
+    ff: 12288,
+    heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    vocab: 151936,
+    rope_base: 1e6,
+};
+
+/// Qwen3-8B in Q4_K_M.
+pub fn qwen3_8b_q4_k_m() -> Result<Vec<u8>, GgufError> {
+    let x = &QWEN3_8B;
+    let mut w = GgufWriter::new();
+    set_backbone(&mut w, "qwen3", x);
+    let (d, v) = (u64::from(x.d), u64::from(x.vocab));
+    w.add_tensor_shape("token_embd.weight", &[d, v], GgmlType::Q4_K)?;
+    for i in 0..x.layers {
+        let hi = if more_bits(i, x.layers) {
+            GgmlType::Q6_K
+        } else {
+            GgmlType::Q4_K
+        };
+        add_block(&mut w, i, x, [GgmlType::Q4_K, hi, hi])?;
+    }
+    w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
+    w.add_tensor_shape("output.weight", &[d, v], GgmlType::Q6_K)?;
+    w.to_bytes()
+}
+
+/// The DSpark drafter heads (`dflash` names, or the legacy PrismML names).
+fn add_heads(
+    w: &mut GgufWriter,
+    x: &Dims,
+    rank: u64,
+    ty: GgmlType,
+    legacy: bool,
+) -> Result<(), GgufError> {
+    let (d, v) = (u64::from(x.d), u64::from(x.vocab));
+    let n = |dflash: &'static str, prism: &'static str| if legacy { prism } else { dflash };
+    w.add_tensor_shape(
+        n("markov_w1.weight", "dspark.markov_head_a.weight"),
+        &[rank, v],
+        ty,
+    )?;
+    w.add_tensor_shape(
+        n("markov_w2.weight", "dspark.markov_head_b.weight"),
+        &[rank, v],
+        ty,
+    )?;
+    w.add_tensor_shape(
+        n("conf_proj.weight", "dspark.confidence_head.weight"),
+        &[d + rank, 1],
+        ty,
+    )?;
+    w.add_tensor_shape(
+        n("conf_proj.bias", "dspark.confidence_head.bias"),
+        &[1],
+        GgmlType::F32,
+    )?;
+    Ok(())
+}
+
+/// The Qwen3-8B DSpark drafter (5 layers at the target's dims, block 7, taps [2, 10, 18, 26, 34]
+/// in the layer-input convention, Markov rank 256, confidence head) in Q8_0, `dflash` format,
+/// embeddings and LM head borrowed from the target.
+pub fn qwen3_8b_dspark_q8_0() -> Result<Vec<u8>, GgufError> {
+    let x = Dims {
+        layers: 5,
+        ..QWEN3_8B
+    };
+    let mut w = GgufWriter::new();
+    set_backbone(&mut w, "dflash", &x);
+    w.set("dflash.block_size", MetaValue::U32(7));
+    w.set(
+        "dflash.target_layers",
+        MetaValue::Array(MetaArray::I32(vec![2, 10, 18, 26, 34])),
+    );
+    w.set("dflash.target_hidden_size", MetaValue::U32(4096));
+    w.set("tokenizer.ggml.mask_token_id", MetaValue::U32(151669));
+    let q8 = GgmlType::Q8_0;
+    let d = u64::from(x.d);
+    w.add_tensor_shape("fc.weight", &[5 * d, d], q8)?;
+    w.add_tensor_shape("enc.output_norm.weight", &[d], GgmlType::F32)?;
+    for i in 0..x.layers {
+        add_block(&mut w, i, &x, [q8; 3])?;
+    }
+    w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
+    add_heads(&mut w, &x, 256, q8, false)?;
+    w.to_bytes()
+}
+
+/// The drafter of the seed report (Ternary-Bonsai-27B-dspark, legacy PrismML format): 6 layers,
+/// d 5120, FFN 5120, 40/4 heads of 128, vocab 248320, γ 4, taps [1, 16, 31, 46, 61] (HF output
+/// ids), rank 256, confidence head; matrices Q4_1 (its embeddings are kept, as in the report).
+pub fn bonsai_27b_dspark_q4_1() -> Result<Vec<u8>, GgufError> {
+    let x = Dims {
+        layers: 6,
+        d: 5120,
+        ff: 5120,
+        heads: 40,
+        kv_heads: 4,
+        head_dim: 128,
+        vocab: 248320,
+        rope_base: 1e7,
+    };
+    let mut w = GgufWriter::new();
+    set_backbone(&mut w, "dspark", &x);
+    w.set("dspark.dspark.block_size", MetaValue::U32(4));
+    w.set(
+        "dspark.dspark.target_layers",
+        MetaValue::Array(MetaArray::I32(vec![1, 16, 31, 46, 61])),
+    );
+    w.set("dspark.dspark.markov_rank", MetaValue::U32(256));
+    w.set("dspark.dspark.mask_token_id", MetaValue::U32(248319));
+    let q = GgmlType::Q4_1;
+    let (d, v) = (u64::from(x.d), u64::from(x.vocab));
+    w.add_tensor_shape("token_embd.weight", &[d, v], q)?;
+    w.add_tensor_shape("dspark.fc.weight", &[5 * d, d], q)?;
+    w.add_tensor_shape("dspark.hidden_norm.weight", &[d], GgmlType::F32)?;
+    for i in 0..x.layers {
+        add_block(&mut w, i, &x, [q; 3])?;
+    }
+    w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
+    w.add_tensor_shape("output.weight", &[d, v], q)?;
+    add_heads(&mut w, &x, 256, q, true)?;
+    w.to_bytes()
+}
