@@ -15,6 +15,7 @@ pub mod error;
 pub mod gguf;
 pub mod gpu;
 pub mod kernels;
+pub mod kv_cache;
 pub mod memory;
 pub mod model;
 pub mod quant;

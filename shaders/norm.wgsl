@@ -1,0 +1,82 @@
+// norm.wgsl: RMSNorm over the rows of an f32 matrix x [n_rows, n_cols] (row-major):
+//   y[r, c] = (x[r, c] * s_r) * w[c],  s_r = 1 / sqrt(Σ_c x[r, c]² / n_cols + eps)
+// as ggml_rms_norm followed by ggml_mul (the product x * s_r is rounded before w multiplies).
+// Without HAS_WEIGHT, y = x * s_r (q/k norm per head: n_cols = head_dim, rows = tokens × heads).
+//
+// One workgroup per row; lane l accumulates x² over columns l, l + WG_SIZE, … in that order and
+// the lane partials are combined by common/reduce.wgsl in a fixed order: a row gives the same
+// bits whatever the number of rows (batch invariance).
+//
+// Variants (Rust side: src/kernels/ops/norm.rs):
+//   HAS_WEIGHT     multiply by w [n_cols] (binding 3).
+//   IN_PLACE       x is read from and y written to binding 2 (binding 1 absent).
+//   USE_SUBGROUPS  subgroup reductions (needs the subgroups feature).
+// Dispatch: one workgroup per row, 1D or 2D (row = wid.y * nwg.x + wid.x; surplus groups exit).
+// Bindings: 0 uniform Params, 1 src x (read), 2 dst y (read_write), 3 w (read).
+
+#include "common/reduce.wgsl"
+
+// Mirrors NormParams in src/kernels/ops/norm.rs (16 bytes).
+struct Params {
+    n_rows: u32,
+    n_cols: u32,
+    eps: f32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+#ifndef IN_PLACE
+@group(0) @binding(1) var<storage, read> src: array<f32>; // [n_rows, n_cols]
+#endif
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>; // [n_rows, n_cols]
+#ifdef HAS_WEIGHT
+@group(0) @binding(3) var<storage, read> weight: array<f32>; // [n_cols]
+#endif
+
+override WG_SIZE: u32 = 64u;
+
+fn load_x(i: u32) -> f32 {
+#ifdef IN_PLACE
+    return dst[i];
+#else
+    return src[i];
+#endif
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+#ifdef USE_SUBGROUPS
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(num_subgroups) n_sg: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+#endif
+) {
+#ifdef USE_SUBGROUPS
+    let lane = ReduceLane(lid, sg_id, n_sg, sg_lane);
+#else
+    let lane = ReduceLane(lid, 0u, 1u, 0u);
+#endif
+    let row = wid.y * nwg.x + wid.x;
+    if (row >= params.n_rows) {
+        return; // the whole workgroup: row is uniform
+    }
+    let n = params.n_cols;
+    let base = row * n;
+    var acc = 0.0;
+    for (var c = lid; c < n; c += WG_SIZE) {
+        let v = load_x(base + c);
+        acc += v * v;
+    }
+    let sum = reduce_sum(acc, lane);
+    let scale = 1.0 / sqrt(sum / f32(n) + params.eps);
+    for (var c = lid; c < n; c += WG_SIZE) {
+        var y = load_x(base + c) * scale;
+#ifdef HAS_WEIGHT
+        y = y * weight[c];
+#endif
+        dst[base + c] = y;
+    }
+}

@@ -1,0 +1,165 @@
+//! RMSNorm on the GPU (`shaders/norm.wgsl`): x `[n_rows, n_cols]` → y `[n_rows, n_cols]`,
+//! `y = x / sqrt(mean(x²) + eps) [* w]` with w `[n_cols]`, one workgroup per row.
+//!
+//! Batch invariant: a row's reduction order depends only on the pipeline (the lane layout), not
+//! on the number of rows, so row i computed alone or inside any batch gives the same bits.
+//! Without a weight it is the per-head q/k norm (`n_cols = head_dim`, rows = tokens × heads).
+//!
+//! Variants: `HAS_WEIGHT`, `IN_PLACE`, `USE_SUBGROUPS` (when the device has `SUBGROUP`).
+
+use crate::gpu::{GpuContext, GpuError, ShaderVariant};
+
+use crate::kernels::launch::Dispatch;
+
+use super::{bad_input, build, check_f32s, grid, params_uniform, rewrite_params, rows_of};
+use super::{HostIo, Io, IO_BINDINGS};
+
+/// Invocations per workgroup (the `WG_SIZE` override; at most `REDUCE_MAX_WG` = 256).
+pub const WG_SIZE: u32 = 64;
+const _: () = assert!(
+    WG_SIZE <= 256,
+    "common/reduce.wgsl holds at most 256 partials"
+);
+
+/// Mirrors `struct Params` of `norm.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct NormParams {
+    pub n_rows: u32,
+    pub n_cols: u32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<NormParams>() == 16);
+
+/// The variant for a weight or not, in place or not, subgroup reductions or not.
+pub fn variant(weight: bool, in_place: bool, subgroups: bool) -> ShaderVariant {
+    let mut defines = Vec::new();
+    if weight {
+        defines.push(("HAS_WEIGHT", String::new()));
+    }
+    if in_place {
+        defines.push(("IN_PLACE", String::new()));
+    }
+    if subgroups {
+        defines.push(("USE_SUBGROUPS", String::new()));
+    }
+    ShaderVariant {
+        shader: "norm",
+        entry_point: "main",
+        defines,
+        overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
+        requires_f16: false,
+        requires_subgroups: subgroups,
+        bindings: IO_BINDINGS[usize::from(in_place)][usize::from(weight)],
+    }
+}
+
+/// Every variant this kernel may use, on any device.
+pub fn variants() -> Vec<ShaderVariant> {
+    let mut out = Vec::new();
+    for weight in [false, true] {
+        for in_place in [false, true] {
+            for subgroups in [false, true] {
+                out.push(variant(weight, in_place, subgroups));
+            }
+        }
+    }
+    out
+}
+
+/// A built RMSNorm over at most `max_rows` rows.
+#[derive(Debug)]
+pub struct RmsNorm {
+    pub dispatch: Dispatch,
+    params: NormParams,
+    max_rows: u32,
+}
+
+impl RmsNorm {
+    /// RMSNorm of x `[n_rows, n_cols]` (from `io`) into y `[n_rows, n_cols]`, times `weight`
+    /// `[n_cols]` when given. The buffers must hold at least those shapes.
+    pub fn new(
+        ctx: &GpuContext,
+        io: Io<'_>,
+        weight: Option<&wgpu::Buffer>,
+        n_rows: u32,
+        n_cols: u32,
+        eps: f32,
+    ) -> Result<RmsNorm, GpuError> {
+        if n_cols == 0 {
+            return Err(bad_input("RMSNorm columns", "at least 1", 0));
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(bad_input("RMSNorm eps", "finite and >= 0", eps));
+        }
+        let n = u64::from(n_rows) * u64::from(n_cols);
+        super::to_u32("RMSNorm elements", n)?;
+        io.check("RMSNorm x", n)?;
+        let mut buffers = io.buffers();
+        if let Some(w) = weight {
+            check_f32s("RMSNorm weight", w, u64::from(n_cols))?;
+            buffers.push(w);
+        }
+        let params = NormParams {
+            n_rows,
+            n_cols,
+            eps,
+            _pad: 0,
+        };
+        let v = variant(weight.is_some(), io.in_place(), ctx.has_subgroups());
+        let label = "rms_norm";
+        let uniform = params_uniform(ctx, label, &params)?;
+        let g = grid(ctx, label, u64::from(n_rows), WG_SIZE)?;
+        let dispatch = build(ctx, &v, label, &uniform, &buffers, g)?;
+        Ok(RmsNorm {
+            dispatch,
+            params,
+            max_rows: n_rows,
+        })
+    }
+
+    /// Norms the first `n_rows` rows from the next submission on (at most the built count).
+    pub fn set_rows(&mut self, ctx: &GpuContext, n_rows: u32) -> Result<(), GpuError> {
+        if n_rows > self.max_rows {
+            let expected = format!("at most {} (the built row count)", self.max_rows);
+            return Err(bad_input("RMSNorm rows", expected, n_rows));
+        }
+        self.params.n_rows = n_rows;
+        rewrite_params(ctx, &self.dispatch, &self.params)?;
+        self.dispatch.grid = grid(ctx, "rms_norm", u64::from(n_rows), WG_SIZE)?;
+        Ok(())
+    }
+
+    pub fn params(&self) -> NormParams {
+        self.params
+    }
+}
+
+/// Runs RMSNorm now on x `[x.len() / n_cols, n_cols]` and returns y (same shape).
+pub fn rms_norm_on_gpu(
+    ctx: &GpuContext,
+    x: &[f32],
+    n_cols: usize,
+    weight: Option<&[f32]>,
+    eps: f32,
+    in_place: bool,
+) -> Result<Vec<f32>, GpuError> {
+    let (n_rows, n_cols) = rows_of(x.len(), n_cols, "RMSNorm x")?;
+    if let Some(w) = weight {
+        if w.len() != n_cols as usize {
+            return Err(bad_input(
+                "RMSNorm weight",
+                format!("{n_cols} elements"),
+                w.len(),
+            ));
+        }
+    }
+    let host = HostIo::new(ctx, "rms_norm x", x, in_place)?;
+    let w = weight
+        .map(|w| super::upload_f32(ctx, "rms_norm weight", w))
+        .transpose()?;
+    let op = RmsNorm::new(ctx, host.io(), w.as_ref(), n_rows, n_cols, eps)?;
+    super::run_and_read_f32(ctx, "rms_norm", &[&op.dispatch], host.out(), x.len())
+}

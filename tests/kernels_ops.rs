@@ -1,0 +1,396 @@
+//! Row and elementwise GPU ops (`flint::kernels::ops`) against the CPU oracle
+//! (`flint::reference::ops`) on the real adapter (lavapipe in CI), over awkward shapes: one row,
+//! one column, column counts that are not multiples of the workgroup size.
+//!
+//! Bounds: NMSE ≤ 1e-7 for norms, softmax and GLU (max abs ≤ 1e-4 for GLU); add and scale are
+//! single IEEE operations, so they must be bit-identical; RoPE NMSE ≤ 1e-6 (GPU sin/cos differ
+//! from libm by a few ulp; theta itself is bit-identical). RMSNorm and softmax must be batch
+//! invariant: a row alone, among 8 and among 64 rows gives the same bits. Every test checks that
+//! wgpu recorded no uncaptured error.
+
+mod common;
+
+use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, ctx, max_abs, nmse};
+use common::Rng;
+use flint::gpu::{GpuContext, GpuError};
+use flint::kernels::ops::{binary, glu, norm, rope, softmax};
+use flint::reference::ops as oracle;
+
+fn random(rng: &mut Rng, n: usize, amplitude: f32) -> Vec<f32> {
+    (0..n).map(|_| rng.f32() * amplitude).collect()
+}
+
+/// (n_rows, n_cols): one row, one column, lanes left idle, not multiples of 64, a model width.
+const ROW_SHAPES: [(usize, usize); 7] = [
+    (1, 1),
+    (1, 576),
+    (3, 63),
+    (5, 65),
+    (2, 1000),
+    (4, 4097),
+    (9, 128),
+];
+
+fn check_nmse(what: &str, got: &[f32], want: &[f32], bound: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let e = nmse(got, want);
+    assert!(e <= bound, "{what}: NMSE {e:e} > {bound:e}");
+}
+
+#[test]
+fn rms_norm_matches_the_oracle_in_every_feature_set() {
+    let mut rng = Rng::new(1);
+    for (label, ctx) in all_feature_contexts() {
+        for &(rows, cols) in &ROW_SHAPES {
+            let x = random(&mut rng, rows * cols, 3.0);
+            let w = random(&mut rng, cols, 2.0);
+            for (weight, in_place) in [(true, false), (false, true), (true, true), (false, false)] {
+                let w = weight.then_some(&w[..]);
+                let got = norm::rms_norm_on_gpu(&ctx, &x, cols, w, 1e-6, in_place).unwrap();
+                let want = oracle::rms_norm(&x, cols, w, 1e-6);
+                let what = format!("{label} [{rows}, {cols}] weight={weight} in_place={in_place}");
+                check_nmse(&what, &got, &want, 1e-7);
+            }
+        }
+        assert_clean(&ctx);
+    }
+}
+
+#[test]
+fn softmax_matches_the_oracle_in_every_feature_set() {
+    let mut rng = Rng::new(2);
+    let neg_inf = f32::NEG_INFINITY;
+    for (label, ctx) in all_feature_contexts() {
+        for &(rows, cols) in &ROW_SHAPES {
+            let x = random(&mut rng, rows * cols, 8.0);
+            // A causal-style mask: row r hides columns > r + 1; one mask row per two rows.
+            let mask_rows = rows.div_ceil(2);
+            let mask: Vec<f32> = (0..mask_rows * cols)
+                .map(|i| {
+                    if i % cols > i / cols + 1 {
+                        neg_inf
+                    } else {
+                        rng.f32()
+                    }
+                })
+                .collect();
+            for (with_mask, in_place) in [(true, false), (false, true), (true, true)] {
+                let m = with_mask.then_some(&mask[..]);
+                let got = softmax::softmax_on_gpu(&ctx, &x, cols, 0.125, m, in_place).unwrap();
+                let want = oracle::softmax(&x, cols, 0.125, m);
+                let what = format!("{label} [{rows}, {cols}] mask={with_mask} in_place={in_place}");
+                check_nmse(&what, &got, &want, 1e-7);
+            }
+        }
+        // A fully masked row is all zeros; a vocabulary-sized row.
+        let got = softmax::softmax_on_gpu(&ctx, &[1.0, 2.0], 2, 1.0, Some(&[neg_inf; 2]), false);
+        assert_eq!(got.unwrap(), [0.0, 0.0], "{label}: fully masked row");
+        let x = random(&mut rng, 49152, 20.0);
+        let got = softmax::softmax_on_gpu(&ctx, &x, 49152, 1.0, None, false).unwrap();
+        check_nmse(
+            &format!("{label} vocab row"),
+            &got,
+            &oracle::softmax(&x, 49152, 1.0, None),
+            1e-7,
+        );
+        assert_clean(&ctx);
+    }
+}
+
+/// Row i of a batch of `rows` rows, computed by `f` on the batch.
+fn row_of(
+    f: &dyn Fn(&[f32]) -> Vec<f32>,
+    x: &[f32],
+    cols: usize,
+    rows: usize,
+    i: usize,
+) -> Vec<f32> {
+    let batch = f(&x[..rows * cols]);
+    batch[i * cols..(i + 1) * cols].to_vec()
+}
+
+#[test]
+fn rms_norm_and_softmax_are_batch_invariant() {
+    let mut rng = Rng::new(3);
+    for (label, ctx) in all_feature_contexts() {
+        for cols in [576, 1000] {
+            let x = random(&mut rng, 64 * cols, 4.0);
+            let w = random(&mut rng, cols, 1.0);
+            let norm =
+                |x: &[f32]| norm::rms_norm_on_gpu(&ctx, x, cols, Some(&w), 1e-5, false).unwrap();
+            let soft =
+                |x: &[f32]| softmax::softmax_on_gpu(&ctx, x, cols, 0.5, None, false).unwrap();
+            for (name, f) in [
+                ("rms_norm", &norm as &dyn Fn(&[f32]) -> Vec<f32>),
+                ("softmax", &soft),
+            ] {
+                for i in [0, 3, 7] {
+                    let alone = f(&x[i * cols..(i + 1) * cols]);
+                    for rows in [8, 64] {
+                        let what = format!("{label} {name} cols={cols} row {i} of {rows}");
+                        assert_bits_eq(&what, &row_of(f, &x, cols, rows, i), &alone);
+                    }
+                }
+            }
+        }
+        assert_clean(&ctx);
+    }
+}
+
+#[test]
+fn built_ops_take_new_row_counts_between_steps() {
+    use flint::gpu::buffers::read_back;
+    use flint::kernels::launch::submit;
+    use flint::kernels::ops::Io;
+    let ctx = ctx();
+    let mut rng = Rng::new(4);
+    let cols = 96;
+    let x = random(&mut rng, 16 * cols, 2.0);
+    let src = common::gpu::upload_f32(&ctx, "x", &x);
+    let dst = common::gpu::zeros_f32(&ctx, "y", 16 * cols);
+    let io = Io::Out {
+        src: &src,
+        dst: &dst,
+    };
+    let mut op = norm::RmsNorm::new(&ctx, io, None, 16, cols as u32, 1e-6).unwrap();
+    op.set_rows(&ctx, 3).unwrap();
+    submit(&ctx, "norm 3 rows", &[&op.dispatch]).unwrap();
+    let y = common::gpu::read_f32(&ctx, &dst, 16 * cols);
+    let want = oracle::rms_norm(&x[..3 * cols], cols, None, 1e-6);
+    check_nmse("first 3 rows", &y[..3 * cols], &want, 1e-7);
+    assert!(
+        y[3 * cols..].iter().all(|&v| v == 0.0),
+        "rows past 3 were written"
+    );
+    assert!(matches!(
+        op.set_rows(&ctx, 17),
+        Err(GpuError::BadInput { .. })
+    ));
+    // The same bind group, all rows.
+    op.set_rows(&ctx, 16).unwrap();
+    submit(&ctx, "norm 16 rows", &[&op.dispatch]).unwrap();
+    let bytes = read_back(&ctx, &dst, 0, (16 * cols * 4) as u64).unwrap();
+    let y: Vec<f32> = bytemuck::cast_slice(&bytes).to_vec();
+    check_nmse(
+        "all rows",
+        &y,
+        &oracle::rms_norm(&x, cols, None, 1e-6),
+        1e-7,
+    );
+    assert_clean(&ctx);
+}
+
+fn rope_cfg(n_rot: u32, neox: bool, freq_base: f32, freq_scale: f32) -> rope::RopeConfig {
+    let mode = if neox {
+        rope::RopeMode::Neox
+    } else {
+        rope::RopeMode::Normal
+    };
+    rope::RopeConfig {
+        n_rot,
+        mode,
+        freq_base,
+        freq_scale,
+    }
+}
+
+#[test]
+fn rope_matches_the_oracle() {
+    let ctx = ctx();
+    let mut rng = Rng::new(5);
+    // (n_tokens, n_heads, head_dim, n_rot): full, partial (pass-through), tiny heads.
+    let shapes = [
+        (1, 1, 64, 64),
+        (7, 3, 64, 64),
+        (5, 2, 128, 32),
+        (3, 4, 10, 6),
+        (2, 9, 2, 2),
+    ];
+    let mut worst = 0f64;
+    for (n_tokens, n_heads, head_dim, n_rot) in shapes {
+        let x = random(&mut rng, n_tokens * n_heads * head_dim, 2.0);
+        // Positions from 0 to a long context; the last token far out.
+        let mut positions: Vec<i32> = (0..n_tokens).map(|_| rng.below(8192) as i32).collect();
+        positions[0] = 0;
+        positions[n_tokens - 1] = 100_000;
+        let factors: Vec<f32> = (0..n_rot / 2).map(|i| 1.0 + (i % 5) as f32 * 1.5).collect();
+        for (neox, in_place, ff, base, scale) in [
+            (false, false, false, 10000.0, 1.0),
+            (true, false, true, 1_000_000.0, 1.0),
+            (false, true, true, 500_000.0, 0.25),
+            (true, true, false, 10000.0, 0.5),
+        ] {
+            let cfg = rope_cfg(n_rot as u32, neox, base, scale);
+            let ff = ff.then_some(&factors[..]);
+            let shape = rope::RopeShape {
+                n_tokens: n_tokens as u32,
+                n_heads: n_heads as u32,
+                head_dim: head_dim as u32,
+            };
+            let got = rope::rope_on_gpu(&ctx, &x, &positions, shape, &cfg, ff, in_place).unwrap();
+            let r = oracle::RopeRef {
+                n_rot,
+                neox,
+                freq_base: base,
+                freq_scale: scale,
+            };
+            assert_bits_eq(
+                "frequency table",
+                &rope::rope_freqs(&cfg, ff).unwrap(),
+                &oracle::rope_freqs(&r, ff),
+            );
+            let want = oracle::rope(&x, &positions, n_heads, head_dim, &r, ff);
+            let what = format!(
+                "{shape:?} n_rot={n_rot} neox={neox} in_place={in_place} ff={}",
+                ff.is_some()
+            );
+            check_nmse(&what, &got, &want, 1e-6);
+            worst = worst.max(nmse(&got, &want));
+            // Pass-through dims are copied bit for bit.
+            for (g, w) in got.chunks(head_dim).zip(want.chunks(head_dim)) {
+                assert_bits_eq(&format!("{what} pass-through"), &g[n_rot..], &w[n_rot..]);
+            }
+        }
+    }
+    eprintln!("rope: worst NMSE {worst:e}");
+    assert_clean(&ctx);
+}
+
+#[test]
+fn glu_add_and_scale_match_the_oracle() {
+    let ctx = ctx();
+    let mut rng = Rng::new(6);
+    for n in [1, 63, 1000, 3 * 1536] {
+        // Gates up to ±30 reach exp overflow/underflow in silu and gelu.
+        let gate = random(&mut rng, n, 30.0);
+        let up = random(&mut rng, n, 1.0);
+        for (kind, want) in [
+            (glu::Glu::Swiglu, oracle::swiglu(&gate, &up)),
+            (glu::Glu::Geglu, oracle::geglu(&gate, &up)),
+        ] {
+            let got = glu::glu_on_gpu(&ctx, kind, &gate, &up).unwrap();
+            check_nmse(&format!("{kind:?} n={n}"), &got, &want, 1e-7);
+            let e = max_abs(&got, &want);
+            assert!(e <= 1e-4, "{kind:?} n={n}: max abs {e}");
+        }
+    }
+    // Add (same shape and a broadcast row) and scale are single roundings: bit-identical.
+    for (rows, cols) in [(1, 1), (3, 65), (7, 576)] {
+        let a = random(&mut rng, rows * cols, 5.0);
+        let b = random(&mut rng, rows * cols, 5.0);
+        let row = random(&mut rng, cols, 5.0);
+        for in_place in [false, true] {
+            let what = format!("[{rows}, {cols}] in_place={in_place}");
+            let got = binary::add_on_gpu(&ctx, &a, &b, in_place).unwrap();
+            assert_bits_eq(&format!("add {what}"), &got, &oracle::add(&a, &b));
+            let got = binary::add_on_gpu(&ctx, &a, &row, in_place).unwrap();
+            assert_bits_eq(&format!("add row {what}"), &got, &oracle::add(&a, &row));
+            let got = binary::scale_on_gpu(&ctx, &a, -0.37, in_place).unwrap();
+            assert_bits_eq(&format!("scale {what}"), &got, &oracle::scale(&a, -0.37));
+        }
+    }
+    assert_clean(&ctx);
+}
+
+fn is_bad_input<T: std::fmt::Debug>(r: Result<T, GpuError>) -> bool {
+    matches!(r, Err(GpuError::BadInput { .. }))
+}
+
+#[test]
+fn bad_shapes_are_typed_errors() {
+    let ctx: GpuContext = ctx();
+    let x = [1.0f32; 12];
+    assert!(is_bad_input(norm::rms_norm_on_gpu(
+        &ctx, &x, 5, None, 1e-6, false
+    )));
+    assert!(is_bad_input(norm::rms_norm_on_gpu(
+        &ctx, &x, 0, None, 1e-6, false
+    )));
+    assert!(is_bad_input(norm::rms_norm_on_gpu(
+        &ctx,
+        &x,
+        4,
+        Some(&[1.0; 3]),
+        1e-6,
+        false
+    )));
+    assert!(is_bad_input(norm::rms_norm_on_gpu(
+        &ctx,
+        &x,
+        4,
+        None,
+        f32::NAN,
+        false
+    )));
+    assert!(is_bad_input(softmax::softmax_on_gpu(
+        &ctx,
+        &x,
+        4,
+        1.0,
+        Some(&[0.0; 3]),
+        false
+    )));
+    assert!(is_bad_input(binary::add_on_gpu(&ctx, &x, &[1.0; 5], false)));
+    assert!(is_bad_input(glu::glu_on_gpu(
+        &ctx,
+        glu::Glu::Swiglu,
+        &x,
+        &x[..11]
+    )));
+    let shape = rope::RopeShape {
+        n_tokens: 1,
+        n_heads: 2,
+        head_dim: 6,
+    };
+    let cfg = |n_rot| rope_cfg(n_rot, false, 10000.0, 1.0);
+    assert!(is_bad_input(rope::rope_on_gpu(
+        &ctx,
+        &x,
+        &[0],
+        shape,
+        &cfg(8),
+        None,
+        false
+    )));
+    assert!(is_bad_input(rope::rope_on_gpu(
+        &ctx,
+        &x,
+        &[0],
+        shape,
+        &cfg(3),
+        None,
+        false
+    )));
+    assert!(is_bad_input(rope::rope_on_gpu(
+        &ctx,
+        &x,
+        &[0, 1],
+        shape,
+        &cfg(6),
+        None,
+        false
+    )));
+    assert!(is_bad_input(rope::rope_on_gpu(
+        &ctx,
+        &x,
+        &[0],
+        shape,
+        &cfg(6),
+        Some(&[1.0; 2]),
+        false
+    )));
+    assert!(is_bad_input(rope::rope_on_gpu(
+        &ctx,
+        &x,
+        &[0],
+        shape,
+        &cfg(6),
+        Some(&[1.0, 0.0, 1.0]),
+        false
+    )));
+    // A buffer smaller than the shape it is built for.
+    let small = common::gpu::zeros_f32(&ctx, "small", 4);
+    let io = flint::kernels::ops::Io::InPlace(&small);
+    assert!(is_bad_input(norm::RmsNorm::new(&ctx, io, None, 2, 4, 1e-6)));
+    assert_clean(&ctx);
+}
