@@ -1,8 +1,66 @@
-//! (matmul kernels: being written.)
+//! Weights on the device and the kernels that read them: matrix × vector (decode), matrix ×
+//! small batch (2..=16 columns, speculative verification), matrix × matrix (prefill ubatches)
+//! and the embedding gather, for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
+//! Q5_K and Q6_K weights (docs/shaders-matmul.md).
+//!
+//! Shapes: a weight is GGUF `[ne0 = K, ne1 = N]` (N rows of K); activations X are f32 `[M, K]`
+//! (row stride `x_stride`), outputs Y f32 `[M, N]` (row stride `y_stride`): `Y = X . W^T`, i.e.
+//! `Y[m, n] = sum_k W[n, k] X[m, k]`.
+//!
+//! - [`layout`]: repacked word-aligned planes, row splits past the binding limit, exact
+//!   [`device_bytes`] for the memory planner.
+//! - [`weights`]: [`GpuWeight`] (upload = repack + split).
+//! - [`variants`]: kernel [`Family`] per device, shader variants, the registry.
+//! - [`dispatch`]: [`Dispatch`](crate::kernels::launch::Dispatch) builders (one per split) and
+//!   run-now helpers.
+//!
+//! Batch invariance: within one [`Family`], an output row is bit-identical whether computed by
+//! mat-vec (M = 1), in a batch of 2..=16 or in a prefill tile (any M), because every path runs
+//! the same per-unit operations in the same order (shaders/matmul.wgsl). Tested in
+//! `tests/kernels_matmul_invariance.rs`.
 
-use crate::gpu::ShaderVariant;
+pub mod dispatch;
+pub mod layout;
+pub mod variants;
+pub mod weights;
 
-/// Every variant of this family.
-pub fn variants() -> Vec<ShaderVariant> {
-    Vec::new()
+pub use dispatch::{
+    baseline_dispatches, baseline_now, embed_dispatches, embed_now, matmul_dispatches,
+    matmul_dispatches_with, matmul_now, matmul_now_with, path_for, MatmulIo,
+};
+pub use layout::{device_bytes, split_plan, SplitPlan, SUPPORTED_TYPES};
+pub use variants::{variants, Family, Reduce, BATCH_TMS, STAGED_TM};
+pub use weights::{GpuWeight, WeightSplit};
+
+/// Mirrors `struct Params` of `shaders/common/quant_common.wgsl` (shared by `matmul.wgsl`,
+/// `matmul_baseline.wgsl` and `embed.wgsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatmulParams {
+    /// Elements per row (K).
+    pub k: u32,
+    /// Rows in this split.
+    pub n_rows: u32,
+    /// Columns of X / Y (tokens).
+    pub m: u32,
+    /// First row of this split in the whole weight.
+    pub row0: u32,
+    /// Row stride of Y in elements (embed: K).
+    pub n_out: u32,
+    /// Row stride of X in elements (multiple of 4).
+    pub x_stride: u32,
+    /// First element of X (multiple of 4); embed: first token id.
+    pub x_off: u32,
+    /// First element of Y.
+    pub y_off: u32,
+    /// Word offset of plane 1 in the split buffer.
+    pub plane1: u32,
+    /// Word offset of plane 2 in the split buffer.
+    pub plane2: u32,
+    /// Blocks per row.
+    pub nb: u32,
+    /// Kernel units per row (K / unit).
+    pub n_units: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<MatmulParams>() == 48);

@@ -1,0 +1,135 @@
+// common/quant_legacy.wgsl: the 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (decoder
+// interface: common/quant_common.wgsl). A unit is one block (UNIT = 32), decoded into
+// q[0..8] (q[i] = elements 4i..4i+3 as exact small integers in f32) plus its scale d (and
+// minimum m for the _1 types).
+//
+// Repacked planes (entry g = r * nb + b; src/kernels/matmul/layout.rs):
+//   Q8_0  plane 0: qs, 8 words/block      plane 1: d (f16)
+//   Q4_0  plane 0: qs, 4 words/block      plane 1: d (f16)
+//   Q4_1  plane 0: qs, 4 words/block      plane 1: d | m << 16, 1 word/block
+//   Q5_0  plane 0: qs, 4 words/block      plane 1: qh, 1 word/block   plane 2: d (f16)
+//   Q5_1  plane 0: qs, 4 words/block      plane 1: qh, 1 word/block   plane 2: d | m << 16
+// Nibble formats: byte j of qs holds element j (low nibble) and j + 16 (high nibble); the fifth
+// bit of element e is bit e of qh.
+//
+// Unit dot (fixed order): s = q[0] * x[0..4]; s = fma(q[i], x[4i..4i+4], s) for i = 1..7;
+// acc = fma(d, s, acc); with a minimum also sx = x[0..4] + x[4..8] + ... (in order) and then
+// acc = fma(m, sx, acc).
+
+#ifdef TYPE_Q8_0
+#define LEGACY_BLOCK
+#endif
+#ifdef TYPE_Q4_0
+#define LEGACY_BLOCK
+#endif
+#ifdef TYPE_Q4_1
+#define LEGACY_BLOCK
+#define LEGACY_MIN
+#endif
+#ifdef TYPE_Q5_0
+#define LEGACY_BLOCK
+#endif
+#ifdef TYPE_Q5_1
+#define LEGACY_BLOCK
+#define LEGACY_MIN
+#endif
+
+#ifdef LEGACY_BLOCK
+const UNIT: u32 = 32u;
+
+struct WU {
+    d: f32,
+    m: f32,
+    q: array<vec4<f32>, 8>,
+}
+
+// The fifth bits of elements s..s+3 (bits s..s+3 of qh), times 16.
+fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
+    let bits = (vec4<u32>(qh) >> vec4<u32>(s, s + 1u, s + 2u, s + 3u)) & vec4<u32>(1u);
+    return vec4<f32>(bits * 16u);
+}
+
+// Elements 4i..4i+3 (i = 0..7) of block g, as exact integers (before d, m).
+fn legacy_q4(g: u32, i: u32) -> vec4<f32> {
+#ifdef TYPE_Q8_0
+    return bytes_i8x4(w[g * 8u + i]);
+#else
+    let word = w[g * 4u + (i & 3u)];
+    var q = bytes_field(word, 4u * (i >> 2u), 15u);
+#ifdef TYPE_Q5_0
+    q = q + qh_high4(w[params.plane1 + g], 4u * i) - vec4<f32>(16.0);
+#endif
+#ifdef TYPE_Q5_1
+    q = q + qh_high4(w[params.plane1 + g], 4u * i);
+#endif
+#ifdef TYPE_Q4_0
+    q = q - vec4<f32>(8.0);
+#endif
+    return q;
+#endif
+}
+
+// (d, m) of block g (m = 0 for the symmetric types).
+fn legacy_dm(g: u32) -> vec2<f32> {
+#ifdef TYPE_Q8_0
+    return vec2<f32>(plane_f16(params.plane1, g), 0.0);
+#endif
+#ifdef TYPE_Q4_0
+    return vec2<f32>(plane_f16(params.plane1, g), 0.0);
+#endif
+#ifdef TYPE_Q4_1
+    return f16_pair(w[params.plane1 + g]);
+#endif
+#ifdef TYPE_Q5_0
+    return vec2<f32>(plane_f16(params.plane2, g), 0.0);
+#endif
+#ifdef TYPE_Q5_1
+    return f16_pair(w[params.plane2 + g]);
+#endif
+}
+
+fn wu_load(r: u32, u: u32) -> WU {
+    let g = r * params.nb + u;
+    let dm = legacy_dm(g);
+    var out: WU;
+    out.d = dm.x;
+    out.m = dm.y;
+    for (var i = 0u; i < 8u; i++) {
+        out.q[i] = legacy_q4(g, i);
+    }
+    return out;
+}
+
+fn wu_dot(wu: WU, t: u32, k0: u32, acc: vec4<f32>) -> vec4<f32> {
+    var q = wu.q;
+    let x0 = xq(t, k0);
+    var s = q[0] * x0;
+#ifdef LEGACY_MIN
+    var sx = x0;
+#endif
+    for (var i = 1u; i < 8u; i++) {
+        let xv = xq(t, k0 + 4u * i);
+        s = fma(q[i], xv, s);
+#ifdef LEGACY_MIN
+        sx = sx + xv;
+#endif
+    }
+#ifdef LEGACY_MIN
+    return fma(vec4<f32>(wu.m), sx, fma(vec4<f32>(wu.d), s, acc));
+#else
+    return fma(vec4<f32>(wu.d), s, acc);
+#endif
+}
+
+// Exact: d * q is exact in f32 (11 x 8 significant bits), so only "+ m" rounds, as on the CPU.
+fn w_get4(r: u32, k: u32) -> vec4<f32> {
+    let g = r * params.nb + k / 32u;
+    let dm = legacy_dm(g);
+    let q = legacy_q4(g, (k % 32u) / 4u);
+#ifdef LEGACY_MIN
+    return q * dm.x + vec4<f32>(dm.y);
+#else
+    return q * dm.x;
+#endif
+}
+#endif

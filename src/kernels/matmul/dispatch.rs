@@ -1,0 +1,399 @@
+//! Building [`Dispatch`]es for matmul (mat-vec, small batch, prefill), the baseline kernel and
+//! the embedding gather, one per weight split, plus "run now" helpers for tests and benches.
+//!
+//! A forward pass builds its dispatches once per (weight, activation buffers, M) and records
+//! them into one compute pass per step; `Dispatch::params` can be rewritten between steps.
+
+use crate::gpu::buffers::{create_storage, create_storage_init, create_uniform, read_back};
+use crate::gpu::{GpuContext, GpuError, ShaderVariant};
+use crate::kernels::dispatch_grid;
+use crate::kernels::launch::{bind_group, submit, Dispatch};
+
+use super::variants::{
+    baseline_variant, embed_variant, matmul_variant, Family, BATCH_TMS, STAGED_TM,
+};
+use super::weights::GpuWeight;
+use super::MatmulParams;
+
+/// Where X `[m, x_stride]` and Y `[m, y_stride]` (f32) live for `Y = X . W^T`.
+#[derive(Debug, Clone, Copy)]
+pub struct MatmulIo<'a> {
+    pub x: &'a wgpu::Buffer,
+    /// First element of X (a multiple of 4).
+    pub x_off: u32,
+    /// Row stride of X in elements (a multiple of 4, at least K).
+    pub x_stride: u32,
+    pub y: &'a wgpu::Buffer,
+    /// First element of Y.
+    pub y_off: u32,
+    /// Row stride of Y in elements (at least N).
+    pub y_stride: u32,
+    /// Columns (tokens).
+    pub m: u32,
+}
+
+impl<'a> MatmulIo<'a> {
+    /// Dense X `[m, K]` and Y `[m, N]` at offset 0.
+    pub fn dense(w: &GpuWeight, x: &'a wgpu::Buffer, y: &'a wgpu::Buffer, m: u32) -> Self {
+        MatmulIo {
+            x,
+            x_off: 0,
+            x_stride: w.k,
+            y,
+            y_off: 0,
+            y_stride: w.n,
+            m,
+        }
+    }
+}
+
+fn bad(what: &str, expected: String, actual: String) -> GpuError {
+    GpuError::BadInput {
+        what: what.to_string(),
+        expected,
+        actual,
+    }
+}
+
+/// `off + (rows - 1) * stride + len` elements must fit `buf` (f32 / u32 elements).
+fn check_fits(
+    what: &str,
+    buf: &wgpu::Buffer,
+    off: u32,
+    rows: u32,
+    stride: u32,
+    len: u32,
+) -> Result<(), GpuError> {
+    let need =
+        u64::from(off) + u64::from(rows.saturating_sub(1)) * u64::from(stride) + u64::from(len);
+    if need * 4 > buf.size() {
+        return Err(bad(
+            what,
+            format!("at most {} bytes", buf.size()),
+            format!("{} bytes", need * 4),
+        ));
+    }
+    Ok(())
+}
+
+fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError> {
+    if io.m == 0 {
+        return Ok(());
+    }
+    if io.x_off % 4 != 0 || io.x_stride % 4 != 0 || io.x_stride < w.k {
+        return Err(bad(
+            "matmul X layout",
+            format!("offset and stride multiples of 4, stride >= K = {}", w.k),
+            format!("offset {}, stride {}", io.x_off, io.x_stride),
+        ));
+    }
+    if io.y_stride < w.n {
+        return Err(bad(
+            "matmul Y stride",
+            format!(">= N = {}", w.n),
+            io.y_stride.to_string(),
+        ));
+    }
+    check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
+    check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, w.n)
+}
+
+/// The column tile and staging the default path uses for `m` columns: the smallest tile of
+/// [`BATCH_TMS`] holding `m` up to 16 columns; past that the staged [`STAGED_TM`] tile when the
+/// family stages X, else the 16-column tile.
+pub fn path_for(family: Family, m: u32) -> (u32, bool) {
+    match BATCH_TMS.iter().find(|&&tm| tm >= m) {
+        Some(&tm) => (tm, false),
+        None if family.mm_staged => (STAGED_TM, true),
+        None => (16, false),
+    }
+}
+
+fn one_dispatch(
+    ctx: &GpuContext,
+    variant: &ShaderVariant,
+    label: String,
+    params: &MatmulParams,
+    resources: [wgpu::BindingResource<'_>; 3],
+    grid: [u32; 3],
+) -> Result<Dispatch, GpuError> {
+    let pipeline = ctx.pipelines().get(ctx, variant)?;
+    let uniform = create_uniform(ctx, &label, params)?;
+    let [w, a, b] = resources;
+    let bg = bind_group(
+        ctx,
+        &pipeline,
+        &label,
+        &[uniform.as_entire_binding(), w, a, b],
+    )?;
+    Ok(Dispatch {
+        label,
+        pipeline,
+        bind_group: bg,
+        params: Some(uniform),
+        grid,
+    })
+}
+
+/// Dispatches of `Y = X . W^T` on the default path for `io.m` (see [`path_for`]).
+pub fn matmul_dispatches(
+    ctx: &GpuContext,
+    family: Family,
+    w: &GpuWeight,
+    io: &MatmulIo<'_>,
+) -> Result<Vec<Dispatch>, GpuError> {
+    let (tm, staged) = path_for(family, io.m);
+    matmul_dispatches_with(ctx, family, tm, staged, w, io)
+}
+
+/// Dispatches of `Y = X . W^T` with an explicit column tile `tm` and staging (any choice gives
+/// the same bits for a given family).
+pub fn matmul_dispatches_with(
+    ctx: &GpuContext,
+    family: Family,
+    tm: u32,
+    staged: bool,
+    w: &GpuWeight,
+    io: &MatmulIo<'_>,
+) -> Result<Vec<Dispatch>, GpuError> {
+    check_io(w, io)?;
+    if io.m == 0 {
+        return Ok(Vec::new());
+    }
+    let variant = matmul_variant(w.ty, family, tm, staged, ctx.has_f16())?;
+    let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
+    let gz = io.m.div_ceil(tm);
+    if gz > max_dim {
+        return Err(GpuError::DispatchTooLarge {
+            what: format!("matmul {} column tiles", w.name),
+            groups: u64::from(gz),
+            max_per_dim: max_dim,
+        });
+    }
+    let mut out = Vec::with_capacity(w.splits.len());
+    for (i, s) in w.splits.iter().enumerate() {
+        let params = MatmulParams {
+            m: io.m,
+            n_out: io.y_stride,
+            x_stride: io.x_stride,
+            x_off: io.x_off,
+            y_off: io.y_off,
+            ..w.params(s)?
+        };
+        let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows));
+        let (gx, gy) = dispatch_grid(&format!("matmul {}", w.name), blocks, max_dim)?;
+        let label = format!("matmul {} split {i} [{}]", w.name, variant.key());
+        let res = [
+            s.buffer.as_entire_binding(),
+            io.x.as_entire_binding(),
+            io.y.as_entire_binding(),
+        ];
+        out.push(one_dispatch(
+            ctx,
+            &variant,
+            label,
+            &params,
+            res,
+            [gx, gy, gz],
+        )?);
+    }
+    Ok(out)
+}
+
+/// Dispatches of the one-invocation-per-output baseline kernel (benches, cross-checks).
+pub fn baseline_dispatches(
+    ctx: &GpuContext,
+    w: &GpuWeight,
+    io: &MatmulIo<'_>,
+) -> Result<Vec<Dispatch>, GpuError> {
+    check_io(w, io)?;
+    let variant = baseline_variant(w.ty)?;
+    let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
+    let mut out = Vec::with_capacity(w.splits.len());
+    for (i, s) in w.splits.iter().enumerate() {
+        let params = MatmulParams {
+            m: io.m,
+            n_out: io.y_stride,
+            x_stride: io.x_stride,
+            x_off: io.x_off,
+            y_off: io.y_off,
+            ..w.params(s)?
+        };
+        let invocations = u64::from(io.m) * s.plan.n_rows;
+        if invocations > u64::from(u32::MAX) {
+            return Err(bad(
+                "baseline outputs",
+                "< 2^32".into(),
+                invocations.to_string(),
+            ));
+        }
+        let (gx, gy) = dispatch_grid("matmul baseline", invocations.div_ceil(64), max_dim)?;
+        let label = format!("matmul baseline {} split {i}", w.name);
+        let res = [
+            s.buffer.as_entire_binding(),
+            io.x.as_entire_binding(),
+            io.y.as_entire_binding(),
+        ];
+        out.push(one_dispatch(
+            ctx,
+            &variant,
+            label,
+            &params,
+            res,
+            [gx, gy, 1],
+        )?);
+    }
+    Ok(out)
+}
+
+/// Dispatches gathering rows `ids[ids_off .. ids_off + n_tokens]` of `table` into
+/// `out[out_off ..]` as f32 `[n_tokens, K]` (`out_off` a multiple of 4).
+pub fn embed_dispatches(
+    ctx: &GpuContext,
+    table: &GpuWeight,
+    ids: &wgpu::Buffer,
+    ids_off: u32,
+    n_tokens: u32,
+    out: &wgpu::Buffer,
+    out_off: u32,
+) -> Result<Vec<Dispatch>, GpuError> {
+    if out_off % 4 != 0 {
+        return Err(bad(
+            "embedding output offset",
+            "a multiple of 4".into(),
+            out_off.to_string(),
+        ));
+    }
+    check_fits("embedding ids", ids, ids_off, 1, 0, n_tokens)?;
+    check_fits("embedding output", out, out_off, n_tokens, table.k, table.k)?;
+    if n_tokens == 0 {
+        return Ok(Vec::new());
+    }
+    let variant = embed_variant(table.ty)?;
+    let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
+    let invocations = u64::from(n_tokens) * u64::from(table.k / 4);
+    if invocations > u64::from(u32::MAX) {
+        return Err(bad(
+            "embedding outputs",
+            "< 2^34 elements".into(),
+            invocations.to_string(),
+        ));
+    }
+    let (gx, gy) = dispatch_grid("embedding", invocations.div_ceil(64), max_dim)?;
+    let mut res_out = Vec::with_capacity(table.splits.len());
+    for (i, s) in table.splits.iter().enumerate() {
+        let params = MatmulParams {
+            m: n_tokens,
+            n_out: table.k,
+            x_off: ids_off,
+            y_off: out_off,
+            ..table.params(s)?
+        };
+        let label = format!("embed {} split {i}", table.name);
+        let res = [
+            s.buffer.as_entire_binding(),
+            ids.as_entire_binding(),
+            out.as_entire_binding(),
+        ];
+        res_out.push(one_dispatch(
+            ctx,
+            &variant,
+            label,
+            &params,
+            res,
+            [gx, gy, 1],
+        )?);
+    }
+    Ok(res_out)
+}
+
+fn read_f32(ctx: &GpuContext, buf: &wgpu::Buffer, n: u64) -> Result<Vec<f32>, GpuError> {
+    let raw = read_back(ctx, buf, 0, n * 4)?;
+    Ok(bytemuck::pod_collect_to_vec(&raw))
+}
+
+fn run_matmul(
+    ctx: &GpuContext,
+    w: &GpuWeight,
+    x: &[f32],
+    m: u32,
+    build: impl FnOnce(&MatmulIo<'_>) -> Result<Vec<Dispatch>, GpuError>,
+) -> Result<Vec<f32>, GpuError> {
+    let expected = u64::from(m) * u64::from(w.k);
+    if x.len() as u64 != expected {
+        return Err(bad(
+            "matmul X",
+            format!("{expected} f32 ([{m}, {}])", w.k),
+            x.len().to_string(),
+        ));
+    }
+    if m == 0 {
+        return Ok(Vec::new());
+    }
+    let xb = create_storage_init(ctx, "matmul X", bytemuck::cast_slice(x))?;
+    let n_out = u64::from(m) * u64::from(w.n);
+    let yb = create_storage(ctx, "matmul Y", n_out * 4)?;
+    let dispatches = build(&MatmulIo::dense(w, &xb, &yb, m))?;
+    let refs: Vec<&Dispatch> = dispatches.iter().collect();
+    submit(ctx, "matmul now", &refs)?;
+    read_f32(ctx, &yb, n_out)
+}
+
+/// `Y [m, N] = X [m, K] . W^T` now (upload, one submit, read back) on the default path.
+pub fn matmul_now(
+    ctx: &GpuContext,
+    family: Family,
+    w: &GpuWeight,
+    x: &[f32],
+    m: u32,
+) -> Result<Vec<f32>, GpuError> {
+    run_matmul(ctx, w, x, m, |io| matmul_dispatches(ctx, family, w, io))
+}
+
+/// As [`matmul_now`] with an explicit tile and staging.
+pub fn matmul_now_with(
+    ctx: &GpuContext,
+    family: Family,
+    tm: u32,
+    staged: bool,
+    w: &GpuWeight,
+    x: &[f32],
+    m: u32,
+) -> Result<Vec<f32>, GpuError> {
+    run_matmul(ctx, w, x, m, |io| {
+        matmul_dispatches_with(ctx, family, tm, staged, w, io)
+    })
+}
+
+/// The baseline kernel now.
+pub fn baseline_now(
+    ctx: &GpuContext,
+    w: &GpuWeight,
+    x: &[f32],
+    m: u32,
+) -> Result<Vec<f32>, GpuError> {
+    run_matmul(ctx, w, x, m, |io| baseline_dispatches(ctx, w, io))
+}
+
+/// Rows `ids` of `table` as f32 `[ids.len(), K]`, now. Every id must be below N.
+pub fn embed_now(ctx: &GpuContext, table: &GpuWeight, ids: &[u32]) -> Result<Vec<f32>, GpuError> {
+    if let Some(&bad_id) = ids.iter().find(|&&id| id >= table.n) {
+        return Err(bad(
+            "token id",
+            format!("< {} (rows of {})", table.n, table.name),
+            bad_id.to_string(),
+        ));
+    }
+    let n_tokens = u32::try_from(ids.len())
+        .map_err(|_| bad("token count", "< 2^32".into(), ids.len().to_string()))?;
+    if n_tokens == 0 {
+        return Ok(Vec::new());
+    }
+    let idb = create_storage_init(ctx, "embedding ids", bytemuck::cast_slice(ids))?;
+    let n_out = u64::from(n_tokens) * u64::from(table.k);
+    let out = create_storage(ctx, "embedding output", n_out * 4)?;
+    let dispatches = embed_dispatches(ctx, table, &idb, 0, n_tokens, &out, 0)?;
+    let refs: Vec<&Dispatch> = dispatches.iter().collect();
+    submit(ctx, "embed now", &refs)?;
+    read_f32(ctx, &out, n_out)
+}

@@ -1,0 +1,244 @@
+//! Shader variants of the matmul family: the kernel [`Family`] (how many invocations share a
+//! row and how they reduce), the column tile `TM`, prefill staging, and the registry
+//! [`super::variants`] that `tests/shaders.rs` validates.
+//!
+//! The bits of a result depend on the weight type and `Family::lanes` only (see
+//! docs/shaders-matmul.md): mat-vec, small batches and prefill tiles of one family agree bit for
+//! bit, and so do the subgroup and workgroup-memory reductions of the same lane count.
+
+use crate::gguf::GgmlType;
+use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
+
+use super::layout::{layout, SUPPORTED_TYPES};
+
+/// Prefill tile depth in elements (`BK`): a multiple of every unit (4, 32, 64).
+pub const BK: u32 = 256;
+
+/// How the lanes of a row combine their partial sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reduce {
+    /// One invocation per row (lanes = 1): nothing to combine.
+    None,
+    /// `subgroupShuffleXor` butterfly (needs subgroups of at least `lanes` invocations).
+    Subgroup,
+    /// The same tree through workgroup memory.
+    Shared,
+}
+
+/// A kernel family: everything that shapes the workgroups. Pick one per device
+/// ([`Family::for_context`]) and use it for every matmul of a model: results are bit-identical
+/// across M only within one lane count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Family {
+    /// Invocations sharing one row (a power of two, at most 32).
+    pub lanes: u32,
+    /// Rows per workgroup.
+    pub rows: u32,
+    pub reduce: Reduce,
+    /// Prefill (M > 16) stages X through workgroup memory in tiles of [`STAGED_TM`] columns;
+    /// otherwise it runs the unstaged 16-column tile over all columns (faster where workgroup
+    /// memory is ordinary memory and barriers are costly, as on lavapipe). Same bits either way.
+    pub mm_staged: bool,
+}
+
+impl Family {
+    /// One invocation per row, vec4 accumulation, no barrier outside prefill staging: what CPU
+    /// Vulkan drivers (lavapipe) run fastest.
+    pub const SERIAL: Family = Family {
+        lanes: 1,
+        rows: 64,
+        reduce: Reduce::None,
+        mm_staged: false,
+    };
+
+    /// `lanes` invocations per row (a warp on NVIDIA when 32), 128 invocations per workgroup,
+    /// reduced by subgroup shuffles or through workgroup memory.
+    pub const fn wide(lanes: u32, subgroups: bool) -> Family {
+        Family {
+            lanes,
+            rows: 128 / lanes,
+            reduce: if subgroups {
+                Reduce::Subgroup
+            } else {
+                Reduce::Shared
+            },
+            mm_staged: true,
+        }
+    }
+
+    /// The family for this device: [`Family::SERIAL`] on CPU adapters, otherwise 32 lanes with
+    /// subgroup reduction when every subgroup holds at least 32 invocations.
+    pub fn for_context(ctx: &GpuContext) -> Family {
+        let info = ctx.info();
+        if info.device_type == "Cpu" {
+            return Family::SERIAL;
+        }
+        let subgroups = ctx.has_subgroups() && info.limits.min_subgroup_size >= 32;
+        Family::wide(32, subgroups)
+    }
+
+    fn requires_subgroups(&self) -> bool {
+        self.reduce == Reduce::Subgroup
+    }
+}
+
+/// The families the runtime may pick, plus the 8-lane subgroup family the tests run on lavapipe
+/// (subgroups of 8) and the 8-lane shared family it must match.
+pub const REGISTERED_FAMILIES: [Family; 5] = [
+    Family::SERIAL,
+    Family::wide(32, true),
+    Family::wide(32, false),
+    Family::wide(8, true),
+    Family::wide(8, false),
+];
+
+/// Column tiles of the mat-vec / small-batch path (M = 1..=16 uses the smallest TM >= M).
+pub const BATCH_TMS: [u32; 5] = [1, 2, 4, 8, 16];
+
+/// Columns per invocation (and X tile height) of the staged prefill path.
+pub const STAGED_TM: u32 = 8;
+
+/// Bindings of `matmul.wgsl` and `matmul_baseline.wgsl`: params, w, x, y.
+pub const MATMUL_BINDINGS: &[BindingSpec] = &[
+    BindingSpec {
+        group: 0,
+        binding: 0,
+        kind: BindingKind::Uniform,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 1,
+        kind: BindingKind::StorageRead,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 2,
+        kind: BindingKind::StorageRead,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 3,
+        kind: BindingKind::StorageReadWrite,
+    },
+];
+
+/// Bindings of `embed.wgsl`: params, w, ids, out (the same kinds as matmul).
+pub const EMBED_BINDINGS: &[BindingSpec] = MATMUL_BINDINGS;
+
+fn type_define(ty: GgmlType) -> Result<&'static str, GpuError> {
+    layout(ty)?;
+    Ok(match ty {
+        GgmlType::F32 => "TYPE_F32",
+        GgmlType::F16 => "TYPE_F16",
+        GgmlType::BF16 => "TYPE_BF16",
+        GgmlType::Q4_0 => "TYPE_Q4_0",
+        GgmlType::Q4_1 => "TYPE_Q4_1",
+        GgmlType::Q5_0 => "TYPE_Q5_0",
+        GgmlType::Q5_1 => "TYPE_Q5_1",
+        GgmlType::Q8_0 => "TYPE_Q8_0",
+        GgmlType::Q2_K => "TYPE_Q2_K",
+        GgmlType::Q3_K => "TYPE_Q3_K",
+        GgmlType::Q4_K => "TYPE_Q4_K",
+        GgmlType::Q5_K => "TYPE_Q5_K",
+        _ => "TYPE_Q6_K",
+    })
+}
+
+/// A variant's text defines.
+type Defines = Vec<(&'static str, String)>;
+
+/// Type defines, with `USE_F16` only where it changes something (F16 weights).
+fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError> {
+    let mut defines = vec![(type_define(ty)?, String::new())];
+    let f16 = use_f16 && ty == GgmlType::F16;
+    if f16 {
+        defines.push(("USE_F16", String::new()));
+    }
+    Ok((defines, f16))
+}
+
+/// The `matmul.wgsl` variant for `ty` in `family` with `tm` columns per invocation, staged
+/// (prefill) or not.
+pub fn matmul_variant(
+    ty: GgmlType,
+    family: Family,
+    tm: u32,
+    staged: bool,
+    use_f16: bool,
+) -> Result<ShaderVariant, GpuError> {
+    let (mut defines, f16) = type_defines(ty, use_f16)?;
+    defines.push(("LANES", format!("{}u", family.lanes)));
+    defines.push(("ROWS", format!("{}u", family.rows)));
+    defines.push(("TM", format!("{tm}u")));
+    match family.reduce {
+        Reduce::None => {}
+        Reduce::Subgroup => defines.push(("RED_SUBGROUP", String::new())),
+        Reduce::Shared => defines.push(("RED_SHARED", String::new())),
+    }
+    if staged {
+        defines.push(("STAGE_X", String::new()));
+        defines.push(("BK", format!("{BK}u")));
+    }
+    Ok(ShaderVariant {
+        shader: "matmul",
+        entry_point: "main",
+        defines,
+        overrides: Vec::new(),
+        requires_f16: f16,
+        requires_subgroups: family.requires_subgroups(),
+        bindings: MATMUL_BINDINGS,
+    })
+}
+
+/// The one-invocation-per-output baseline (`matmul_baseline.wgsl`; exact decoders, no f16).
+pub fn baseline_variant(ty: GgmlType) -> Result<ShaderVariant, GpuError> {
+    let (defines, f16) = type_defines(ty, false)?;
+    Ok(ShaderVariant {
+        shader: "matmul_baseline",
+        entry_point: "main",
+        defines,
+        overrides: Vec::new(),
+        requires_f16: f16,
+        requires_subgroups: false,
+        bindings: MATMUL_BINDINGS,
+    })
+}
+
+/// The embedding gather (`embed.wgsl`; exact decoders, so never `USE_F16`).
+pub fn embed_variant(ty: GgmlType) -> Result<ShaderVariant, GpuError> {
+    let (defines, f16) = type_defines(ty, false)?;
+    Ok(ShaderVariant {
+        shader: "embed",
+        entry_point: "main",
+        defines,
+        overrides: Vec::new(),
+        requires_f16: f16,
+        requires_subgroups: false,
+        bindings: EMBED_BINDINGS,
+    })
+}
+
+/// Every variant of this family (all types, registered families, tiles, f16 on and off).
+pub fn variants() -> Vec<ShaderVariant> {
+    let mut out: Vec<ShaderVariant> = Vec::new();
+    let mut push = |v: Result<ShaderVariant, GpuError>| {
+        if let Ok(v) = v {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    };
+    for ty in SUPPORTED_TYPES {
+        for f16 in [false, true] {
+            for family in REGISTERED_FAMILIES {
+                for tm in BATCH_TMS {
+                    push(matmul_variant(ty, family, tm, false, f16));
+                }
+                push(matmul_variant(ty, family, STAGED_TM, true, f16));
+            }
+        }
+        push(baseline_variant(ty));
+        push(embed_variant(ty));
+    }
+    out
+}

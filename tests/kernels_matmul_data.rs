@@ -1,0 +1,143 @@
+//! Test data for the matmul kernel tests (included by `kernels_matmul*.rs` with `#[path]`; as a
+//! test crate of its own it holds no tests): random weights of every supported type with
+//! finite scales, random activations, and comparison helpers.
+
+#![allow(dead_code)]
+
+use std::sync::{Mutex, MutexGuard};
+
+use flint::gguf::GgmlType;
+
+static GPU: Mutex<()> = Mutex::new(());
+
+/// Held by every GPU test of a binary: lavapipe contexts created by parallel tests fight over
+/// the CPU cores (measured: 20 s of work took 2 minutes in parallel on 2 cores).
+pub fn gpu_lock() -> MutexGuard<'static, ()> {
+    GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// SplitMix64 (the same generator as tests/common).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [-1, 1).
+    pub fn f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// Any finite f16 (subnormals included), either sign.
+    pub fn finite_f16(&mut self) -> [u8; 2] {
+        loop {
+            let h = self.next_u64() as u16;
+            if (h >> 10) & 0x1f != 0x1f {
+                return h.to_le_bytes();
+            }
+        }
+    }
+}
+
+/// Byte offsets of the f16 scales (d, m, dmin) inside one GGUF block of `ty`.
+pub fn scale_offsets(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// Random GGUF bytes of a `[K, N]` weight of `ty`. `moderate`: values of magnitude about 1
+/// (matmul tests); otherwise any finite scale and, for float types, any bit pattern except
+/// where noted (embedding exactness tests).
+pub fn random_weight(ty: GgmlType, k: usize, n: usize, seed: u64, moderate: bool) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    let count = k * n;
+    match ty {
+        GgmlType::F32 if moderate => (0..count).flat_map(|_| rng.f32().to_le_bytes()).collect(),
+        GgmlType::F16 if moderate => (0..count)
+            .flat_map(|_| half::f16::from_f32(rng.f32()).to_le_bytes())
+            .collect(),
+        GgmlType::BF16 if moderate => (0..count)
+            .flat_map(|_| ((rng.f32().to_bits() >> 16) as u16).to_le_bytes())
+            .collect(),
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => rng.bytes(count * ty.type_size()),
+        _ => {
+            let (block, size) = ty.block_layout();
+            let n_blocks = count / block;
+            let mut bytes = rng.bytes(n_blocks * size);
+            for b in 0..n_blocks {
+                for &at in scale_offsets(ty) {
+                    let h = if moderate {
+                        half::f16::from_f32(rng.f32() / 16.0).to_le_bytes()
+                    } else {
+                        rng.finite_f16()
+                    };
+                    bytes[b * size + at..b * size + at + 2].copy_from_slice(&h);
+                }
+            }
+            bytes
+        }
+    }
+}
+
+/// `n` values uniform in [-1, 1).
+pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..n).map(|_| rng.f32()).collect()
+}
+
+/// The smallest K the kernels accept for `ty` (the block size, at least the unit).
+pub fn min_k(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 4,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
+        _ => 32,
+    }
+}
+
+/// Normalised mean squared error Σ(a−b)² / Σb² (ggml's metric).
+pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&g, &w) in got.iter().zip(want) {
+        num += (f64::from(g) - f64::from(w)).powi(2);
+        den += f64::from(w).powi(2);
+    }
+    if den == 0.0 {
+        num
+    } else {
+        num / den
+    }
+}
+
+/// Panics unless `got` and `want` are bit-identical, naming the first difference.
+pub fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let bad = (0..got.len()).filter(|&i| got[i].to_bits() != want[i].to_bits());
+    let bad: Vec<usize> = bad.collect();
+    if let Some(&i) = bad.first() {
+        panic!(
+            "{what}: {} of {} values differ; first at {i}: {:#010x} ({}) vs {:#010x} ({})",
+            bad.len(),
+            got.len(),
+            got[i].to_bits(),
+            got[i],
+            want[i].to_bits(),
+            want[i]
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! Batch invariance of the matmul kernels, bit for bit (design principle 3: lossless
+//! speculative decoding). For every type and kernel family, a row of Y computed alone (mat-vec,
+//! M = 1), inside a small batch (M = 2, 5, 8, 16) or inside a prefill tile (M = 17, 64, 512)
+//! must have identical bits; so must the staged and unstaged prefill paths, and the subgroup and
+//! workgroup-memory reductions of the same lane count. The M = 512 result is also checked
+//! against the CPU oracle, so a kernel that is invariant but wrong still fails.
+
+mod common;
+#[path = "kernels_matmul_data.rs"]
+mod data;
+
+use common::gpu::{assert_clean, ctx_features};
+use data::{assert_bits, min_k, nmse, random_f32, random_weight};
+use flint::gguf::GgmlType;
+use flint::gpu::GpuContext;
+use flint::kernels::matmul::{
+    matmul_now, matmul_now_with, Family, GpuWeight, STAGED_TM, SUPPORTED_TYPES,
+};
+use flint::reference::matmul as oracle;
+
+/// Rows of X whose outputs are compared across every M (they are in every batch).
+const PROBE_ROWS: usize = 2;
+const MS: [usize; 7] = [2, 5, 8, 16, 17, 64, 512];
+
+/// Checks one (family, type) and returns the M = 512 output.
+fn check_type(ctx: &GpuContext, family: Family, ty: GgmlType, seed: u64) -> Vec<f32> {
+    // N = 37: odd and not a multiple of any rows-per-workgroup; K spans several units per lane.
+    let (k, n) = (min_k(ty).max(32) * 2 + min_k(ty).max(64) * 2, 37);
+    let bytes = random_weight(ty, k, n, seed, true);
+    let w = GpuWeight::upload(ctx, "w", ty, [k as u64, n as u64], &bytes).unwrap();
+    let x = random_f32(512 * k, seed + 1);
+    let what = |m: usize| format!("{ty} {family:?} M={m}");
+
+    // Each probe row alone: the mat-vec path.
+    let alone: Vec<Vec<f32>> = (0..PROBE_ROWS)
+        .map(|r| matmul_now(ctx, family, &w, &x[r * k..(r + 1) * k], 1).unwrap())
+        .collect();
+    let mut prev: Option<Vec<f32>> = None;
+    for m in MS {
+        let y = matmul_now(ctx, family, &w, &x[..m * k], m as u32).unwrap();
+        for (r, a) in alone.iter().enumerate() {
+            assert_bits(
+                &format!("{} row {r} vs alone", what(m)),
+                &y[r * n..(r + 1) * n],
+                a,
+            );
+        }
+        // Every row shared with the previous batch size.
+        if let Some(p) = &prev {
+            let shared = p.len().min(y.len());
+            assert_bits(
+                &format!("{} vs smaller M", what(m)),
+                &y[..shared],
+                &p[..shared],
+            );
+        }
+        prev = Some(y);
+    }
+    let y512 = prev.unwrap_or_default();
+    // Both prefill paths over 64 rows, whichever the family uses by default: X staged through
+    // workgroup memory (8-column tiles) and the unstaged 16-column tile.
+    for (tm, staged) in [(STAGED_TM, true), (16, false)] {
+        let y64 = matmul_now_with(ctx, family, tm, staged, &w, &x[..64 * k], 64).unwrap();
+        let label = format!("{} TM={tm} staged={staged}", what(64));
+        assert_bits(&label, &y64, &y512[..64 * n]);
+    }
+    let want = oracle::matmul(ty, &bytes, k, n, &x, 512).unwrap();
+    let e = nmse(&y512, &want);
+    assert!(e <= 5e-4, "{}: NMSE {e:e}", what(512));
+    y512
+}
+
+fn check_family(ctx: &GpuContext, family: Family) -> Vec<Vec<f32>> {
+    let out = SUPPORTED_TYPES
+        .into_iter()
+        .enumerate()
+        .map(|(i, ty)| check_type(ctx, family, ty, 1000 + i as u64))
+        .collect();
+    assert_clean(ctx);
+    out
+}
+
+#[test]
+fn serial_family_is_batch_invariant() {
+    let _serial = data::gpu_lock();
+    check_family(&ctx_features(true, true), Family::SERIAL);
+}
+
+#[test]
+fn serial_family_without_f16_is_batch_invariant() {
+    let _serial = data::gpu_lock();
+    // F16 weights decode without shader-f16 here; the other types do not use f16.
+    let ctx = ctx_features(false, false);
+    let ty = GgmlType::F16;
+    check_type(&ctx, Family::SERIAL, ty, 77);
+    assert_clean(&ctx);
+}
+
+#[test]
+fn eight_lane_families_are_invariant_and_agree_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    assert!(ctx.has_subgroups() && ctx.info().limits.min_subgroup_size >= 8);
+    let shuffled = check_family(&ctx, Family::wide(8, true));
+    let shared = check_family(&ctx, Family::wide(8, false));
+    for ((ty, a), b) in SUPPORTED_TYPES.iter().zip(&shuffled).zip(&shared) {
+        assert_bits(&format!("{ty}: subgroup vs shared reduction"), a, b);
+    }
+}
+
+#[test]
+fn thirty_two_lane_family_is_batch_invariant() {
+    let _serial = data::gpu_lock();
+    check_family(&ctx_features(false, false), Family::wide(32, false));
+}
