@@ -25,6 +25,10 @@ pub enum Error {
     },
     #[error(transparent)]
     Hparams(#[from] crate::model::HparamsError),
+    #[error(transparent)]
+    Kv(#[from] crate::kv_cache::KvError),
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
     #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
     OutOfMemory {
         requested: u64,
@@ -39,8 +43,8 @@ impl Error {
     /// The process exit code the CLI uses for this error (never 101, which is a Rust panic).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) | Error::OutOfMemory { .. } => 2,
-            Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) => 3,
+            Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) => 2,
+            Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) | Error::Tokenizer(_) => 3,
             Error::Gpu(_) => 4,
             Error::Io { .. } => 1,
         }

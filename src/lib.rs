@@ -20,5 +20,6 @@ pub mod memory;
 pub mod model;
 pub mod quant;
 pub mod reference;
+pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -1,0 +1,124 @@
+//! Chat templates: the model's `tokenizer.chat_template` (or an override file) rendered with
+//! minijinja the way Hugging Face's `apply_chat_template` renders it with Jinja2 —
+//! `trim_blocks` and `lstrip_blocks` on, the trailing newline of the template dropped,
+//! `messages`, `add_generation_prompt`, `bos_token` and `eos_token` in the context, plus
+//! `raise_exception`, `strftime_now`, a Python-compatible `tojson` and the common Python
+//! `str`/`dict` methods (see `pycompat`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, Value};
+
+use super::error::TokenizerError;
+use super::pycompat;
+
+const NAME: &str = "chat_template";
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = BTreeMap::new();
+        m.insert("role", Value::from(self.role.as_str()));
+        m.insert("content", Value::from(self.content.as_str()));
+        Value::from(m)
+    }
+}
+
+/// A compiled chat template with the BOS/EOS texts it may reference.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+}
+
+/// Read a template file (`--chat-template-file`).
+pub fn read_template_file(path: &Path) -> Result<String, TokenizerError> {
+    std::fs::read_to_string(path).map_err(|source| TokenizerError::ChatTemplateFile {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+impl ChatTemplate {
+    /// Compile `source`; syntax errors are reported here, with the line.
+    pub fn new(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<ChatTemplate, TokenizerError> {
+        let mut env = Environment::new();
+        let syntax = SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .keep_trailing_newline(false)
+            .build()?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(pycompat::unknown_method);
+        env.add_function("raise_exception", pycompat::raise_exception);
+        env.add_function("strftime_now", pycompat::strftime_now);
+        env.add_filter("tojson", pycompat::tojson);
+        env.add_template_owned(NAME, source.to_string())?;
+        Ok(ChatTemplate {
+            env,
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+        })
+    }
+
+    /// Compile the template in the file at `path`.
+    pub fn from_file(
+        path: &Path,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<ChatTemplate, TokenizerError> {
+        ChatTemplate::new(&read_template_file(path)?, bos_token, eos_token)
+    }
+
+    /// Render `messages`; with `add_generation_prompt` the template opens the assistant turn.
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TokenizerError> {
+        self.render_with(messages, add_generation_prompt, &[])
+    }
+
+    /// Render with extra context variables (`tools`, `date_string`, …), which may override
+    /// the defaults.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        extra: &[(&str, Value)],
+    ) -> Result<String, TokenizerError> {
+        let mut ctx: BTreeMap<&str, Value> = BTreeMap::new();
+        ctx.insert(
+            "messages",
+            messages.iter().map(ChatMessage::to_value).collect(),
+        );
+        ctx.insert("add_generation_prompt", Value::from(add_generation_prompt));
+        ctx.insert("bos_token", Value::from(self.bos_token.as_str()));
+        ctx.insert("eos_token", Value::from(self.eos_token.as_str()));
+        for (k, v) in extra {
+            ctx.insert(k, v.clone());
+        }
+        let tmpl = self.env.get_template(NAME)?;
+        Ok(tmpl.render(Value::from(ctx))?)
+    }
+}
