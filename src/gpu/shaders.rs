@@ -56,7 +56,8 @@ pub struct ShaderVariant {
 }
 
 impl ShaderVariant {
-    /// The cache key: sorted defines, then overrides (`TYPE_Q8_0,USE_SUBGROUPS;WG_SIZE=64`).
+    /// The cache key: sorted defines, then overrides, then the entry point when it is not
+    /// `main` (`TYPE_Q8_0,USE_SUBGROUPS;WG_SIZE=64`, `…;WG_SIZE=64@merge`).
     pub fn key(&self) -> String {
         let mut defines: Vec<String> = self
             .defines
@@ -76,7 +77,12 @@ impl ShaderVariant {
             .map(|(n, v)| format!("{n}={v}"))
             .collect();
         overrides.sort();
-        format!("{};{}", defines.join(","), overrides.join(","))
+        let entry = if self.entry_point == "main" {
+            String::new()
+        } else {
+            format!("@{}", self.entry_point)
+        };
+        format!("{};{}{entry}", defines.join(","), overrides.join(","))
     }
 
     /// The preprocessed WGSL of this variant; also written under `DUMP_SHADERS` when set.

@@ -37,7 +37,7 @@ pub fn buffers(
         out.push(buf(
             Kind::Weights,
             format!("drafter.{}", t.name),
-            weight_bytes(t, limits.max_storage_binding),
+            weight_bytes(t, limits.max_buffer_size, limits.max_storage_binding),
         ));
     }
     let n_seq = u64::from(p.n_seq);
@@ -91,6 +91,7 @@ pub fn buffers(
         ("drafter.draft.attn", q),
         ("drafter.draft.gate", f),
         ("drafter.draft.up", f),
+        ("drafter.draft.glu", f),
         ("drafter.draft.logits", vocab),
     ] {
         out.push(buf(Kind::Compute, name, f32s(r * width)));

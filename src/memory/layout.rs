@@ -13,9 +13,29 @@ pub fn f32s(n: u64) -> u64 {
     n * 4
 }
 
-/// Device bytes of a weight tensor as uploaded: the GGUF bytes of each part when the tensor is
-/// split by rows so that no part exceeds `max_binding`, each part rounded to whole words.
-pub fn weight_bytes(t: &TensorInfo, max_binding: u64) -> u64 {
+/// Device bytes of a weight tensor as `model::weights` uploads it: matrices as the matmul kernels
+/// repack and split them (`kernels::matmul::device_bytes`), vectors (norms, biases) as f32, and
+/// `rope_freqs.weight` not at all (it stays on the host). Types the kernels cannot read fall back
+/// to their GGUF bytes split by rows ([`raw_weight_bytes`]); loading refuses them anyway.
+pub fn weight_bytes(t: &TensorInfo, max_buffer: u64, max_binding: u64) -> u64 {
+    if t.name == "rope_freqs.weight" {
+        return 0;
+    }
+    if t.shape.len() == 1 {
+        return words(t.n_elements() * 4);
+    }
+    let limits = wgpu::Limits {
+        max_buffer_size: max_buffer,
+        max_storage_buffer_binding_size: max_binding,
+        ..wgpu::Limits::default()
+    };
+    crate::kernels::matmul::device_bytes(t.ty, [t.row_len(), t.n_rows()], &limits)
+        .unwrap_or_else(|_| raw_weight_bytes(t, max_binding))
+}
+
+/// The GGUF bytes of a tensor split by rows so that no part exceeds `max_binding`, each part
+/// rounded to whole words.
+pub fn raw_weight_bytes(t: &TensorInfo, max_binding: u64) -> u64 {
     let rows = t.n_rows().max(1);
     let row_bytes = t.n_bytes / rows;
     if t.n_bytes <= max_binding || row_bytes == 0 {
@@ -60,9 +80,9 @@ mod tests {
             offset: 0,
             n_bytes: 40 * 1000,
         };
-        assert_eq!(weight_bytes(&t, 1 << 30), 40_000);
+        assert_eq!(raw_weight_bytes(&t, 1 << 30), 40_000);
         // 4,000-byte parts hold 100 rows: 10 parts of 4,000 bytes.
-        assert_eq!(weight_bytes(&t, 4_000), 40_000);
+        assert_eq!(raw_weight_bytes(&t, 4_000), 40_000);
         assert_eq!(kv_bytes(GgmlType::F16, 10, 3, 64), 10 * 3 * 128);
         assert_eq!(kv_bytes(GgmlType::Q8_0, 10, 3, 64), 10 * 3 * 68);
         assert_eq!(kv_bytes(GgmlType::Q4_0, 1, 1, 64), 36);

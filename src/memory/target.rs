@@ -46,7 +46,7 @@ pub fn buffers(
         out.push(buf(
             Kind::Weights,
             t.name.clone(),
-            weight_bytes(t, limits.max_storage_binding),
+            weight_bytes(t, limits.max_buffer_size, limits.max_storage_binding),
             false,
         ));
     }
@@ -87,8 +87,9 @@ pub fn buffers(
         ("act.k", k),    // [n, n_head_kv * head_dim]
         ("act.v", v),    // [n, n_head_kv * head_dim_v]
         ("act.attn", q), // [n, n_head * head_dim_v]
-        ("act.gate", f), // [n, n_ff] (gate, then the GLU product)
+        ("act.gate", f), // [n, n_ff]
         ("act.up", f),   // [n, n_ff]
+        ("act.glu", f),  // [n, n_ff] act(gate) * up
     ] {
         out.push(buf(Kind::Compute, name, f32s(n * width), true));
     }

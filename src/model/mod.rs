@@ -2,8 +2,10 @@
 //! upload and one forward file per architecture.
 
 pub mod drafter_meta;
+pub mod forward;
 pub mod hparams;
 pub mod presets;
+pub mod weights;
 
 pub use drafter_meta::DrafterMeta;
 pub use hparams::{Arch, Hparams, HparamsError};

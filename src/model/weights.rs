@@ -1,0 +1,207 @@
+//! Model weights on the device: every matrix uploaded as a [`GpuWeight`] (repacked and split as
+//! the matmul kernels want), every norm vector and bias as a plain f32 storage buffer, with a
+//! progress bar, and every creation recorded so tests can hold it to the memory plan.
+//!
+//! Expected tensors per architecture (llama.cpp names), `il` = layer:
+//! `token_embd.weight [d, V]`, `output_norm.weight [d]`, `output.weight [d, V]` (absent: tied to
+//! `token_embd`), `rope_freqs.weight [n_rot/2]` (llama 3, optional), and per layer
+//! `blk.il.{attn_norm [d], attn_q [d, q], attn_k [d, k], attn_v [d, v], attn_output [q, d],
+//! ffn_norm [d], ffn_gate [d, f], ffn_up [d, f], ffn_down [f, d]}.weight`, plus
+//! `attn_{q,k,v}.bias` (qwen2) and `attn_{q,k}_norm.weight [head_dim]` (qwen3).
+
+use crate::gguf::{GgmlType, GgufFile, TensorInfo};
+use crate::gpu::buffers::create_storage_init;
+use crate::gpu::GpuContext;
+use crate::kernels::matmul::GpuWeight;
+use crate::quant;
+use crate::{Error, Result};
+
+use super::hparams::{Arch, Hparams};
+
+/// One layer's weights.
+#[derive(Debug)]
+pub struct LayerWeights {
+    pub attn_norm: wgpu::Buffer,
+    pub wq: GpuWeight,
+    pub wk: GpuWeight,
+    pub wv: GpuWeight,
+    pub wo: GpuWeight,
+    /// qwen2: `[q]`, `[k]`, `[v]`.
+    pub bias_qkv: Option<[wgpu::Buffer; 3]>,
+    /// qwen3: `[head_dim]` each.
+    pub qk_norm: Option<[wgpu::Buffer; 2]>,
+    pub ffn_norm: wgpu::Buffer,
+    pub gate: GpuWeight,
+    pub up: GpuWeight,
+    pub down: GpuWeight,
+}
+
+/// Every weight of a model.
+#[derive(Debug)]
+pub struct ModelWeights {
+    pub token_embd: GpuWeight,
+    /// `None` when the LM head is `token_embd` (tied embeddings).
+    pub output: Option<GpuWeight>,
+    pub output_norm: wgpu::Buffer,
+    /// llama 3 frequency factors (`rope_freqs.weight`), dequantized on the host.
+    pub rope_freqs: Option<Vec<f32>>,
+    pub layers: Vec<LayerWeights>,
+    /// (tensor name, device bytes) of everything created, in creation order.
+    pub allocations: Vec<(String, u64)>,
+}
+
+impl ModelWeights {
+    /// The LM head: `output.weight`, or `token_embd.weight` when tied.
+    pub fn lm_head(&self) -> &GpuWeight {
+        self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+}
+
+/// Uploads weights from a GGUF file, recording each allocation.
+struct Loader<'a> {
+    ctx: &'a GpuContext,
+    file: &'a GgufFile,
+    allocations: Vec<(String, u64)>,
+    bar: indicatif::ProgressBar,
+}
+
+fn missing(name: &str) -> Error {
+    Error::Gguf(crate::gguf::GgufError::MissingTensor {
+        name: name.to_string(),
+    })
+}
+
+impl Loader<'_> {
+    fn info(&self, name: &str) -> Result<&TensorInfo> {
+        self.file.tensor(name).ok_or_else(|| missing(name))
+    }
+
+    fn matrix(&mut self, name: &str) -> Result<GpuWeight> {
+        let (t, data) = self.file.tensor_data(name)?;
+        let shape = [t.row_len(), t.n_rows()];
+        let w = GpuWeight::upload(self.ctx, name, t.ty, shape, data)?;
+        self.allocations.push((name.to_string(), w.device_bytes()));
+        self.bar.inc(t.n_bytes);
+        Ok(w)
+    }
+
+    /// A vector (norm weight, bias) as f32 on the device, checked to have `len` elements.
+    fn vector(&mut self, name: &str, len: u32) -> Result<wgpu::Buffer> {
+        let values = self.host_f32(name)?;
+        if values.len() != len as usize {
+            return Err(Error::Usage(format!(
+                "tensor {name} has {} elements, expected {len}",
+                values.len()
+            )));
+        }
+        let buffer = create_storage_init(self.ctx, name, bytemuck::cast_slice(&values))?;
+        self.allocations.push((name.to_string(), buffer.size()));
+        Ok(buffer)
+    }
+
+    fn host_f32(&mut self, name: &str) -> Result<Vec<f32>> {
+        let (t, data) = self.file.tensor_data(name)?;
+        let n = usize::try_from(t.n_elements()).map_err(|_| missing(name))?;
+        self.bar.inc(t.n_bytes);
+        Ok(quant::dequantize(t.ty, data, n)?)
+    }
+
+    fn optional_vector(&mut self, name: &str, len: u32) -> Result<Option<wgpu::Buffer>> {
+        if self.file.tensor(name).is_some() {
+            self.vector(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// Upload every weight `hp` needs from `file`; `progress` shows a bar on stderr.
+pub fn load(
+    ctx: &GpuContext,
+    file: &GgufFile,
+    hp: &Hparams,
+    progress: bool,
+) -> Result<ModelWeights> {
+    let total: u64 = file.tensors.iter().map(|t| t.n_bytes).sum();
+    let bar = if progress {
+        let style = indicatif::ProgressStyle::with_template(
+            "loading {bar:30} {bytes}/{total_bytes} {elapsed}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        indicatif::ProgressBar::new(total).with_style(style)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut l = Loader {
+        ctx,
+        file,
+        allocations: Vec::new(),
+        bar,
+    };
+    if file.shape_only {
+        return Err(Error::Gguf(crate::gguf::GgufError::ShapeOnly {
+            tensor: "token_embd.weight".to_string(),
+        }));
+    }
+    l.info("token_embd.weight")?;
+    let token_embd = l.matrix("token_embd.weight")?;
+    let output = match file.tensor("output.weight") {
+        Some(_) => Some(l.matrix("output.weight")?),
+        None => None,
+    };
+    let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
+    let rope_freqs = match file.tensor("rope_freqs.weight") {
+        Some(_) => Some(l.host_f32("rope_freqs.weight")?),
+        None => None,
+    };
+    let mut layers = Vec::with_capacity(hp.n_layer as usize);
+    for il in 0..hp.n_layer {
+        let p = |s: &str| format!("blk.{il}.{s}");
+        let bias_qkv = if hp.arch == Arch::Qwen2 || hp.qkv_bias {
+            let q = l.optional_vector(&p("attn_q.bias"), hp.q_dim())?;
+            let k = l.optional_vector(&p("attn_k.bias"), hp.k_dim())?;
+            let v = l.optional_vector(&p("attn_v.bias"), hp.v_dim())?;
+            match (q, k, v) {
+                (Some(q), Some(k), Some(v)) => Some([q, k, v]),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let qk_norm = if hp.qk_norm {
+            Some([
+                l.vector(&p("attn_q_norm.weight"), hp.head_dim)?,
+                l.vector(&p("attn_k_norm.weight"), hp.head_dim)?,
+            ])
+        } else {
+            None
+        };
+        layers.push(LayerWeights {
+            attn_norm: l.vector(&p("attn_norm.weight"), hp.n_embd)?,
+            wq: l.matrix(&p("attn_q.weight"))?,
+            wk: l.matrix(&p("attn_k.weight"))?,
+            wv: l.matrix(&p("attn_v.weight"))?,
+            wo: l.matrix(&p("attn_output.weight"))?,
+            bias_qkv,
+            qk_norm,
+            ffn_norm: l.vector(&p("ffn_norm.weight"), hp.n_embd)?,
+            gate: l.matrix(&p("ffn_gate.weight"))?,
+            up: l.matrix(&p("ffn_up.weight"))?,
+            down: l.matrix(&p("ffn_down.weight"))?,
+        });
+    }
+    l.bar.finish_and_clear();
+    Ok(ModelWeights {
+        token_embd,
+        output,
+        output_norm,
+        rope_freqs,
+        layers,
+        allocations: l.allocations,
+    })
+}
+
+/// Whether the matmul kernels can read a weight of type `ty`.
+pub fn is_matrix_type(ty: GgmlType) -> bool {
+    crate::kernels::matmul::SUPPORTED_TYPES.contains(&ty)
+}
