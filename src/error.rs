@@ -29,6 +29,8 @@ pub enum Error {
     Kv(#[from] crate::kv_cache::KvError),
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    #[error(transparent)]
+    Sampling(#[from] crate::sampling::SamplerError),
     #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
     OutOfMemory {
         requested: u64,
@@ -43,7 +45,7 @@ impl Error {
     /// The process exit code the CLI uses for this error (never 101, which is a Rust panic).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) => 2,
+            Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
             Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) | Error::Tokenizer(_) => 3,
             Error::Gpu(_) => 4,
             Error::Io { .. } => 1,

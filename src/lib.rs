@@ -11,6 +11,7 @@
 //! See `docs/ARCHITECTURE.md` for the plan and the decisions behind it.
 
 pub mod cli;
+pub mod engine;
 pub mod error;
 pub mod gguf;
 pub mod gpu;
@@ -20,6 +21,7 @@ pub mod memory;
 pub mod model;
 pub mod quant;
 pub mod reference;
+pub mod sampling;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

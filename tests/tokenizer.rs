@@ -182,17 +182,14 @@ fn streaming_decoder_emits_whole_characters() {
     assert_eq!(d.finish(), "\u{FFFD}");
 }
 
-/// 1 MB of mixed text tokenizes in well under a second per 100 KB (no quadratic path) and
-/// round-trips.
+/// 1 MB of mixed text, one enormous word and one enormous whitespace run tokenize and round-trip
+/// (a quadratic path would make this test run for minutes; speed itself is not asserted).
 #[test]
 fn long_input_is_linear() {
     let t = model_tokenizer();
     let unit = "The quick brown fox, 12345 times;日本語 🎉 <|im_start|>\n\t  done. ";
     let text: String = unit.repeat(1_000_000 / unit.len() + 1);
-    let start = std::time::Instant::now();
     let ids = t.encode(&text, false, true).unwrap();
-    let secs = start.elapsed().as_secs_f64();
-    assert!(secs < 10.0, "1 MB took {secs:.2}s");
     assert_eq!(t.decode(&ids, true).unwrap(), text);
     // One enormous word (no pre-tokenizer split) and one enormous whitespace run.
     for text in [
@@ -200,9 +197,7 @@ fn long_input_is_linear() {
         " ".repeat(200_000) + "x",
         "\u{3042}".repeat(100_000),
     ] {
-        let start = std::time::Instant::now();
         let ids = t.encode(&text, false, false).unwrap();
-        assert!(start.elapsed().as_secs_f64() < 10.0);
         assert_eq!(t.decode(&ids, false).unwrap(), text);
     }
 }

@@ -1,7 +1,9 @@
 //! The command line: clap definitions and dispatch. One file per subcommand; `main.rs` only
 //! parses, calls [`run`] and maps errors to exit codes.
 
+pub mod chat;
 pub mod devices;
+pub mod generate;
 pub mod gguf_cmd;
 pub mod info;
 pub mod plan;
@@ -20,6 +22,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Complete a prompt with a model (default: the SmolLM2 of models/, fetched on first use).
+    Generate(generate::GenerateArgs),
+    /// Chat interactively over the model's chat template.
+    Chat(chat::ChatArgs),
     /// Show a GGUF file: header, metadata, tensor table and totals (like gguf-dump).
     Info(info::InfoArgs),
     /// List every GPU adapter wgpu finds: name, backend, type, driver, features, limits.
@@ -33,6 +39,8 @@ pub enum Command {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Generate(args) => generate::run(&args),
+        Command::Chat(args) => chat::run(&args),
         Command::Info(args) => info::run(&args),
         Command::Devices(args) => devices::run(args.json),
         Command::Plan(args) => plan::run(&args),

@@ -428,6 +428,27 @@ impl Forward {
     /// Run `tokens` at the next positions of the cache; compute logits (and their argmax) for
     /// the last `n_logits` rows. One compute pass, one submit.
     pub fn step(&mut self, ctx: &GpuContext, tokens: &[u32], n_logits: u32) -> Result<()> {
+        self.run(ctx, tokens, n_logits, false).map(|_| ())
+    }
+
+    /// [`Forward::step`], also reading back the residual stream after every layer
+    /// (`l_out-{il}`, `[m, d]` each): one submit per layer, for comparing with the CPU oracle.
+    pub fn step_captured(
+        &mut self,
+        ctx: &GpuContext,
+        tokens: &[u32],
+        n_logits: u32,
+    ) -> Result<Vec<Vec<f32>>> {
+        self.run(ctx, tokens, n_logits, true)
+    }
+
+    fn run(
+        &mut self,
+        ctx: &GpuContext,
+        tokens: &[u32],
+        n_logits: u32,
+        capture: bool,
+    ) -> Result<Vec<Vec<f32>>> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         if m == 0 || m > self.max_rows || n_logits == 0 || n_logits > m.min(self.max_logit_rows) {
             return Err(Error::Usage(format!(
@@ -460,6 +481,8 @@ impl Forward {
             .get(&(m, n_logits))
             .ok_or_else(|| Error::Usage("matmul set missing".into()))?;
         let mut list: Vec<&Dispatch> = set.embed.iter().collect();
+        // Indices of `list` where each layer ends.
+        let mut layer_ends = Vec::with_capacity(self.layers.len());
         for ((l, mm), [add_attn, add_ffn]) in self.layers.iter().zip(&set.layers).zip(&set.adds) {
             let [q, k, v, o, gate, up, down] = mm;
             list.push(&l.attn_norm.dispatch);
@@ -478,13 +501,26 @@ impl Forward {
             list.push(&l.glu.dispatch);
             list.extend(down);
             list.push(&add_ffn.dispatch);
+            layer_ends.push(list.len());
         }
         list.push(&self.final_norm.dispatch);
         list.extend(&set.lm_head);
         list.extend(self.argmax.dispatches());
-        crate::kernels::launch::submit(ctx, "forward", &list)?;
+        let mut captured = Vec::new();
+        if capture {
+            let mut start = 0;
+            for end in layer_ends {
+                crate::kernels::launch::submit(ctx, "forward layer", &list[start..end])?;
+                let bytes = read_back(ctx, &self.buffers.x, 0, u64::from(m * self.hp.n_embd) * 4)?;
+                captured.push(bytemuck::pod_collect_to_vec(&bytes));
+                start = end;
+            }
+            crate::kernels::launch::submit(ctx, "forward head", &list[start..])?;
+        } else {
+            crate::kernels::launch::submit(ctx, "forward", &list)?;
+        }
         self.kv.commit(0, m)?;
-        Ok(())
+        Ok(captured)
     }
 
     /// Argmax of each logits row of the last step.

@@ -1,0 +1,105 @@
+//! `flint chat`: an interactive chat over the model's chat template (or `--chat-template-file`).
+//! Each turn renders the whole conversation, keeps the KV rows of the longest common token
+//! prefix with what the cache already holds, and prefills only the rest. `/reset` clears the
+//! history; Ctrl-D leaves.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use crate::engine::Engine;
+use crate::tokenizer::{read_template_file, ChatMessage};
+use crate::{Error, Result};
+
+use super::generate::{stats_line, ModelArgs};
+
+/// Arguments of `flint chat`.
+#[derive(Debug, clap::Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A system prompt.
+    #[arg(long = "system")]
+    pub system: Option<String>,
+    /// Use this Jinja chat template instead of the model's.
+    #[arg(long = "chat-template-file")]
+    pub chat_template_file: Option<PathBuf>,
+    /// Tokens per reply at most.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 512)]
+    pub n_predict: usize,
+}
+
+fn io_err(source: std::io::Error) -> Error {
+    Error::Io {
+        context: "chat terminal".into(),
+        source,
+    }
+}
+
+pub fn run(args: &ChatArgs) -> Result<()> {
+    let mut engine = Engine::load(&args.model.engine_options()?)?;
+    let override_src = match &args.chat_template_file {
+        Some(p) => Some(read_template_file(p)?),
+        None => None,
+    };
+    let template = engine.tok.chat_template(override_src.as_deref())?;
+    let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
+    let tok = engine.tok.clone();
+    let mut history: Vec<ChatMessage> = Vec::new();
+    if let Some(s) = &args.system {
+        history.push(ChatMessage::new("system", s.clone()));
+    }
+    // Token ids whose K/V rows the cache holds, in order.
+    let mut cached: Vec<u32> = Vec::new();
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    eprintln!(
+        "chat with {} (/reset clears the history, Ctrl-D leaves)",
+        engine.model_path.display()
+    );
+    loop {
+        write!(out, "> ")
+            .and_then(|_| out.flush())
+            .map_err(io_err)?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).map_err(io_err)? == 0 {
+            writeln!(out).map_err(io_err)?;
+            return Ok(());
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.trim() == "/reset" {
+            history.retain(|m| m.role == "system");
+            engine.reset()?;
+            cached.clear();
+            eprintln!("(history cleared)");
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        history.push(ChatMessage::new("user", line));
+        let text = template.render(&history, true)?;
+        let ids = tok.encode(&text, true, true)?;
+        let keep = cached.iter().zip(&ids).take_while(|(a, b)| a == b).count();
+        // Re-run at least the last token so there are logits to start from.
+        let keep = keep.min(ids.len().saturating_sub(1));
+        engine.fwd.kv.truncate_to(0, keep as u32)?;
+        cached.truncate(keep);
+        let mut stream = tok.stream_decoder(false);
+        let mut reply_ids = Vec::new();
+        let stats = engine.generate(&ids[keep..], args.n_predict, sampler.as_mut(), |t| {
+            reply_ids.push(t);
+            let piece = stream.push(t)?;
+            out.write_all(piece.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(io_err)?;
+            Ok(true)
+        })?;
+        writeln!(out, "{}", stream.finish()).map_err(io_err)?;
+        eprintln!("[{}]", stats_line(&stats));
+        cached.extend_from_slice(&ids[keep..]);
+        // The last generated token was not run through the model.
+        cached.extend(reply_ids.iter().take(reply_ids.len().saturating_sub(1)));
+        let reply = tok.decode(&reply_ids, false)?;
+        history.push(ChatMessage::new("assistant", reply));
+    }
+}

@@ -1,0 +1,187 @@
+//! `flint generate [-m MODEL] -p PROMPT [-n N]`: stream a completion of the prompt (no chat
+//! template: `flint chat` applies it), then a stats line on stderr (prompt tokens, prefill tok/s,
+//! generated tokens, decode tok/s); `--stats-json PATH` writes the same as JSON. With no `-m` it
+//! uses the default model, fetching it on first use.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::engine::{Engine, EngineOptions, GenStats, DEFAULT_MODEL};
+use crate::gguf::GgmlType;
+use crate::memory::parse_bytes;
+use crate::sampling::{Sampler, SamplerParams};
+use crate::{Error, Result};
+
+/// Model and sampling flags shared by `generate` and `chat` (llama.cpp's names).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// GGUF model (default: the SmolLM2-135M-Instruct Q4_1 of models/, fetched on first use).
+    #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
+    pub model: PathBuf,
+    /// Context length.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
+    pub n_ctx: u32,
+    /// Prefill ubatch rows (`-ub`).
+    #[arg(long = "ubatch-size", default_value_t = 512)]
+    pub n_ubatch: u32,
+    /// K cache type (`-ctk`): f16, q8_0, q4_0.
+    #[arg(long = "cache-type-k", default_value = "f16")]
+    pub type_k: String,
+    /// V cache type (`-ctv`).
+    #[arg(long = "cache-type-v", default_value = "f16")]
+    pub type_v: String,
+    /// Adapter index (`flint devices`).
+    #[arg(long = "device")]
+    pub device: Option<usize>,
+    /// Device memory budget for the plan check (e.g. 8GiB).
+    #[arg(long = "gpu-mem")]
+    pub gpu_mem: Option<String>,
+    /// Temperature; 0 = greedy.
+    #[arg(long = "temp", default_value_t = 0.8)]
+    pub temp: f32,
+    #[arg(long = "top-k", default_value_t = 40)]
+    pub top_k: u32,
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    pub min_p: f32,
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long = "repeat-last-n", default_value_t = 64)]
+    pub repeat_last_n: usize,
+    #[arg(long = "presence-penalty", default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    #[arg(long = "frequency-penalty", default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// RNG seed (default: from the clock).
+    #[arg(short = 's', long = "seed")]
+    pub seed: Option<u64>,
+}
+
+impl ModelArgs {
+    fn kv(flag: &str, v: &str) -> Result<GgmlType> {
+        match GgmlType::from_name(v) {
+            Some(t) if crate::memory::layout::KV_TYPES.contains(&t) => Ok(t),
+            _ => Err(Error::Usage(format!(
+                "{flag} {v}: KV cache types are f16, q8_0, q4_0"
+            ))),
+        }
+    }
+
+    pub fn engine_options(&self) -> Result<EngineOptions> {
+        let gpu_mem = match &self.gpu_mem {
+            Some(v) => Some(
+                parse_bytes(v)
+                    .ok_or_else(|| Error::Usage(format!("--gpu-mem {v:?}: not a size")))?,
+            ),
+            None => None,
+        };
+        Ok(EngineOptions {
+            model: self.model.clone(),
+            n_ctx: self.n_ctx,
+            n_ubatch: self.n_ubatch,
+            type_k: Self::kv("-ctk", &self.type_k)?,
+            type_v: Self::kv("-ctv", &self.type_v)?,
+            device: self.device,
+            gpu_mem,
+            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        })
+    }
+
+    /// `None` for plain greedy decoding (on-device argmax), else a sampler.
+    pub fn sampler(&self, n_vocab: u32) -> Result<Option<Sampler>> {
+        let penalties = self.repeat_penalty != 1.0
+            || self.presence_penalty != 0.0
+            || self.frequency_penalty != 0.0;
+        if self.temp <= 0.0 && !penalties {
+            if self.temp < 0.0 || self.temp.is_nan() {
+                return Err(Error::Usage(format!("--temp {}: must be >= 0", self.temp)));
+            }
+            return Ok(None);
+        }
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+        let params = SamplerParams {
+            temp: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed,
+        };
+        Ok(Some(Sampler::new(params, n_vocab)?))
+    }
+}
+
+/// Arguments of `flint generate`.
+#[derive(Debug, clap::Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt.
+    #[arg(short = 'p', long = "prompt")]
+    pub prompt: String,
+    /// Tokens to generate at most.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
+    pub n_predict: usize,
+    /// Write the stats as JSON to this file.
+    #[arg(long = "stats-json")]
+    pub stats_json: Option<PathBuf>,
+}
+
+/// The stats line printed after a generation.
+pub fn stats_line(s: &GenStats) -> String {
+    format!(
+        "prompt: {} tokens, {:.2} tok/s | generated: {} tokens, {:.2} tok/s",
+        s.prompt_tokens,
+        s.prefill_tps(),
+        s.generated_tokens,
+        s.decode_tps()
+    )
+}
+
+pub fn run(args: &GenerateArgs) -> Result<()> {
+    let mut engine = Engine::load(&args.model.engine_options()?)?;
+    let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
+    let prompt = engine.tok.encode(&args.prompt, true, true)?;
+    let tok = engine.tok.clone();
+    let mut stream = tok.stream_decoder(false);
+    let mut out = std::io::stdout();
+    let stats = engine.generate(&prompt, args.n_predict, sampler.as_mut(), |t| {
+        let text = stream.push(t)?;
+        out.write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(|source| Error::Io {
+                context: "writing to stdout".into(),
+                source,
+            })?;
+        Ok(true)
+    })?;
+    let rest = stream.finish();
+    let _ = writeln!(out, "{rest}");
+    eprintln!("{}", stats_line(&stats));
+    if let Some(path) = &args.stats_json {
+        let v = json!({
+            "prompt_tokens": stats.prompt_tokens,
+            "generated_tokens": stats.generated_tokens,
+            "prefill_tps": stats.prefill_tps(),
+            "decode_tps": stats.decode_tps(),
+            "generated_token_ids": stats.generated_token_ids,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(
+            |source| Error::Io {
+                context: format!("writing {}", path.display()),
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! A session: the target model on the device with its tokenizer, KV cache and memory plan, and
+//! the generation loop (prefill in ubatches, then one token per step) with timing.
+//!
+//! Loading follows design principle 1: GGUF metadata → memory plan → refuse with the numbers if
+//! it does not fit → upload weights (the GGUF map is dropped after upload) → build the forward.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::gguf::{GgmlType, GgufFile};
+use crate::gpu::{DeviceOptions, GpuContext};
+use crate::memory::{self, Budget, DeviceLimits, Plan, RunParams, TargetShape};
+use crate::model::forward::{Allocator, Forward};
+use crate::model::{weights, Hparams};
+use crate::sampling::Sampler;
+use crate::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+/// The default model (fetched by `models/fetch.sh`).
+pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// How to load a session.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub model: PathBuf,
+    pub n_ctx: u32,
+    pub n_ubatch: u32,
+    pub type_k: GgmlType,
+    pub type_v: GgmlType,
+    pub device: Option<usize>,
+    pub gpu_mem: Option<u64>,
+    /// Show a progress bar while uploading weights.
+    pub progress: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            model: PathBuf::from(DEFAULT_MODEL),
+            n_ctx: 4096,
+            n_ubatch: 512,
+            type_k: GgmlType::F16,
+            type_v: GgmlType::F16,
+            device: None,
+            gpu_mem: None,
+            progress: false,
+        }
+    }
+}
+
+/// A loaded model ready to generate.
+pub struct Engine {
+    pub ctx: GpuContext,
+    pub fwd: Forward,
+    pub tok: Tokenizer,
+    pub plan: Plan,
+    pub model_path: PathBuf,
+    /// Bytes of the model file.
+    pub model_bytes: u64,
+}
+
+/// Counters of one generation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill_secs: f64,
+    pub decode_secs: f64,
+    pub generated_token_ids: Vec<u32>,
+}
+
+impl GenStats {
+    pub fn prefill_tps(&self) -> f64 {
+        rate(self.prompt_tokens, self.prefill_secs)
+    }
+    pub fn decode_tps(&self) -> f64 {
+        // The first generated token comes from the prefill's logits.
+        rate(self.generated_tokens.saturating_sub(1), self.decode_secs)
+    }
+}
+
+fn rate(n: usize, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Fetch the default model with `models/fetch.sh` when it is missing.
+pub fn ensure_default_model(path: &Path) -> Result<()> {
+    if path.exists() || path != Path::new(DEFAULT_MODEL) {
+        return Ok(());
+    }
+    eprintln!(
+        "{DEFAULT_MODEL} is missing: fetching it with models/fetch.sh (98 MB, sha256-checked)"
+    );
+    let status = std::process::Command::new("bash")
+        .arg("models/fetch.sh")
+        .status()
+        .map_err(|source| Error::Io {
+            context: "running bash models/fetch.sh".into(),
+            source,
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "models/fetch.sh failed ({status}); fetch the model by hand or pass -m"
+        )))
+    }
+}
+
+impl Engine {
+    pub fn load(opts: &EngineOptions) -> Result<Engine> {
+        ensure_default_model(&opts.model)?;
+        let ctx = GpuContext::new(&DeviceOptions {
+            index: opts.device,
+            ..DeviceOptions::default()
+        })?;
+        let file = GgufFile::open(&opts.model)?;
+        let hp = Hparams::from_gguf(&file)?;
+        let tok = Tokenizer::from_gguf(&file)?;
+        let params = RunParams {
+            n_ctx: opts.n_ctx,
+            n_ubatch: opts.n_ubatch,
+            type_k: opts.type_k,
+            type_v: opts.type_v,
+            ..RunParams::default()
+        };
+        if opts.n_ctx == 0 || opts.n_ubatch == 0 {
+            return Err(Error::Usage("-c and -ub must be at least 1".into()));
+        }
+        let plan = memory::plan(
+            TargetShape {
+                hp: &hp,
+                tensors: &file.tensors,
+            },
+            None,
+            &params,
+            Budget::resolve(opts.gpu_mem, Some(&ctx)),
+            DeviceLimits::from_context(&ctx),
+        );
+        if !plan.fits() {
+            return Err(Error::OutOfMemory {
+                requested: plan.total(),
+                limit: plan.budget.usable(),
+                reasons: plan.misfit_summary(),
+            });
+        }
+        let w = weights::load(&ctx, &file, &hp, opts.progress)?;
+        let model_bytes = file.file_len();
+        drop(file);
+        let mut alloc = Allocator::new(&ctx, &plan);
+        let fwd = Forward::new(&ctx, hp, w, &plan, &params, &mut alloc)?;
+        Ok(Engine {
+            ctx,
+            fwd,
+            tok,
+            plan,
+            model_path: opts.model.clone(),
+            model_bytes,
+        })
+    }
+
+    /// Run `tokens` through the model at the next positions, in ubatches; the last row's logits
+    /// (and argmax) are ready afterwards.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<()> {
+        let ub = self.fwd.max_rows() as usize;
+        for chunk in tokens.chunks(ub.max(1)) {
+            self.fwd.step(&self.ctx, chunk, 1)?;
+        }
+        Ok(())
+    }
+
+    /// The next token from the last step's logits: on-device argmax when greedy.
+    pub fn pick(&mut self, sampler: Option<&mut Sampler>) -> Result<u32> {
+        match sampler {
+            None => self
+                .fwd
+                .argmax(&self.ctx)?
+                .first()
+                .copied()
+                .ok_or_else(|| Error::Usage("no logits".into())),
+            Some(s) => {
+                let logits = self.fwd.logits(&self.ctx)?;
+                let token = s.sample(&logits);
+                s.accept(token);
+                Ok(token)
+            }
+        }
+    }
+
+    /// Generate up to `n_predict` tokens after `prompt` (the cache continues from its current
+    /// length), calling `on_token` for each; it returns `false` to stop. Stops at end-of-generation
+    /// tokens and at the context limit.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        n_predict: usize,
+        mut sampler: Option<&mut Sampler>,
+        mut on_token: impl FnMut(u32) -> Result<bool>,
+    ) -> Result<GenStats> {
+        let mut stats = GenStats {
+            prompt_tokens: prompt.len(),
+            ..GenStats::default()
+        };
+        if prompt.is_empty() {
+            return Err(Error::Usage("the prompt has no tokens".into()));
+        }
+        let t0 = Instant::now();
+        self.prefill(prompt)?;
+        let mut token = self.pick(sampler.as_deref_mut())?;
+        stats.prefill_secs = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        while stats.generated_tokens < n_predict {
+            if self.tok.is_eog(token) {
+                break;
+            }
+            stats.generated_tokens += 1;
+            stats.generated_token_ids.push(token);
+            if !on_token(token)? || stats.generated_tokens >= n_predict {
+                break;
+            }
+            if self.fwd.kv.len(0)? >= self.fwd.kv.capacity() {
+                eprintln!("context full ({} tokens): stopping", self.fwd.kv.capacity());
+                break;
+            }
+            self.fwd.step(&self.ctx, &[token], 1)?;
+            token = self.pick(sampler.as_deref_mut())?;
+        }
+        stats.decode_secs = t1.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+
+    /// Empty the KV cache.
+    pub fn reset(&mut self) -> Result<()> {
+        Ok(self.fwd.kv.reset(0)?)
+    }
+}
