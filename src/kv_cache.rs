@@ -115,11 +115,19 @@ mod tests {
         assert_eq!(kv.positions(0, 3).unwrap(), 5..8);
         assert_eq!(
             kv.commit(0, 4),
-            Err(KvError::ContextFull { seq: 0, len: 5, n: 4, capacity: 8 })
+            Err(KvError::ContextFull {
+                seq: 0,
+                len: 5,
+                n: 4,
+                capacity: 8
+            })
         );
         kv.truncate_to(0, 2).unwrap();
         assert_eq!(kv.len(0).unwrap(), 2);
-        assert!(matches!(kv.truncate_to(0, 3), Err(KvError::TruncatePastEnd { .. })));
+        assert!(matches!(
+            kv.truncate_to(0, 3),
+            Err(KvError::TruncatePastEnd { .. })
+        ));
         assert_eq!(kv.len(1).unwrap(), 0);
         assert!(matches!(kv.len(2), Err(KvError::NoSuchSequence { .. })));
         kv.reset(0).unwrap();
