@@ -181,3 +181,54 @@ fn every_layer_matches_the_cpu_reference() {
     eprintln!("worst per-layer relative difference: {worst:.2e}");
     common::gpu::assert_clean(&s.ctx);
 }
+
+/// DSpark taps: the residual stream entering layers 0, 2, 10 and 30 (= n_layer, before the final
+/// norm) for every prompt row, written by the step into a staging buffer, against the oracle's.
+#[test]
+fn taps_match_the_cpu_reference_for_every_row() {
+    use flint::gguf::GgmlType;
+    use flint::reference::forward::{Capture, RefModel, Rows};
+    let mut s = setup(params());
+    let layers = [0u32, 2, 10, 30];
+    let d = s.fwd.hp.n_embd as usize;
+    let width = d * layers.len();
+    let staging = flint::gpu::buffers::create_storage(
+        &s.ctx,
+        "taps",
+        (s.fwd.max_rows() as usize * width * 4) as u64,
+    )
+    .unwrap();
+    s.fwd.set_taps(&s.ctx, &layers, &staging).unwrap();
+    let prompt: Vec<u32> = u32s(&fixture()["cases"][1]["prompt_ids"]);
+    s.fwd.step(&s.ctx, &prompt, 1).unwrap();
+    let bytes =
+        flint::gpu::buffers::read_back(&s.ctx, &staging, 0, (prompt.len() * width * 4) as u64)
+            .unwrap();
+    let gpu: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
+    let file = GgufFile::open(&common::model_path()).unwrap();
+    let oracle = RefModel::load(&file).unwrap();
+    let mut cache = oracle.new_cache(GgmlType::F16).unwrap();
+    let capture = Capture {
+        rows: Rows::Last,
+        taps: layers.iter().map(|&l| l as usize).collect(),
+        named: false,
+    };
+    let cpu = oracle.forward(&mut cache, &prompt, 0, &capture).unwrap();
+    for (k, (layer, want)) in cpu.taps.iter().enumerate() {
+        assert_eq!(want.len(), prompt.len() * d);
+        let scale = want.iter().fold(1f64, |a, &x| a.max(f64::from(x).abs()));
+        for r in 0..prompt.len() {
+            let got = &gpu[r * width + k * d..r * width + (k + 1) * d];
+            let exp = &want[r * d..(r + 1) * d];
+            let err = got
+                .iter()
+                .zip(exp)
+                .fold(0f64, |a, (&x, &y)| a.max(f64::from(x - y).abs()));
+            assert!(
+                err / scale <= 1e-3,
+                "tap {layer} row {r}: {err} (scale {scale})"
+            );
+        }
+    }
+    common::gpu::assert_clean(&s.ctx);
+}

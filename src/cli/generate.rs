@@ -23,6 +23,10 @@ pub struct ModelArgs {
     /// Context length.
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     pub n_ctx: u32,
+    /// Logical batch (llama.cpp's `-b`): accepted for compatibility; prompts run in ubatches of
+    /// `-ub` rows, one submit each.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 2048)]
+    pub n_batch: u32,
     /// Prefill ubatch rows (`-ub`).
     #[arg(long = "ubatch-size", default_value_t = 512)]
     pub n_ubatch: u32,

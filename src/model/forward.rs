@@ -24,6 +24,7 @@ use crate::kernels::attention::{
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::binary::{Binary, BinaryOp};
+use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kernels::ops::glu::{Glu, GluOp};
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShape};
@@ -131,6 +132,8 @@ pub struct Forward {
     rows: u32,
     /// Logit rows of the last step.
     pub n_logits: u32,
+    /// DSpark taps: (layer whose input is captured, the copy into the tap staging buffer).
+    taps: Vec<(u32, CopyRows)>,
 }
 
 fn kv_type(t: crate::gguf::GgmlType) -> Result<KvType> {
@@ -345,7 +348,46 @@ impl Forward {
             max_logit_rows,
             rows: max_rows,
             n_logits: max_logit_rows,
+            taps: Vec::new(),
         })
+    }
+
+    /// Capture, from the next step on, the residual stream entering each of `layers` (`n_layer`
+    /// = the output of the last layer, before the final norm) for every processed row into
+    /// `staging` `[max_rows, layers.len() × d]`: row r, tap k at columns `k·d..(k+1)·d` (the
+    /// DSpark fusion order). Costs one small copy dispatch per tap inside the step's pass; an
+    /// empty list (the default) costs nothing.
+    pub fn set_taps(
+        &mut self,
+        ctx: &GpuContext,
+        layers: &[u32],
+        staging: &wgpu::Buffer,
+    ) -> Result<()> {
+        let d = self.hp.n_embd;
+        let width = d * layers.len() as u32;
+        let mut taps = Vec::with_capacity(layers.len());
+        for (k, &layer) in layers.iter().enumerate() {
+            if layer > self.hp.n_layer {
+                return Err(Error::Usage(format!(
+                    "tap layer {layer}: the model has {} layers (taps 0..={})",
+                    self.hp.n_layer, self.hp.n_layer
+                )));
+            }
+            let params = CopyParams {
+                n_rows: self.max_rows,
+                n_cols: d,
+                src_stride: d,
+                dst_stride: width,
+                src_off: 0,
+                dst_off: k as u32 * d,
+                _pad: [0; 2],
+            };
+            let mut copy = CopyRows::new(ctx, &self.buffers.x, staging, params)?;
+            copy.set_rows(ctx, self.rows)?;
+            taps.push((layer, copy));
+        }
+        self.taps = taps;
+        Ok(())
     }
 
     /// Largest batch one step takes.
@@ -412,6 +454,9 @@ impl Forward {
                 l.glu.set_len(ctx, m * hp.n_ff)?;
             }
             self.final_norm.set_rows(ctx, m)?;
+            for (_, copy) in &mut self.taps {
+                copy.set_rows(ctx, m)?;
+            }
             self.rows = m;
         }
         if n_logits != self.n_logits {
@@ -481,6 +526,13 @@ impl Forward {
             .get(&(m, n_logits))
             .ok_or_else(|| Error::Usage("matmul set missing".into()))?;
         let mut list: Vec<&Dispatch> = set.embed.iter().collect();
+        let taps_at = |layer: u32| {
+            self.taps
+                .iter()
+                .filter(move |t| t.0 == layer)
+                .map(|t| &t.1.dispatch)
+        };
+        list.extend(taps_at(0));
         // Indices of `list` where each layer ends.
         let mut layer_ends = Vec::with_capacity(self.layers.len());
         for ((l, mm), [add_attn, add_ffn]) in self.layers.iter().zip(&set.layers).zip(&set.adds) {
@@ -501,6 +553,7 @@ impl Forward {
             list.push(&l.glu.dispatch);
             list.extend(down);
             list.push(&add_ffn.dispatch);
+            list.extend(taps_at(layer_ends.len() as u32 + 1));
             layer_ends.push(list.len());
         }
         list.push(&self.final_norm.dispatch);

@@ -19,6 +19,7 @@
 //! `docs/shaders-ops.md` lists every shader, variant, binding and params struct.
 
 pub mod binary;
+pub mod copy;
 pub mod glu;
 pub mod norm;
 pub mod rope;
@@ -39,6 +40,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(binary::variants());
     all.extend(softmax::variants());
     all.extend(select::variants());
+    all.extend(copy::variants());
     all
 }
 
