@@ -2,9 +2,10 @@
 //
 // One workgroup = one (split, query row, KV head, chunk of <= 8 query heads); it writes the
 // partial (m, l, acc[D]) of each of its heads for that split (common/kv_attn.wgsl). Pass 2,
-// attn_reduce.wgsl, folds the partials of each (row, head). The same pair serves decode (n_q = 1)
-// and every multi-row call (prefill, verify, the drafter's block): a row's partials depend only
-// on the row, so rows are bit-identical to the same query computed alone.
+// attn_reduce.wgsl, folds the partials of each (row, head). The pair serves decode (n_q = 1) and
+// any multi-row call: a row's partials depend only on the row, so rows are bit-identical to the
+// same query computed alone. Multi-row calls use attn_fused.wgsl (the same phases and fold, no
+// partials buffer), which gives the same bits.
 //
 // Variants (Rust side: src/kernels/attention/attend.rs): KV_F16 | KV_Q8_0 | KV_Q4_0, the
 // cache type of K and V; USE_F16 (KV_F16 only, device has shader-f16): the caches are bound as

@@ -1,17 +1,20 @@
 //! KV cache stores and attention on the GPU (lavapipe in CI) against the CPU oracle
 //! (`flint::reference::attention`): stores bit for bit (f16 round-to-nearest-even, llama.cpp's
 //! q8_0 / q4_0 reference quantizers), attention within NMSE 5e-4 of an f64 softmax over the same
-//! dequantized cache. Batch invariance: `tests/kernels_attention_invariance.rs`.
+//! dequantized cache, through both the two-pass and the fused kernels (which must also agree bit
+//! for bit). Batch invariance: `tests/kernels_attention_invariance.rs` and
+//! `tests/kernels_attention_fused.rs`.
 //! GPU tests fail, never skip, without an adapter; every test asserts no uncaptured wgpu error.
 
 mod common;
 
-use common::gpu::{all_feature_contexts, assert_clean, ctx, nmse};
+use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, ctx, nmse};
 use common::Rng;
 use flint::gpu::buffers::read_back;
 use flint::gpu::GpuContext;
 use flint::kernels::attention::{
-    attention_now, create_cache, store_rows_now, AttnMask, AttnShape, KvLayout, KvType,
+    attention_fused_now, attention_now, create_cache, store_rows_now, AttnMask, AttnShape,
+    KvLayout, KvType,
 };
 use flint::reference::attention::{self as oracle, AttnDims, Mask};
 
@@ -169,7 +172,8 @@ fn store_rejects_positions_past_the_capacity() {
 }
 
 /// One attention case: fills K/V caches with `kv_len` random rows, runs `n_q` query rows with
-/// `mask`, compares with the oracle. Returns the NMSE.
+/// `mask` through the two-pass kernels and, if `fused`, through the fused kernel too (which must
+/// give the same bits); compares with the oracle. Returns the NMSE.
 #[allow(clippy::too_many_arguments)]
 fn attention_case(
     ctx: &GpuContext,
@@ -178,6 +182,7 @@ fn attention_case(
     kv_len: u32,
     n_q: usize,
     mask: &str,
+    fused: bool,
     rng: &mut Rng,
 ) -> f64 {
     let layout = KvLayout::new(ty, kv_len.max(1), n_kv, d).unwrap();
@@ -214,6 +219,14 @@ fn attention_case(
         ctx, layout, n_head, &k_cache, &v_cache, &q, kv_len, gpu_mask, scale,
     )
     .unwrap();
+    if fused {
+        let one = attention_fused_now(
+            ctx, layout, n_head, &k_cache, &v_cache, &q, kv_len, gpu_mask, scale,
+        )
+        .unwrap();
+        let what = format!("{ty:?} {n_head}/{n_kv} d={d} kv {kv_len} rows {n_q} {mask}: fused");
+        assert_bits_eq(&what, &one, &got);
+    }
     let dims = AttnDims {
         n_q,
         n_head: n_head as usize,
@@ -241,7 +254,7 @@ fn decode_attention_matches_the_oracle() {
                 if heads.0 == 32 && kv_len % 2 == 1 && kv_len > 7 {
                     continue; // keep the big-head case to a few lengths
                 }
-                let e = attention_case(&ctx, ty, heads, kv_len, 1, "none", &mut rng);
+                let e = attention_case(&ctx, ty, heads, kv_len, 1, "none", true, &mut rng);
                 assert!(
                     e <= NMSE_BOUND.min(KERNEL_NMSE),
                     "{ty:?} {heads:?} kv {kv_len}: {e}"
@@ -255,7 +268,7 @@ fn decode_attention_matches_the_oracle() {
 }
 
 #[test]
-fn multi_row_attention_matches_the_oracle_with_every_mask() {
+fn multi_row_attention_matches_the_oracle_with_every_mask_on_both_paths() {
     for (label, ctx) in all_feature_contexts() {
         let mut rng = Rng::new(9);
         for ty in KvType::ALL {
@@ -265,7 +278,7 @@ fn multi_row_attention_matches_the_oracle_with_every_mask() {
                 (HEADS[3], 513, 17),
             ] {
                 for mask in ["none", "causal", "explicit"] {
-                    let e = attention_case(&ctx, ty, heads, kv_len, n_q, mask, &mut rng);
+                    let e = attention_case(&ctx, ty, heads, kv_len, n_q, mask, true, &mut rng);
                     assert!(
                         e <= 5e-4,
                         "{label} {ty:?} {heads:?} kv {kv_len} rows {n_q} {mask}: {e}"

@@ -34,7 +34,6 @@ fn f64s(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-#[allow(dead_code)] // `plan` and `allocated` serve the plan-vs-allocation check
 struct Setup {
     ctx: flint::gpu::GpuContext,
     fwd: Forward,
@@ -231,4 +230,24 @@ fn taps_match_the_cpu_reference_for_every_row() {
         }
     }
     common::gpu::assert_clean(&s.ctx);
+}
+#[test]
+fn allocated_buffers_equal_the_plan() {
+    let s = setup(params());
+    for (name, bytes) in &s.allocated {
+        let planned = s
+            .plan
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} allocated but not planned"));
+        assert_eq!(planned.bytes, *bytes, "{name}");
+    }
+    let allocated: std::collections::HashSet<&str> =
+        s.allocated.iter().map(|(n, _)| n.as_str()).collect();
+    for b in &s.plan.buffers {
+        assert!(
+            allocated.contains(b.name.as_str()) || b.bytes == 0,
+            "{} planned but not allocated",
+            b.name
+        );
+    }
 }

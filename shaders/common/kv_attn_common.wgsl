@@ -6,11 +6,12 @@
 // partial for one head is (m = max score, l = sum of exp(score - m), acc[d] = sum of
 // exp(score - m) * v[d]), each sum in ascending key order. Partials are folded in ascending
 // split order with attn_fold; the result is acc / l. Every pass that follows this contract
-// gives the same bits for a row, whatever else is in the batch.
+// (attn_split + attn_reduce, attn_fused) gives the same bits for a row, whatever else is in
+// the batch.
 //
 // The includer declares `params: Params` (uniform) and `positions: array<u32>` (read).
 
-// Mirrors AttnParams in src/kernels/attention/attend.rs (48 bytes).
+// Mirrors AttnParams in src/kernels/attention/shape.rs (64 bytes).
 struct Params {
     n_q: u32,         // query rows
     n_head: u32,      // query heads
@@ -24,6 +25,10 @@ struct Params {
     n_chunks: u32,    // ceil(group / ATTN_MAX_GROUP)
     scale: f32,       // score = scale * q.k + mask
     n_tasks: u32,     // n_q * n_kv_heads * n_chunks
+    pass_splits: u32, // attn_fused.wgsl: splits one workgroup folds per pass (unused elsewhere)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 const ATTN_SPLIT: u32 = 256u;

@@ -96,6 +96,13 @@ pub fn buffers(
     ] {
         out.push(buf(Kind::Compute, name, f32s(r * width)));
     }
+    // The draft block attends over cache ∪ block with the fused kernel: a fixed state per row
+    // and head, no split partials.
+    out.push(buf(
+        Kind::Compute,
+        "drafter.draft.attn_state",
+        16 * r * u64::from(hp.n_head),
+    ));
     if meta.markov_rank > 0 {
         out.push(buf(
             Kind::Compute,

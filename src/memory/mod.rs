@@ -303,9 +303,6 @@ pub struct DrafterShape<'a> {
     pub tensors: &'a [crate::gguf::TensorInfo],
 }
 
-/// Bytes of the uniform arena every kernel's params live in.
-pub const UNIFORM_ARENA: u64 = 64 << 10;
-
 /// Plan every buffer of a run.
 pub fn plan(
     target: TargetShape<'_>,
@@ -318,13 +315,6 @@ pub fn plan(
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         buffers.extend(drafter::buffers(d.meta, d.tensors, p, dp, &limits));
     }
-    buffers.push(PlannedBuffer {
-        owner: Owner::Runtime,
-        kind: Kind::Io,
-        name: "runtime.uniforms".to_string(),
-        bytes: UNIFORM_ARENA,
-        bound_whole: false,
-    });
     Plan {
         buffers,
         budget,

@@ -106,23 +106,26 @@ pub fn buffers(
         ),
         true,
     ));
+    // Fused multi-row attention state: (max, sum, next split, pad) per row and head.
+    out.push(buf(
+        Kind::Compute,
+        "act.attn_state",
+        16 * n * u64::from(hp.n_head),
+        true,
+    ));
     let n_out = logit_rows(p);
     let vocab = u64::from(hp.n_vocab);
     out.push(buf(Kind::Compute, "logits", f32s(n_out * vocab), true));
-    // Argmax / top-k partials: 2 words per 256-wide vocabulary slice per row.
+    // Argmax scratch (one (value, id) pair per list per row) and the argmax ids.
+    let rows32 = u32::try_from(n_out).unwrap_or(u32::MAX);
     out.push(buf(
         Kind::Compute,
         "sample.partials",
-        words(n_out * vocab.div_ceil(256) * 8),
+        crate::kernels::ops::select::scratch_bytes(rows32, hp.n_vocab, 1),
         true,
     ));
+    out.push(buf(Kind::Io, "io.argmax", words(n_out * 4), true));
     out.push(buf(Kind::Io, "io.tokens", words(n * 4), true));
     out.push(buf(Kind::Io, "io.positions", words(n * 4), true));
-    out.push(buf(
-        Kind::Io,
-        "io.logits_readback",
-        f32s(n_out * vocab),
-        false,
-    ));
     out
 }

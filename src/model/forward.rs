@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use crate::gpu::buffers::{create_storage, read_back, upload};
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{
-    Attention, AttnBuffers, AttnShape, KvLayout, KvStore, KvType, MaskMode,
+    Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
 };
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
@@ -49,7 +49,10 @@ pub struct Buffers {
     pub gate: wgpu::Buffer,
     pub up: wgpu::Buffer,
     pub glu: wgpu::Buffer,
+    /// Split-KV partials of the decode attention.
     pub partials: wgpu::Buffer,
+    /// Running (max, sum, next split) of the fused multi-row attention.
+    pub attn_state: wgpu::Buffer,
     pub logits: wgpu::Buffer,
     pub tokens: wgpu::Buffer,
     pub positions: wgpu::Buffer,
@@ -98,7 +101,10 @@ struct LayerOps {
     rope_k: Rope,
     store_k: KvStore,
     store_v: KvStore,
-    attention: Attention,
+    /// One query row: split-KV over the whole context, then an in-order reduce.
+    attn_decode: Attention,
+    /// Several rows (prefill, verify): the fused kernel, bit-identical per row to the decode path.
+    attn_multi: FusedAttention,
     ffn_norm: RmsNorm,
     glu: GluOp,
 }
@@ -170,15 +176,8 @@ impl Forward {
             gate: alloc.storage("act.gate")?,
             up: alloc.storage("act.up")?,
             glu: alloc.storage("act.glu")?,
-            partials: create_storage(
-                ctx,
-                "act.attn_partials",
-                u64::from(max_rows)
-                    * u64::from(hp.n_head)
-                    * u64::from(params.n_ctx.div_ceil(256))
-                    * u64::from(hp.head_dim_v + 2)
-                    * 4,
-            )?,
+            partials: alloc.storage("act.attn_partials")?,
+            attn_state: alloc.storage("act.attn_state")?,
             logits: alloc.storage("logits")?,
             tokens: alloc.storage("io.tokens")?,
             positions: alloc.storage("io.positions")?,
@@ -274,19 +273,20 @@ impl Forward {
                 scale: AttnShape::default_scale(hp.head_dim),
                 mask: MaskMode::Causal,
             };
-            let attention = Attention::new(
+            let io = AttnIo {
+                q: &b.q,
+                k_cache: kc,
+                v_cache: vc,
+                positions: Some(&b.positions),
+                mask: None,
+                out: &b.attn,
+            };
+            let attn_decode = Attention::new(
                 ctx,
-                shape,
-                AttnBuffers {
-                    q: &b.q,
-                    k_cache: kc,
-                    v_cache: vc,
-                    positions: Some(&b.positions),
-                    mask: None,
-                    partials: &b.partials,
-                    out: &b.attn,
-                },
+                AttnShape { max_q: 1, ..shape },
+                AttnBuffers::new(io, &b.partials),
             )?;
+            let attn_multi = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
             layers.push(LayerOps {
                 attn_norm: RmsNorm::new(
                     ctx,
@@ -305,7 +305,8 @@ impl Forward {
                 rope_k: rope(&b.k, hp.n_head_kv)?,
                 store_k: KvStore::new(ctx, k_layout, kc, &b.k, &b.positions, max_rows)?,
                 store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
-                attention,
+                attn_decode,
+                attn_multi,
                 ffn_norm: RmsNorm::new(
                     ctx,
                     Io::Out {
@@ -331,8 +332,11 @@ impl Forward {
             d,
             eps,
         )?;
-        let argmax_out = create_storage(ctx, "argmax ids", u64::from(max_logit_rows) * 4)?;
+        let argmax_out = alloc.storage("io.argmax")?;
         let argmax = Select::argmax(ctx, &b.logits, &argmax_out, max_logit_rows, hp.n_vocab)?;
+        alloc
+            .records
+            .push(("sample.partials".to_string(), argmax.scratch.size()));
         Ok(Forward {
             kv: KvCache::new(params.n_ctx, 1),
             hp,
@@ -505,7 +509,11 @@ impl Forward {
         let positions: Vec<u32> = range.clone().collect();
         self.resize(ctx, m, n_logits)?;
         for l in &mut self.layers {
-            l.attention.set_step(ctx, m, range.end)?;
+            if m == 1 {
+                l.attn_decode.set_step(ctx, 1, range.end)?;
+            } else {
+                l.attn_multi.set_step(ctx, m, range.end)?;
+            }
         }
         upload(
             ctx,
@@ -545,7 +553,11 @@ impl Forward {
             list.push(&l.rope_k.dispatch);
             list.push(&l.store_k.dispatch);
             list.push(&l.store_v.dispatch);
-            list.extend(l.attention.dispatches());
+            if m == 1 {
+                list.extend(l.attn_decode.dispatches());
+            } else {
+                list.extend(l.attn_multi.dispatches());
+            }
             list.extend(o);
             list.push(&add_attn.dispatch);
             list.push(&l.ffn_norm.dispatch);

@@ -4,21 +4,35 @@
 //!   ([`kv_bytes`], [`kv_bytes_per_token`]) and ggml-block ⇄ GPU-row conversion.
 //! - [`store`]: f32 rows → cache at scattered positions, quantized on the way with llama.cpp's
 //!   reference rules, bit for bit (`shaders/kv_store.wgsl`).
-//! - [`attend`]: attention over the cache for one or many query rows, grouped-query heads,
-//!   causal / explicit / no mask, split over the keys in fixed-size splits and folded in a second
-//!   pass (`shaders/attn_split.wgsl`, `shaders/attn_reduce.wgsl`); batch-invariant by
-//!   construction. [`oneshot`]: run-now convenience for tests.
+//! - [`shape`]: what every attention pass shares: [`AttnShape`] (heads, cache, capacities, scale,
+//!   [`MaskMode`]), the params uniform, the non-scratch buffers [`AttnIo`], and
+//!   [`decode_partials_bytes`] for the memory planner.
+//! - [`attend`]: two-pass attention, the decode path: split partials over fixed 256-key splits,
+//!   folded in a second pass (`shaders/attn_split.wgsl`, `shaders/attn_reduce.wgsl`), with a
+//!   partials scratch buffer.
+//! - [`fused`]: single-pass attention for multi-row calls (prefill, verify, the drafter's block):
+//!   the same per-split code and fold in one workgroup per (row, KV head, head chunk), no
+//!   partials (a 16-byte state per row and head), in passes of [`pass_splits`] splits
+//!   (`shaders/attn_fused.wgsl`). Bit-identical per row to [`attend`].
+//! - [`oneshot`]: run-now convenience for tests (either path).
+//!
+//! Both attention paths handle grouped-query heads and causal / explicit / no mask, and are
+//! batch-invariant by construction.
 //!
 //! CPU oracle: `crate::reference::attention`. Shader docs: `docs/shaders-attention.md`.
 
 pub mod attend;
+pub mod fused;
 pub mod layout;
 pub mod oneshot;
+pub mod shape;
 pub mod store;
 
-pub use attend::{Attention, AttnBuffers, AttnParams, AttnShape, MaskMode, SPLIT_SIZE};
+pub use attend::{Attention, AttnBuffers};
+pub use fused::{pass_splits, FusedAttention};
 pub use layout::{kv_bytes, kv_bytes_per_token, KvLayout, KvType, MAX_HEAD_DIM};
-pub use oneshot::{attention_now, AttnMask};
+pub use oneshot::{attention_fused_now, attention_now, attention_now_with, AttnMask, AttnPath};
+pub use shape::{decode_partials_bytes, AttnIo, AttnParams, AttnShape, MaskMode, SPLIT_SIZE};
 pub use store::{create_cache, store_rows_now, KvStore, KvStoreParams};
 
 use crate::gpu::ShaderVariant;
@@ -32,5 +46,13 @@ pub fn variants() -> Vec<ShaderVariant> {
     out.extend(KvType::ALL.iter().map(|&t| attend::split_variant(t, false)));
     out.push(attend::split_variant(KvType::F16, true));
     out.push(attend::reduce_variant());
+    for first in [true, false] {
+        out.extend(
+            KvType::ALL
+                .iter()
+                .map(|&t| fused::fused_variant(t, false, first)),
+        );
+        out.push(fused::fused_variant(KvType::F16, true, first));
+    }
     out
 }

@@ -1,12 +1,24 @@
 //! Attention "run now" for tests and one-off calls: uploads q (and positions / mask), builds an
-//! [`Attention`] for exactly this call, submits, waits and reads the output back.
+//! [`Attention`] (two-pass) or a [`FusedAttention`] for exactly this call, submits, waits and
+//! reads the output back.
 
 use crate::gpu::buffers::{create_storage, create_storage_init, read_back};
 use crate::gpu::{GpuContext, GpuError};
 use crate::kernels::launch::submit;
 
-use super::attend::{bad, Attention, AttnBuffers, AttnShape, MaskMode};
+use super::attend::{Attention, AttnBuffers};
+use super::fused::FusedAttention;
 use super::layout::KvLayout;
+use super::shape::{bad, AttnIo, AttnShape, MaskMode};
+
+/// Which attention kernels a call runs (both give the same bits per row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttnPath {
+    /// Split + reduce with a partials buffer (the decode path).
+    TwoPass,
+    /// One pass, no partials buffer (the multi-row path).
+    Fused,
+}
 
 /// A host-side mask for [`attention_now`].
 #[derive(Debug, Clone, Copy)]
@@ -18,8 +30,8 @@ pub enum AttnMask<'a> {
     Explicit(&'a [f32]),
 }
 
-/// Runs attention now for `q` (`[n_q, n_head, head_dim]`) over the first `kv_len` rows of
-/// the caches and returns the output `[n_q, n_head, head_dim]`.
+/// Runs two-pass attention now for `q` (`[n_q, n_head, head_dim]`) over the first `kv_len` rows
+/// of the caches and returns the output `[n_q, n_head, head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_now(
     ctx: &GpuContext,
@@ -27,6 +39,60 @@ pub fn attention_now(
     n_head: u32,
     k_cache: &wgpu::Buffer,
     v_cache: &wgpu::Buffer,
+    q: &[f32],
+    kv_len: u32,
+    mask: AttnMask<'_>,
+    scale: f32,
+) -> Result<Vec<f32>, GpuError> {
+    let caches = (k_cache, v_cache);
+    attention_now_with(
+        AttnPath::TwoPass,
+        ctx,
+        kv,
+        n_head,
+        caches,
+        q,
+        kv_len,
+        mask,
+        scale,
+    )
+}
+
+/// [`attention_now`] through the fused pass.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fused_now(
+    ctx: &GpuContext,
+    kv: KvLayout,
+    n_head: u32,
+    k_cache: &wgpu::Buffer,
+    v_cache: &wgpu::Buffer,
+    q: &[f32],
+    kv_len: u32,
+    mask: AttnMask<'_>,
+    scale: f32,
+) -> Result<Vec<f32>, GpuError> {
+    let caches = (k_cache, v_cache);
+    attention_now_with(
+        AttnPath::Fused,
+        ctx,
+        kv,
+        n_head,
+        caches,
+        q,
+        kv_len,
+        mask,
+        scale,
+    )
+}
+
+/// [`attention_now`] through `path`; `caches` = (K, V).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_now_with(
+    path: AttnPath,
+    ctx: &GpuContext,
+    kv: KvLayout,
+    n_head: u32,
+    (k_cache, v_cache): (&wgpu::Buffer, &wgpu::Buffer),
     q: &[f32],
     kv_len: u32,
     mask: AttnMask<'_>,
@@ -83,21 +149,26 @@ pub fn attention_now(
     let q_buf = create_storage_init(ctx, "attention q", bytemuck::cast_slice(q))?;
     let out_bytes = 4 * q.len() as u64;
     let out = create_storage(ctx, "attention out", out_bytes)?;
-    let partials = create_storage(ctx, "attention partials", shape.partials_bytes())?;
-    let attn = Attention::new(
-        ctx,
-        shape,
-        AttnBuffers {
-            q: &q_buf,
-            k_cache,
-            v_cache,
-            positions: positions.as_ref(),
-            mask: mask_buf.as_ref(),
-            partials: &partials,
-            out: &out,
-        },
-    )?;
-    submit(ctx, "attention", &attn.dispatches())?;
+    let io = AttnIo {
+        q: &q_buf,
+        k_cache,
+        v_cache,
+        positions: positions.as_ref(),
+        mask: mask_buf.as_ref(),
+        out: &out,
+    };
+    match path {
+        AttnPath::TwoPass => {
+            let partials = create_storage(ctx, "attention partials", shape.partials_bytes())?;
+            let attn = Attention::new(ctx, shape, AttnBuffers::new(io, &partials))?;
+            submit(ctx, "attention", &attn.dispatches())?;
+        }
+        AttnPath::Fused => {
+            let state = create_storage(ctx, "attention state", shape.fused_state_bytes())?;
+            let attn = FusedAttention::new(ctx, shape, io, &state)?;
+            submit(ctx, "fused attention", &attn.dispatches())?;
+        }
+    }
     let raw = read_back(ctx, &out, 0, out_bytes)?;
     Ok(raw
         .chunks_exact(4)

@@ -96,6 +96,13 @@ pub fn variants() -> Vec<ShaderVariant> {
 }
 
 /// The stage layout for `n_rows` rows of `n_cols`.
+/// Bytes of the scratch an argmax (`k` = 1) or top-k over `[n_rows, n_cols]` allocates: one
+/// (value, id) pair per list per row (what the memory planner charges).
+pub fn scratch_bytes(n_rows: u32, n_cols: u32, k: u32) -> u64 {
+    let p = layout(n_rows, n_cols, k);
+    u64::from(p.n_rows) * u64::from(p.n_lists) * 8
+}
+
 fn layout(n_rows: u32, n_cols: u32, k: u32) -> SelectParams {
     let n_per_list = n_cols.div_ceil(TARGET_LISTS).max(MIN_PER_LIST);
     let groups_per_row = n_cols.div_ceil(WG_SIZE * n_per_list).max(1);
