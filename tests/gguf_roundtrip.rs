@@ -151,3 +151,20 @@ fn file_ending_at_the_data_offset_is_shape_only() {
     // One byte short of the data offset is still truncation.
     assert!(Gguf::parse(&bytes[..full.data_offset as usize - 1]).is_err());
 }
+
+/// Regression (found by the gguf_structured fuzz target): an alignment of 2^31 made the writer
+/// pad to 2 GiB. The writer now refuses alignments the reader would refuse.
+#[test]
+fn writer_refuses_alignments_the_reader_refuses() {
+    for a in [1u32 << 21, 1 << 31, 3, 0] {
+        let mut w = GgufWriter::new();
+        w.set("general.alignment", MetaValue::U32(a));
+        assert!(
+            matches!(w.to_bytes(), Err(flint::gguf::GgufError::Write { .. })),
+            "alignment {a}"
+        );
+    }
+    let mut w = GgufWriter::new();
+    w.set("general.alignment", MetaValue::String("32".into()));
+    assert!(w.to_bytes().is_err());
+}

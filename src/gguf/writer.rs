@@ -135,9 +135,17 @@ impl GgufWriter {
     fn alignment(&self) -> Result<u64, GgufError> {
         match self.metadata.get("general.alignment") {
             None => Ok(DEFAULT_ALIGNMENT),
-            Some(MetaValue::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
+            Some(MetaValue::U32(a))
+                if a.is_power_of_two() && u64::from(*a) <= super::parse::MAX_ALIGNMENT =>
+            {
+                Ok(u64::from(*a))
+            }
+            // A file the reader would refuse (and, at 2^31, a 2 GiB padding: found by fuzzing).
             Some(v) => Err(GgufError::Write {
-                message: format!("general.alignment must be a power-of-two u32, got {v:?}"),
+                message: format!(
+                    "general.alignment must be a power-of-two u32 of at most {}, got {v:?}",
+                    super::parse::MAX_ALIGNMENT
+                ),
             }),
         }
     }
