@@ -8,8 +8,8 @@ mod common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 
-use common::gpu::{assert_clean, ctx, ctx_with};
-use data::{assert_bits, min_k, nmse, random_f32, random_weight, Rng};
+use common::gpu::{assert_clean, ctx, ctx_with, nmse};
+use data::{assert_bits, min_k, random_f32, random_weight, Rng};
 use flint::gguf::GgmlType;
 use flint::gpu::{DeviceOptions, GpuContext, GpuError};
 use flint::kernels::matmul::{

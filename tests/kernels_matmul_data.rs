@@ -109,21 +109,6 @@ pub fn min_k(ty: GgmlType) -> usize {
     }
 }
 
-/// Normalised mean squared error Σ(a−b)² / Σb² (ggml's metric).
-pub fn nmse(got: &[f32], want: &[f32]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&g, &w) in got.iter().zip(want) {
-        num += (f64::from(g) - f64::from(w)).powi(2);
-        den += f64::from(w).powi(2);
-    }
-    if den == 0.0 {
-        num
-    } else {
-        num / den
-    }
-}
-
 /// Panics unless `got` and `want` are bit-identical, naming the first difference.
 pub fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");

@@ -9,8 +9,8 @@ mod common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 
-use common::gpu::{assert_clean, ctx_features};
-use data::{assert_bits, min_k, nmse, random_f32, random_weight};
+use common::gpu::{assert_clean, ctx_features, nmse};
+use data::{assert_bits, min_k, random_f32, random_weight};
 use flint::gguf::GgmlType;
 use flint::gpu::GpuContext;
 use flint::kernels::matmul::{

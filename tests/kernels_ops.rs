@@ -342,52 +342,18 @@ fn bad_shapes_are_typed_errors() {
         n_heads: 2,
         head_dim: 6,
     };
-    let cfg = |n_rot| rope_cfg(n_rot, false, 10000.0, 1.0);
-    assert!(is_bad_input(rope::rope_on_gpu(
-        &ctx,
-        &x,
-        &[0],
-        shape,
-        &cfg(8),
-        None,
-        false
-    )));
-    assert!(is_bad_input(rope::rope_on_gpu(
-        &ctx,
-        &x,
-        &[0],
-        shape,
-        &cfg(3),
-        None,
-        false
-    )));
-    assert!(is_bad_input(rope::rope_on_gpu(
-        &ctx,
-        &x,
-        &[0, 1],
-        shape,
-        &cfg(6),
-        None,
-        false
-    )));
-    assert!(is_bad_input(rope::rope_on_gpu(
-        &ctx,
-        &x,
-        &[0],
-        shape,
-        &cfg(6),
-        Some(&[1.0; 2]),
-        false
-    )));
-    assert!(is_bad_input(rope::rope_on_gpu(
-        &ctx,
-        &x,
-        &[0],
-        shape,
-        &cfg(6),
-        Some(&[1.0, 0.0, 1.0]),
-        false
-    )));
+    // RoPE at `positions` rotating `n_rot` dims of that shape.
+    let rope_rejects = |positions: &[i32], n_rot, factors: Option<&[f32]>| {
+        let cfg = rope_cfg(n_rot, false, 10000.0, 1.0);
+        is_bad_input(rope::rope_on_gpu(
+            &ctx, &x, positions, shape, &cfg, factors, false,
+        ))
+    };
+    assert!(rope_rejects(&[0], 8, None));
+    assert!(rope_rejects(&[0], 3, None));
+    assert!(rope_rejects(&[0, 1], 6, None));
+    assert!(rope_rejects(&[0], 6, Some(&[1.0; 2])));
+    assert!(rope_rejects(&[0], 6, Some(&[1.0, 0.0, 1.0])));
     // A buffer smaller than the shape it is built for.
     let small = common::gpu::zeros_f32(&ctx, "small", 4);
     let io = flint::kernels::ops::Io::InPlace(&small);

@@ -16,7 +16,7 @@ use crate::gguf::GgmlType;
 use crate::gpu::buffers::{create_storage, create_storage_init, create_uniform, read_back};
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
 
-use super::dispatch_grid;
+use super::{dispatch_grid, spec};
 
 /// Invocations per workgroup (the `WG_SIZE` override of `dequant.wgsl`).
 pub const WG_SIZE: u32 = 64;
@@ -40,21 +40,9 @@ const _: () = assert!(std::mem::size_of::<DequantParams>() == 16);
 
 /// The bindings of `dequant.wgsl`, in declaration order.
 pub const BINDINGS: &[BindingSpec] = &[
-    BindingSpec {
-        group: 0,
-        binding: 0,
-        kind: BindingKind::Uniform,
-    },
-    BindingSpec {
-        group: 0,
-        binding: 1,
-        kind: BindingKind::StorageRead,
-    },
-    BindingSpec {
-        group: 0,
-        binding: 2,
-        kind: BindingKind::StorageReadWrite,
-    },
+    spec(0, BindingKind::Uniform),
+    spec(1, BindingKind::StorageRead),
+    spec(2, BindingKind::StorageReadWrite),
 ];
 
 fn unsupported(ty: GgmlType) -> GpuError {

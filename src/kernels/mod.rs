@@ -20,7 +20,7 @@ pub mod ops;
 
 pub use dequant::dequantize_on_gpu;
 
-use crate::gpu::{GpuError, ShaderVariant};
+use crate::gpu::{BindingKind, BindingSpec, GpuError, ShaderVariant};
 
 /// Every (shader, variant) any kernel of the runtime may ask the pipeline cache for.
 pub fn all_variants() -> Vec<ShaderVariant> {
@@ -29,6 +29,15 @@ pub fn all_variants() -> Vec<ShaderVariant> {
     all.extend(ops::variants());
     all.extend(attention::variants());
     all
+}
+
+/// Binding `binding` of group 0 (every kernel binds group 0 only).
+pub(crate) const fn spec(binding: u32, kind: BindingKind) -> BindingSpec {
+    BindingSpec {
+        group: 0,
+        binding,
+        kind,
+    }
 }
 
 /// Spreads `groups` workgroups over x and, past `max_per_dim`, y: returns `(x, y)` with

@@ -10,7 +10,7 @@
 use crate::gguf::TensorInfo;
 use crate::model::DrafterMeta;
 
-use super::layout::{f32s, kv_bytes, weight_bytes, words};
+use super::layout::{f32s, kv_caches, weight_bytes, words};
 use super::{DeviceLimits, DraftParams, Kind, Owner, PlannedBuffer, RunParams};
 
 fn buf(kind: Kind, name: impl Into<String>, bytes: u64) -> PlannedBuffer {
@@ -42,22 +42,8 @@ pub fn buffers(
     }
     let n_seq = u64::from(p.n_seq);
     let ctx_rows = u64::from(dp.window.unwrap_or(p.n_ctx).min(p.n_ctx)) * n_seq;
-    let (nkv, hd, hdv) = (
-        u64::from(hp.n_head_kv),
-        u64::from(hp.head_dim),
-        u64::from(hp.head_dim_v),
-    );
-    for il in 0..hp.n_layer {
-        out.push(buf(
-            Kind::Kv,
-            format!("drafter.kv.k.{il}"),
-            kv_bytes(dp.type_k, ctx_rows, nkv, hd),
-        ));
-        out.push(buf(
-            Kind::Kv,
-            format!("drafter.kv.v.{il}"),
-            kv_bytes(dp.type_v, ctx_rows, nkv, hdv),
-        ));
+    for (name, bytes) in kv_caches("drafter.", hp, (dp.type_k, dp.type_v), ctx_rows) {
+        out.push(buf(Kind::Kv, name, bytes));
     }
     let (d, q, k, v, f, vocab) = (
         u64::from(hp.n_embd),

@@ -2,6 +2,7 @@
 //! Every size is rounded up to whole 4-byte words (storage buffers are bound as `array<u32>`).
 
 use crate::gguf::{GgmlType, TensorInfo};
+use crate::model::Hparams;
 
 /// `bytes` rounded up to a multiple of 4.
 pub fn words(bytes: u64) -> u64 {
@@ -52,6 +53,30 @@ pub fn raw_weight_bytes(t: &TensorInfo, max_binding: u64) -> u64 {
 pub fn kv_bytes(ty: GgmlType, n_rows: u64, n_heads: u64, head_dim: u64) -> u64 {
     let per_row = ty.row_bytes(head_dim).unwrap_or(head_dim * 4) * n_heads;
     words(n_rows * per_row)
+}
+
+/// `(name, bytes)` of every layer's K then V cache, named `{prefix}kv.k.{il}` /
+/// `{prefix}kv.v.{il}`: `n_rows` rows of `n_head_kv` heads of `head_dim` (K) / `head_dim_v` (V).
+pub fn kv_caches(
+    prefix: &str,
+    hp: &Hparams,
+    (type_k, type_v): (GgmlType, GgmlType),
+    n_rows: u64,
+) -> Vec<(String, u64)> {
+    let nkv = u64::from(hp.n_head_kv);
+    let (hd, hdv) = (u64::from(hp.head_dim), u64::from(hp.head_dim_v));
+    let mut out = Vec::new();
+    for il in 0..hp.n_layer {
+        out.push((
+            format!("{prefix}kv.k.{il}"),
+            kv_bytes(type_k, n_rows, nkv, hd),
+        ));
+        out.push((
+            format!("{prefix}kv.v.{il}"),
+            kv_bytes(type_v, n_rows, nkv, hdv),
+        ));
+    }
+    out
 }
 
 /// KV types the cache can hold.

@@ -5,7 +5,7 @@
 use crate::gguf::TensorInfo;
 use crate::model::Hparams;
 
-use super::layout::{attn_partials_bytes, f32s, kv_bytes, weight_bytes, words};
+use super::layout::{attn_partials_bytes, f32s, kv_caches, weight_bytes, words};
 use super::{DeviceLimits, Kind, Owner, PlannedBuffer, RunParams};
 
 fn buf(kind: Kind, name: impl Into<String>, bytes: u64, bound_whole: bool) -> PlannedBuffer {
@@ -52,24 +52,8 @@ pub fn buffers(
     }
     // KV cache: n_ctx rows per sequence, per layer.
     let rows = u64::from(p.n_ctx) * u64::from(p.n_seq);
-    let (nkv, hd, hdv) = (
-        u64::from(hp.n_head_kv),
-        u64::from(hp.head_dim),
-        u64::from(hp.head_dim_v),
-    );
-    for il in 0..hp.n_layer {
-        out.push(buf(
-            Kind::Kv,
-            format!("kv.k.{il}"),
-            kv_bytes(p.type_k, rows, nkv, hd),
-            true,
-        ));
-        out.push(buf(
-            Kind::Kv,
-            format!("kv.v.{il}"),
-            kv_bytes(p.type_v, rows, nkv, hdv),
-            true,
-        ));
+    for (name, bytes) in kv_caches("", hp, (p.type_k, p.type_v), rows) {
+        out.push(buf(Kind::Kv, name, bytes, true));
     }
     // Activation scratch for the largest batch of n rows (f32, row-major).
     let n = max_rows(p);
@@ -102,7 +86,7 @@ pub fn buffers(
             u64::from(p.n_seq),
             u64::from(hp.n_head),
             u64::from(p.n_ctx),
-            hdv,
+            u64::from(hp.head_dim_v),
         ),
         true,
     ));

@@ -21,11 +21,11 @@
 
 use crate::gpu::buffers::{create_storage, create_uniform, upload};
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
-use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, Dispatch};
+use crate::kernels::{dispatch_grid, spec};
 
 use super::layout::KvType;
-use super::shape::{bad, check_io, need, spec, AttnIo, AttnShape, ATTN_WG_SIZE};
+use super::shape::{bad, check_io, need, AttnIo, AttnShape, ATTN_WG_SIZE};
 
 /// Bindings of `attn_split.wgsl`: params, q, k cache, v cache, positions, mask, partials.
 pub const SPLIT_BINDINGS: &[BindingSpec] = &[
@@ -49,11 +49,7 @@ pub const REDUCE_BINDINGS: &[BindingSpec] = &[
 /// The split-pass variant for a cache type; `use_f16` (used for [`KvType::F16`] only) binds the
 /// caches as `array<vec2<f16>>` and converts natively (the same values: f16 → f32 is exact).
 pub fn split_variant(ty: KvType, use_f16: bool) -> ShaderVariant {
-    let use_f16 = use_f16 && ty == KvType::F16;
-    let mut defines = vec![(ty.define(), String::new())];
-    if use_f16 {
-        defines.push(("USE_F16", String::new()));
-    }
+    let (defines, use_f16) = ty.cache_defines(use_f16);
     ShaderVariant {
         shader: "attn_split",
         entry_point: "main",

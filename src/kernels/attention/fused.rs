@@ -23,11 +23,11 @@
 
 use crate::gpu::buffers::{create_storage, create_uniform, upload};
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
-use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, Dispatch};
+use crate::kernels::{dispatch_grid, spec};
 
 use super::layout::{KvLayout, KvType};
-use super::shape::{check_io, need, spec, AttnIo, AttnShape, SPLIT_SIZE};
+use super::shape::{check_io, need, AttnIo, AttnShape, SPLIT_SIZE};
 
 /// Invocations per workgroup of the fused pass (one key each in the score phase).
 pub const FUSED_WG_SIZE: u32 = 256;
@@ -73,11 +73,7 @@ pub const FUSED_BINDINGS: &[BindingSpec] = &[
 /// same cache binding and conversion, so the same values); `first` starts from the empty state
 /// (the first pass), otherwise from the saved one.
 pub fn fused_variant(ty: KvType, use_f16: bool, first: bool) -> ShaderVariant {
-    let use_f16 = use_f16 && ty == KvType::F16;
-    let mut defines = vec![(ty.define(), String::new())];
-    if use_f16 {
-        defines.push(("USE_F16", String::new()));
-    }
+    let (defines, use_f16) = ty.cache_defines(use_f16);
     ShaderVariant {
         shader: "attn_fused",
         entry_point: "main",

@@ -69,6 +69,18 @@ impl KvType {
         }
     }
 
+    /// The defines of a variant reading caches of this type: [`KvType::define`], plus
+    /// `USE_F16` when `use_f16` and the type is [`KvType::F16`] (caches bound as
+    /// `array<vec2<f16>>`). Also returns whether `USE_F16` is set (the variant needs f16).
+    pub(super) fn cache_defines(self, use_f16: bool) -> (Vec<(&'static str, String)>, bool) {
+        let use_f16 = use_f16 && self == KvType::F16;
+        let mut defines = vec![(self.define(), String::new())];
+        if use_f16 {
+            defines.push(("USE_F16", String::new()));
+        }
+        (defines, use_f16)
+    }
+
     /// Values per quant word.
     pub fn word_dims(self) -> u32 {
         match self {

@@ -3,7 +3,7 @@
 //! other than scratch ([`AttnIo`]) and their checks, and the bytes of the decode partials for the
 //! memory planner ([`decode_partials_bytes`]).
 
-use crate::gpu::{BindingKind, BindingSpec, GpuError};
+use crate::gpu::GpuError;
 
 use super::layout::KvLayout;
 
@@ -57,14 +57,6 @@ pub struct AttnParams {
 }
 
 const _: () = assert!(std::mem::size_of::<AttnParams>() == 64);
-
-pub(super) const fn spec(binding: u32, kind: BindingKind) -> BindingSpec {
-    BindingSpec {
-        group: 0,
-        binding,
-        kind,
-    }
-}
 
 pub(super) fn bad(what: &str, expected: String, actual: impl ToString) -> GpuError {
     GpuError::BadInput {

@@ -12,8 +12,8 @@
 
 use crate::gpu::buffers::{create_storage, create_storage_init, create_uniform, upload};
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
-use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, submit, Dispatch};
+use crate::kernels::{dispatch_grid, spec};
 
 use super::layout::{KvLayout, KvType};
 
@@ -35,14 +35,6 @@ pub struct KvStoreParams {
 }
 
 const _: () = assert!(std::mem::size_of::<KvStoreParams>() == 32);
-
-const fn spec(binding: u32, kind: BindingKind) -> BindingSpec {
-    BindingSpec {
-        group: 0,
-        binding,
-        kind,
-    }
-}
 
 /// Bindings of `kv_store.wgsl`: params, src rows, positions, cache.
 pub const STORE_BINDINGS: &[BindingSpec] = &[

@@ -12,7 +12,7 @@ use crate::kernels::launch::{bind_group, submit, Dispatch};
 use super::variants::{
     baseline_variant, embed_variant, matmul_variant, Family, BATCH_TMS, STAGED_TM,
 };
-use super::weights::GpuWeight;
+use super::weights::{GpuWeight, WeightSplit};
 use super::MatmulParams;
 
 /// Where X `[m, x_stride]` and Y `[m, y_stride]` (f32) live for `Y = X . W^T`.
@@ -44,6 +44,18 @@ impl<'a> MatmulIo<'a> {
             y_stride: w.n,
             m,
         }
+    }
+
+    /// The params of split `s` of `w` reading this X and writing this Y.
+    fn params(&self, w: &GpuWeight, s: &WeightSplit) -> Result<MatmulParams, GpuError> {
+        Ok(MatmulParams {
+            m: self.m,
+            n_out: self.y_stride,
+            x_stride: self.x_stride,
+            x_off: self.x_off,
+            y_off: self.y_off,
+            ..w.params(s)?
+        })
     }
 }
 
@@ -114,18 +126,13 @@ fn one_dispatch(
     variant: &ShaderVariant,
     label: String,
     params: &MatmulParams,
-    resources: [wgpu::BindingResource<'_>; 3],
+    [w, a, b]: [&wgpu::Buffer; 3],
     grid: [u32; 3],
 ) -> Result<Dispatch, GpuError> {
     let pipeline = ctx.pipelines().get(ctx, variant)?;
     let uniform = create_uniform(ctx, &label, params)?;
-    let [w, a, b] = resources;
-    let bg = bind_group(
-        ctx,
-        &pipeline,
-        &label,
-        &[uniform.as_entire_binding(), w, a, b],
-    )?;
+    let resources = [&uniform, w, a, b].map(|buf| buf.as_entire_binding());
+    let bg = bind_group(ctx, &pipeline, &label, &resources)?;
     Ok(Dispatch {
         label,
         pipeline,
@@ -172,28 +179,17 @@ pub fn matmul_dispatches_with(
     }
     let mut out = Vec::with_capacity(w.splits.len());
     for (i, s) in w.splits.iter().enumerate() {
-        let params = MatmulParams {
-            m: io.m,
-            n_out: io.y_stride,
-            x_stride: io.x_stride,
-            x_off: io.x_off,
-            y_off: io.y_off,
-            ..w.params(s)?
-        };
+        let params = io.params(w, s)?;
         let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows));
         let (gx, gy) = dispatch_grid(&format!("matmul {}", w.name), blocks, max_dim)?;
         let label = format!("matmul {} split {i} [{}]", w.name, variant.key());
-        let res = [
-            s.buffer.as_entire_binding(),
-            io.x.as_entire_binding(),
-            io.y.as_entire_binding(),
-        ];
+        let bufs = [&s.buffer, io.x, io.y];
         out.push(one_dispatch(
             ctx,
             &variant,
             label,
             &params,
-            res,
+            bufs,
             [gx, gy, gz],
         )?);
     }
@@ -211,14 +207,7 @@ pub fn baseline_dispatches(
     let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
     let mut out = Vec::with_capacity(w.splits.len());
     for (i, s) in w.splits.iter().enumerate() {
-        let params = MatmulParams {
-            m: io.m,
-            n_out: io.y_stride,
-            x_stride: io.x_stride,
-            x_off: io.x_off,
-            y_off: io.y_off,
-            ..w.params(s)?
-        };
+        let params = io.params(w, s)?;
         let invocations = u64::from(io.m) * s.plan.n_rows;
         if invocations > u64::from(u32::MAX) {
             return Err(bad(
@@ -229,17 +218,13 @@ pub fn baseline_dispatches(
         }
         let (gx, gy) = dispatch_grid("matmul baseline", invocations.div_ceil(64), max_dim)?;
         let label = format!("matmul baseline {} split {i}", w.name);
-        let res = [
-            s.buffer.as_entire_binding(),
-            io.x.as_entire_binding(),
-            io.y.as_entire_binding(),
-        ];
+        let bufs = [&s.buffer, io.x, io.y];
         out.push(one_dispatch(
             ctx,
             &variant,
             label,
             &params,
-            res,
+            bufs,
             [gx, gy, 1],
         )?);
     }
@@ -290,17 +275,13 @@ pub fn embed_dispatches(
             ..table.params(s)?
         };
         let label = format!("embed {} split {i}", table.name);
-        let res = [
-            s.buffer.as_entire_binding(),
-            ids.as_entire_binding(),
-            out.as_entire_binding(),
-        ];
+        let bufs = [&s.buffer, ids, out];
         res_out.push(one_dispatch(
             ctx,
             &variant,
             label,
             &params,
-            res,
+            bufs,
             [gx, gy, 1],
         )?);
     }

@@ -8,6 +8,7 @@
 
 use crate::gguf::GgmlType;
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
+use crate::kernels::spec;
 
 use super::layout::{layout, SUPPORTED_TYPES};
 
@@ -100,26 +101,10 @@ pub const STAGED_TM: u32 = 8;
 
 /// Bindings of `matmul.wgsl` and `matmul_baseline.wgsl`: params, w, x, y.
 pub const MATMUL_BINDINGS: &[BindingSpec] = &[
-    BindingSpec {
-        group: 0,
-        binding: 0,
-        kind: BindingKind::Uniform,
-    },
-    BindingSpec {
-        group: 0,
-        binding: 1,
-        kind: BindingKind::StorageRead,
-    },
-    BindingSpec {
-        group: 0,
-        binding: 2,
-        kind: BindingKind::StorageRead,
-    },
-    BindingSpec {
-        group: 0,
-        binding: 3,
-        kind: BindingKind::StorageReadWrite,
-    },
+    spec(0, BindingKind::Uniform),
+    spec(1, BindingKind::StorageRead),
+    spec(2, BindingKind::StorageRead),
+    spec(3, BindingKind::StorageReadWrite),
 ];
 
 /// Bindings of `embed.wgsl`: params, w, ids, out (the same kinds as matmul).

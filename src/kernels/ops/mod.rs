@@ -29,8 +29,8 @@ pub mod softmax;
 use crate::gpu::buffers::{create_storage_init, create_uniform, read_back, upload};
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
 
-use super::dispatch_grid;
 use super::launch::{bind_group, submit, Dispatch};
+use super::{dispatch_grid, spec};
 
 /// Every variant of this family.
 pub fn variants() -> Vec<ShaderVariant> {
@@ -79,14 +79,6 @@ impl<'a> Io<'a> {
     }
 }
 
-const fn spec(binding: u32, kind: BindingKind) -> BindingSpec {
-    BindingSpec {
-        group: 0,
-        binding,
-        kind,
-    }
-}
-
 /// Binding 0, the params uniform, in every shader of the family.
 const PARAMS: BindingSpec = spec(0, BindingKind::Uniform);
 const fn read(binding: u32) -> BindingSpec {
@@ -105,6 +97,74 @@ const IO_BINDINGS: [[&[BindingSpec]; 2]; 2] = [
     ],
     [&[PARAMS, write(2)], &[PARAMS, write(2), read(3)]],
 ];
+
+/// The variant of a one-workgroup-per-row reduction laid out as [`IO_BINDINGS`] (`norm`,
+/// `softmax`): `extra_define` and binding 3 when `extra`, then `IN_PLACE`, `USE_SUBGROUPS`.
+fn row_variant(
+    shader: &'static str,
+    extra_define: &'static str,
+    wg_size: u32,
+    extra: bool,
+    in_place: bool,
+    subgroups: bool,
+) -> ShaderVariant {
+    let defines = [
+        (extra, extra_define),
+        (in_place, "IN_PLACE"),
+        (subgroups, "USE_SUBGROUPS"),
+    ]
+    .into_iter()
+    .filter(|&(on, _)| on)
+    .map(|(_, name)| (name, String::new()))
+    .collect();
+    ShaderVariant {
+        shader,
+        entry_point: "main",
+        defines,
+        overrides: vec![("WG_SIZE", f64::from(wg_size))],
+        requires_f16: false,
+        requires_subgroups: subgroups,
+        bindings: IO_BINDINGS[usize::from(in_place)][usize::from(extra)],
+    }
+}
+
+/// `variant(extra, in_place, subgroups)` for all eight combinations (the variants of a
+/// [`row_variant`] kernel).
+fn row_variants(variant: impl Fn(bool, bool, bool) -> ShaderVariant) -> Vec<ShaderVariant> {
+    let mut out = Vec::new();
+    for extra in [false, true] {
+        for in_place in [false, true] {
+            for subgroups in [false, true] {
+                out.push(variant(extra, in_place, subgroups));
+            }
+        }
+    }
+    out
+}
+
+/// A one-workgroup-per-row dispatch over `n_rows` rows: params uniform, grid and bind group.
+fn build_rows<P: bytemuck::Pod>(
+    ctx: &GpuContext,
+    variant: &ShaderVariant,
+    label: &str,
+    params: &P,
+    buffers: &[&wgpu::Buffer],
+    n_rows: u32,
+    wg_size: u32,
+) -> Result<Dispatch, GpuError> {
+    let uniform = params_uniform(ctx, label, params)?;
+    let g = grid(ctx, label, u64::from(n_rows), wg_size)?;
+    build(ctx, variant, label, &uniform, buffers, g)
+}
+
+/// [`GpuError::BadInput`] naming `what` unless `n_rows` is at most the built `max_rows`.
+fn check_rows(what: &str, n_rows: u32, max_rows: u32) -> Result<(), GpuError> {
+    if n_rows > max_rows {
+        let expected = format!("at most {max_rows} (the built row count)");
+        return Err(bad_input(what, expected, n_rows));
+    }
+    Ok(())
+}
 
 pub(crate) fn bad_input(
     what: &str,

@@ -11,8 +11,8 @@ use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 
 use crate::kernels::launch::Dispatch;
 
-use super::{bad_input, build, check_f32s, grid, params_uniform, rewrite_params, rows_of};
-use super::{HostIo, Io, IO_BINDINGS};
+use super::{bad_input, build_rows, check_f32s, check_rows, grid, rewrite_params, rows_of};
+use super::{row_variant, row_variants, HostIo, Io};
 
 /// Invocations per workgroup (the `WG_SIZE` override; at most `REDUCE_MAX_WG` = 256).
 pub const WG_SIZE: u32 = 64;
@@ -35,38 +35,12 @@ const _: () = assert!(std::mem::size_of::<NormParams>() == 16);
 
 /// The variant for a weight or not, in place or not, subgroup reductions or not.
 pub fn variant(weight: bool, in_place: bool, subgroups: bool) -> ShaderVariant {
-    let mut defines = Vec::new();
-    if weight {
-        defines.push(("HAS_WEIGHT", String::new()));
-    }
-    if in_place {
-        defines.push(("IN_PLACE", String::new()));
-    }
-    if subgroups {
-        defines.push(("USE_SUBGROUPS", String::new()));
-    }
-    ShaderVariant {
-        shader: "norm",
-        entry_point: "main",
-        defines,
-        overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
-        requires_f16: false,
-        requires_subgroups: subgroups,
-        bindings: IO_BINDINGS[usize::from(in_place)][usize::from(weight)],
-    }
+    row_variant("norm", "HAS_WEIGHT", WG_SIZE, weight, in_place, subgroups)
 }
 
 /// Every variant this kernel may use, on any device.
 pub fn variants() -> Vec<ShaderVariant> {
-    let mut out = Vec::new();
-    for weight in [false, true] {
-        for in_place in [false, true] {
-            for subgroups in [false, true] {
-                out.push(variant(weight, in_place, subgroups));
-            }
-        }
-    }
-    out
+    row_variants(variant)
 }
 
 /// A built RMSNorm over at most `max_rows` rows.
@@ -109,10 +83,7 @@ impl RmsNorm {
             _pad: 0,
         };
         let v = variant(weight.is_some(), io.in_place(), ctx.has_subgroups());
-        let label = "rms_norm";
-        let uniform = params_uniform(ctx, label, &params)?;
-        let g = grid(ctx, label, u64::from(n_rows), WG_SIZE)?;
-        let dispatch = build(ctx, &v, label, &uniform, &buffers, g)?;
+        let dispatch = build_rows(ctx, &v, "rms_norm", &params, &buffers, n_rows, WG_SIZE)?;
         Ok(RmsNorm {
             dispatch,
             params,
@@ -122,10 +93,7 @@ impl RmsNorm {
 
     /// Norms the first `n_rows` rows from the next submission on (at most the built count).
     pub fn set_rows(&mut self, ctx: &GpuContext, n_rows: u32) -> Result<(), GpuError> {
-        if n_rows > self.max_rows {
-            let expected = format!("at most {} (the built row count)", self.max_rows);
-            return Err(bad_input("RMSNorm rows", expected, n_rows));
-        }
+        check_rows("RMSNorm rows", n_rows, self.max_rows)?;
         self.params.n_rows = n_rows;
         rewrite_params(ctx, &self.dispatch, &self.params)?;
         self.dispatch.grid = grid(ctx, "rms_norm", u64::from(n_rows), WG_SIZE)?;

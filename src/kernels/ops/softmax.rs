@@ -11,8 +11,8 @@
 use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 use crate::kernels::launch::Dispatch;
 
-use super::{bad_input, build, check_f32s, grid, params_uniform, rewrite_params, rows_of};
-use super::{upload_f32, HostIo, Io, IO_BINDINGS};
+use super::{bad_input, build_rows, check_f32s, check_rows, grid, rewrite_params, rows_of};
+use super::{row_variant, row_variants, upload_f32, HostIo, Io};
 
 /// Invocations per workgroup (the `WG_SIZE` override; at most `REDUCE_MAX_WG` = 256).
 pub const WG_SIZE: u32 = 64;
@@ -36,38 +36,12 @@ const _: () = assert!(std::mem::size_of::<SoftmaxParams>() == 16);
 
 /// The variant for a mask or not, in place or not, subgroup reductions or not.
 pub fn variant(mask: bool, in_place: bool, subgroups: bool) -> ShaderVariant {
-    let mut defines = Vec::new();
-    if mask {
-        defines.push(("HAS_MASK", String::new()));
-    }
-    if in_place {
-        defines.push(("IN_PLACE", String::new()));
-    }
-    if subgroups {
-        defines.push(("USE_SUBGROUPS", String::new()));
-    }
-    ShaderVariant {
-        shader: "softmax",
-        entry_point: "main",
-        defines,
-        overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
-        requires_f16: false,
-        requires_subgroups: subgroups,
-        bindings: IO_BINDINGS[usize::from(in_place)][usize::from(mask)],
-    }
+    row_variant("softmax", "HAS_MASK", WG_SIZE, mask, in_place, subgroups)
 }
 
 /// Every variant this kernel may use, on any device.
 pub fn variants() -> Vec<ShaderVariant> {
-    let mut out = Vec::new();
-    for mask in [false, true] {
-        for in_place in [false, true] {
-            for subgroups in [false, true] {
-                out.push(variant(mask, in_place, subgroups));
-            }
-        }
-    }
-    out
+    row_variants(variant)
 }
 
 /// An additive mask `[n_mask_rows, n_cols]`: row r of x uses mask row `r % n_mask_rows`.
@@ -123,10 +97,7 @@ impl Softmax {
             scale,
         };
         let v = variant(mask.is_some(), io.in_place(), ctx.has_subgroups());
-        let label = "softmax";
-        let uniform = params_uniform(ctx, label, &params)?;
-        let g = grid(ctx, label, u64::from(n_rows), WG_SIZE)?;
-        let dispatch = build(ctx, &v, label, &uniform, &buffers, g)?;
+        let dispatch = build_rows(ctx, &v, "softmax", &params, &buffers, n_rows, WG_SIZE)?;
         Ok(Softmax {
             dispatch,
             params,
@@ -137,10 +108,7 @@ impl Softmax {
     /// From the next submission on: the first `n_rows` rows (at most the built count) and
     /// `scale`.
     pub fn set_rows(&mut self, ctx: &GpuContext, n_rows: u32, scale: f32) -> Result<(), GpuError> {
-        if n_rows > self.max_rows {
-            let expected = format!("at most {} (the built row count)", self.max_rows);
-            return Err(bad_input("softmax rows", expected, n_rows));
-        }
+        check_rows("softmax rows", n_rows, self.max_rows)?;
         if !scale.is_finite() {
             return Err(bad_input("softmax scale", "a finite number", scale));
         }
