@@ -7,6 +7,7 @@
 //! rows injected in fixed chunks of `U` rows, and its draft pass has a fixed γ-row query buffer.
 //! Formulas: docs/MEMORY.md.
 
+pub mod alloc;
 pub mod budget;
 pub mod drafter;
 pub mod layout;

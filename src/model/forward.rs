@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use crate::gpu::buffers::{create_storage, read_back, upload};
+use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{
     Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
@@ -31,7 +31,8 @@ use crate::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShap
 use crate::kernels::ops::select::Select;
 use crate::kernels::ops::Io;
 use crate::kv_cache::KvCache;
-use crate::memory::{Plan, PlannedBuffer};
+pub use crate::memory::alloc::Allocator;
+use crate::memory::Plan;
 use crate::{Error, Result};
 
 use super::hparams::Hparams;
@@ -58,37 +59,6 @@ pub struct Buffers {
     pub positions: wgpu::Buffer,
     /// Per layer: K cache, V cache.
     pub kv: Vec<[wgpu::Buffer; 2]>,
-}
-
-/// Creates planned buffers by name and records what it created.
-pub struct Allocator<'a> {
-    ctx: &'a GpuContext,
-    plan: &'a Plan,
-    pub records: Vec<(String, u64)>,
-}
-
-impl<'a> Allocator<'a> {
-    pub fn new(ctx: &'a GpuContext, plan: &'a Plan) -> Self {
-        Allocator {
-            ctx,
-            plan,
-            records: Vec::new(),
-        }
-    }
-
-    fn planned(&self, name: &str) -> Result<&'a PlannedBuffer> {
-        self.plan
-            .get(name)
-            .ok_or_else(|| Error::Usage(format!("buffer {name} is not in the memory plan")))
-    }
-
-    /// The storage buffer `name` of the plan.
-    pub fn storage(&mut self, name: &str) -> Result<wgpu::Buffer> {
-        let b = self.planned(name)?;
-        let buffer = create_storage(self.ctx, name, b.bytes)?;
-        self.records.push((name.to_string(), b.bytes));
-        Ok(buffer)
-    }
 }
 
 /// One layer's ops (built once for the largest batch).

@@ -1,0 +1,39 @@
+//! The allocator that creates planned buffers by name and records each creation, so a run can
+//! be held to its memory plan buffer by buffer (design principle 1).
+
+use crate::gpu::buffers::create_storage;
+use crate::gpu::GpuContext;
+use crate::{Error, Result};
+
+use super::{Plan, PlannedBuffer};
+
+/// Creates planned buffers by name and records what it created.
+pub struct Allocator<'a> {
+    ctx: &'a GpuContext,
+    plan: &'a Plan,
+    pub records: Vec<(String, u64)>,
+}
+
+impl<'a> Allocator<'a> {
+    pub fn new(ctx: &'a GpuContext, plan: &'a Plan) -> Self {
+        Allocator {
+            ctx,
+            plan,
+            records: Vec::new(),
+        }
+    }
+
+    fn planned(&self, name: &str) -> Result<&'a PlannedBuffer> {
+        self.plan
+            .get(name)
+            .ok_or_else(|| Error::Usage(format!("buffer {name} is not in the memory plan")))
+    }
+
+    /// The storage buffer `name` of the plan.
+    pub fn storage(&mut self, name: &str) -> Result<wgpu::Buffer> {
+        let b = self.planned(name)?;
+        let buffer = create_storage(self.ctx, name, b.bytes)?;
+        self.records.push((name.to_string(), b.bytes));
+        Ok(buffer)
+    }
+}
