@@ -10,6 +10,7 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the plan and the decisions behind it.
 
+pub mod bench;
 pub mod cli;
 pub mod engine;
 pub mod error;

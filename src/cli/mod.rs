@@ -1,6 +1,7 @@
 //! The command line: clap definitions and dispatch. One file per subcommand; `main.rs` only
 //! parses, calls [`run`] and maps errors to exit codes.
 
+pub mod bench;
 pub mod chat;
 pub mod devices;
 pub mod generate;
@@ -34,6 +35,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// GGUF file tools (`strip`: keep metadata and shapes, drop the tensor data).
     Gguf(gguf_cmd::GgufArgs),
+    /// Benchmark like llama-bench: pp/tg/pg tests at KV depths, md/csv/json/jsonl/sql output.
+    Bench(bench::BenchArgs),
 }
 
 /// Run a parsed command line.
@@ -45,6 +48,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Devices(args) => devices::run(args.json),
         Command::Plan(args) => plan::run(&args),
         Command::Gguf(args) => gguf_cmd::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
 
@@ -57,6 +61,8 @@ const LLAMA_FLAGS: &[(&str, &str)] = &[
     ("-ctvd", "--cache-type-v-draft"),
     ("-ub", "--ubatch-size"),
     ("-np", "--parallel"),
+    ("-pg", "--pg"),
+    ("-ngl", "--n-gpu-layers"),
 ];
 
 /// Rewrite llama.cpp-style flags (`-ctk q8_0`) to the long flags clap parses.

@@ -1,0 +1,193 @@
+//! `flint bench`: llama-bench's tests and output formats on flint (see `src/bench` and
+//! docs/BENCHMARKS.md). Results go to stdout, the progress bar to stderr.
+
+use std::path::PathBuf;
+
+use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
+use crate::engine::{ensure_default_model, Engine, EngineOptions, DEFAULT_MODEL};
+use crate::gguf::{GgmlType, GgufFile};
+use crate::model::Hparams;
+use crate::{Error, Result};
+
+/// Arguments of `flint bench` (llama-bench's names).
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// GGUF model (default: the SmolLM2-135M-Instruct Q4_1 of models/).
+    #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
+    pub model: PathBuf,
+    /// Prompt lengths of the pp tests, comma-separated (0 disables pp).
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    pub n_prompt: Vec<u32>,
+    /// Generation lengths of the tg tests, comma-separated (0 disables tg).
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128"
+    )]
+    pub n_gen: Vec<u32>,
+    /// A prompt-then-generation test `PP,TG` (`-pg`); repeat the flag for more.
+    #[arg(long = "pg")]
+    pub pg: Vec<String>,
+    /// KV depths to run every test at, comma-separated.
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    pub n_depth: Vec<u32>,
+    /// Timed repetitions of each test (after one untimed warm-up run).
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    pub repetitions: u32,
+    /// Logical batch (`-b`): reported; prompts run in ubatches of `-ub` rows.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 2048)]
+    pub n_batch: u32,
+    /// Prefill ubatch rows (`-ub`).
+    #[arg(long = "ubatch-size", default_value_t = 512)]
+    pub n_ubatch: u32,
+    /// K cache type (`-ctk`): f16, q8_0, q4_0.
+    #[arg(long = "cache-type-k", default_value = "f16")]
+    pub type_k: String,
+    /// V cache type (`-ctv`).
+    #[arg(long = "cache-type-v", default_value = "f16")]
+    pub type_v: String,
+    /// Layers on the GPU (`-ngl`): accepted for llama-bench command lines; flint runs all.
+    #[arg(long = "n-gpu-layers")]
+    pub n_gpu_layers: Option<String>,
+    /// Output format: md, csv, json, jsonl, sql.
+    #[arg(short = 'o', long = "output", default_value = "md")]
+    pub output: String,
+    /// Adapter index (`flint devices`).
+    #[arg(long = "device")]
+    pub device: Option<usize>,
+    /// Device memory budget for the plan check (e.g. 8GiB).
+    #[arg(long = "gpu-mem")]
+    pub gpu_mem: Option<String>,
+    /// Peak memory bandwidth of the device in GB/s: adds `bandwidth_pct` to tg rows.
+    #[arg(long = "bandwidth")]
+    pub bandwidth: Option<f64>,
+    /// A llama-bench result (json or jsonl) to compare t/s with, test by test.
+    #[arg(long = "compare")]
+    pub compare: Option<PathBuf>,
+}
+
+fn parse_pg(s: &str) -> Result<(u32, u32)> {
+    let bad = || Error::Usage(format!("-pg {s}: expected PP,TG (e.g. 512,128)"));
+    let (p, g) = s.split_once(',').ok_or_else(bad)?;
+    Ok((
+        p.trim().parse().map_err(|_| bad())?,
+        g.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+fn kv(flag: &str, v: &str) -> Result<GgmlType> {
+    match GgmlType::from_name(v) {
+        Some(t) if crate::memory::layout::KV_TYPES.contains(&t) => Ok(t),
+        _ => Err(Error::Usage(format!(
+            "{flag} {v}: KV cache types are f16, q8_0, q4_0"
+        ))),
+    }
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let format = output::Format::parse(&args.output)?;
+    let pg = args
+        .pg
+        .iter()
+        .map(|s| parse_pg(s))
+        .collect::<Result<Vec<_>>>()?;
+    let tests = bench::expand_tests(&args.n_prompt, &args.n_gen, &pg, &args.n_depth);
+    if tests.is_empty() {
+        return Err(Error::Usage("no tests: every -p, -n and -pg is 0".into()));
+    }
+    if let Some(b) = args.bandwidth {
+        if !(b > 0.0 && b.is_finite()) {
+            return Err(Error::Usage(format!("--bandwidth {b}: must be > 0 GB/s")));
+        }
+    }
+    let peers = match &args.compare {
+        Some(path) => Some(compare::parse(&std::fs::read_to_string(path).map_err(
+            |source| Error::Io {
+                context: format!("reading {}", path.display()),
+                source,
+            },
+        )?)?),
+        None => None,
+    };
+    let gpu_mem = match &args.gpu_mem {
+        Some(v) => Some(
+            crate::memory::parse_bytes(v)
+                .ok_or_else(|| Error::Usage(format!("--gpu-mem {v:?}: not a size")))?,
+        ),
+        None => None,
+    };
+    ensure_default_model(&args.model)?;
+    let desc = {
+        let file = GgufFile::open(&args.model)?;
+        let hp = Hparams::from_gguf(&file.gguf)?;
+        ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings)
+    };
+    let n_ctx = tests
+        .iter()
+        .map(bench::TestSpec::ctx_needed)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let opts = EngineOptions {
+        model: args.model.clone(),
+        n_ctx,
+        n_ubatch: args.n_ubatch,
+        type_k: kv("-ctk", &args.type_k)?,
+        type_v: kv("-ctv", &args.type_v)?,
+        device: args.device,
+        gpu_mem,
+        progress: false,
+    };
+    let mut engine = Engine::load(&opts)?;
+    let config = RunConfig {
+        model_filename: args.model.display().to_string(),
+        n_batch: args.n_batch,
+        n_ubatch: args.n_ubatch,
+        type_k: args.type_k.clone(),
+        type_v: args.type_v.clone(),
+        repetitions: args.repetitions,
+        bandwidth_gbps: args.bandwidth,
+    };
+    let session = SessionInfo::from_engine(&engine, config, desc);
+
+    let runs = tests.len() as u64 * (u64::from(args.repetitions) + 1);
+    let bar = indicatif::ProgressBar::new(runs);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let results = bench::run_tests(&mut engine, &tests, args.repetitions, |spec| {
+        bar.set_message(spec.name());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let results = results?;
+
+    let mut rows: Vec<_> = results.iter().map(|r| bench::record(&session, r)).collect();
+    if let Some(peers) = &peers {
+        compare::annotate(peers, &mut rows);
+    }
+    let mut text = output::render(format, &rows);
+    if let Some(peers) = &peers {
+        let cmp = compare::render(peers, &rows);
+        if format == output::Format::Md {
+            text.push('\n');
+            text.push_str(&cmp);
+        } else {
+            // Keep stdout parseable: the comparison table goes to stderr.
+            eprint!("{cmp}");
+        }
+    }
+    super::info::write_stdout(&text)
+}

@@ -1,0 +1,255 @@
+//! `flint bench` as a process on the default model with tiny settings, in every output format,
+//! each read back with a standard reader: serde_json (json, jsonl), Python's csv module and
+//! sqlite3 (csv, sql; skipped with a note when python3 is missing). Never asserts on speed.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const REPS: usize = 2;
+
+/// Runs `flint bench` with the tiny test set plus `extra`; returns stdout.
+fn bench(format: &str, extra: &[&str]) -> String {
+    let model = common::model_path();
+    let reps = REPS.to_string();
+    let mut args = vec![
+        "bench",
+        "-m",
+        model.to_str().unwrap(),
+        "-p",
+        "4",
+        "-n",
+        "2",
+        "-r",
+        &reps,
+        "-d",
+        "0,4",
+        "-o",
+        format,
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(&args)
+        .output()
+        .expect("run flint bench");
+    assert!(
+        out.status.success(),
+        "flint bench -o {format} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// The (n_prompt, n_gen, n_depth) of the tiny set, in llama-bench's order.
+const EXPECTED: [(u64, u64, u64); 4] = [(4, 0, 0), (0, 2, 0), (4, 0, 4), (0, 2, 4)];
+
+fn check_row(row: &Value, want: (u64, u64, u64)) {
+    let u = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("{k} in {row}"));
+    assert_eq!((u("n_prompt"), u("n_gen"), u("n_depth")), want, "{row}");
+    assert_eq!(row["samples_ns"].as_array().unwrap().len(), REPS);
+    assert_eq!(row["samples_ts"].as_array().unwrap().len(), REPS);
+    assert!(row["avg_ts"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(u("avg_ns") > 0);
+    assert!(u("model_size") > 90 << 20 && u("model_n_params") > 130_000_000);
+    assert_eq!(row["model_type"], "llama 135M Q4_1");
+    assert_eq!(row["type_k"], "f16");
+    assert!(u("mem_target_bytes") >= u("model_size"));
+    assert!(u("max_storage_binding") > 0);
+    assert!(!row["adapter"].as_str().unwrap().is_empty());
+    // gbps only for pure generation; bandwidth_pct only with --bandwidth.
+    assert_eq!(row["gbps"].is_number(), want.0 == 0, "{row}");
+}
+
+#[test]
+fn json_with_pg_bandwidth_and_compare() {
+    let dir = std::env::temp_dir().join(format!("flint-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let peer = dir.join("llama-bench.jsonl");
+    std::fs::write(
+        &peer,
+        "{\"backends\":\"CPU\",\"n_prompt\":0,\"n_gen\":2,\"n_depth\":0,\"avg_ts\":100.0}\n",
+    )
+    .unwrap();
+    let text = bench(
+        "json",
+        &[
+            "-pg",
+            "4,2",
+            "--bandwidth",
+            "10",
+            "--compare",
+            peer.to_str().unwrap(),
+        ],
+    );
+    let rows: Vec<Value> = serde_json::from_str(&text).expect("json array");
+    let want = [
+        (4, 0, 0),
+        (0, 2, 0),
+        (4, 2, 0),
+        (4, 0, 4),
+        (0, 2, 4),
+        (4, 2, 4),
+    ];
+    assert_eq!(rows.len(), want.len());
+    for (row, w) in rows.iter().zip(want) {
+        check_row(row, w);
+        assert_eq!(row["bandwidth_pct"].is_number(), w.0 == 0);
+        let matched = w == (0, 2, 0);
+        assert_eq!(row.get("compare_ratio").is_some(), matched, "{row}");
+        if matched {
+            let r = row["compare_ratio"].as_f64().unwrap();
+            let ours = row["avg_ts"].as_f64().unwrap();
+            assert!((r - ours / 100.0).abs() < 1e-9);
+        }
+    }
+    // pg t/s counts prompt and generated tokens.
+    let pg = &rows[2];
+    let ns = pg["samples_ns"][0].as_f64().unwrap();
+    let ts = pg["samples_ts"][0].as_f64().unwrap();
+    assert!((ts - 6.0 * 1e9 / ns).abs() < 1e-6 * ts);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn jsonl_one_object_per_line() {
+    let text = bench("jsonl", &[]);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one json object per line"))
+        .collect();
+    assert_eq!(rows.len(), EXPECTED.len());
+    for (row, w) in rows.iter().zip(EXPECTED) {
+        check_row(row, w);
+        assert!(row["bandwidth_pct"].is_null());
+    }
+}
+
+#[test]
+fn markdown_table() {
+    let text = bench("md", &[]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2 + EXPECTED.len(), "{text}");
+    let head: Vec<&str> = lines[0].split('|').map(str::trim).collect();
+    assert_eq!(
+        head,
+        ["", "model", "size", "params", "backend", "test", "t/s", ""]
+    );
+    for (line, name) in lines[2..]
+        .iter()
+        .zip(["pp4", "tg2", "pp4 @ d4", "tg2 @ d4"])
+    {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells[5], name, "{line}");
+        assert!(line.contains(" ± "), "{line}");
+    }
+}
+
+/// Runs `python3 -c script` with `input` on stdin; `None` when python3 is missing.
+fn python(script: &str, input: &str) -> Option<String> {
+    let mut child = match Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("python3 not available ({e}): skipping the standard-reader check");
+            return None;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "python3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn csv_reads_with_python_csv_module() {
+    let text = bench("csv", &[]);
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    for field in [
+        "model_filename",
+        "model_type",
+        "model_size",
+        "model_n_params",
+        "n_batch",
+        "n_ubatch",
+        "type_k",
+        "type_v",
+        "n_prompt",
+        "n_gen",
+        "n_depth",
+        "test_time",
+        "avg_ns",
+        "stddev_ns",
+        "avg_ts",
+        "stddev_ts",
+        "samples_ns",
+        "samples_ts",
+        "backend",
+        "adapter",
+        "mem_target_bytes",
+        "gbps",
+    ] {
+        assert!(header.contains(&field), "{field} missing from {header:?}");
+    }
+    let script = r#"
+import csv, json, sys
+rows = list(csv.DictReader(sys.stdin))
+print(json.dumps([[int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"]),
+                   len(r["samples_ns"].split()), float(r["avg_ts"])] for r in rows]))
+"#;
+    let Some(out) = python(script, &text) else {
+        assert_eq!(text.lines().count(), 1 + EXPECTED.len());
+        return;
+    };
+    let rows: Vec<(u64, u64, u64, usize, f64)> = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(rows.len(), EXPECTED.len());
+    for (r, w) in rows.iter().zip(EXPECTED) {
+        assert_eq!((r.0, r.1, r.2), w);
+        assert_eq!(r.3, REPS);
+        assert!(r.4 > 0.0);
+    }
+}
+
+#[test]
+fn sql_loads_into_sqlite() {
+    let text = bench("sql", &[]);
+    assert!(
+        text.starts_with("CREATE TABLE IF NOT EXISTS test ("),
+        "{text}"
+    );
+    assert_eq!(text.matches("INSERT INTO test (").count(), EXPECTED.len());
+    let script = r#"
+import sqlite3, sys, json
+db = sqlite3.connect(":memory:")
+db.executescript(sys.stdin.read())
+rows = db.execute("SELECT n_prompt, n_gen, n_depth, avg_ts, samples_ns, model_type FROM test ORDER BY rowid").fetchall()
+print(json.dumps(rows))
+"#;
+    let Some(out) = python(script, &text) else {
+        return;
+    };
+    let rows: Vec<(u64, u64, u64, f64, String, String)> = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(rows.len(), EXPECTED.len());
+    for (r, w) in rows.iter().zip(EXPECTED) {
+        assert_eq!((r.0, r.1, r.2), w);
+        assert!(r.3 > 0.0);
+        assert_eq!(r.4.split(' ').count(), REPS);
+        assert_eq!(r.5, "llama 135M Q4_1");
+    }
+}
