@@ -2,6 +2,7 @@
 //! Every size is rounded up to whole 4-byte words (storage buffers are bound as `array<u32>`).
 
 use crate::gguf::{GgmlType, TensorInfo};
+use crate::kernels::attention::KvType;
 use crate::model::Hparams;
 
 /// `bytes` rounded up to a multiple of 4.
@@ -48,12 +49,18 @@ pub fn raw_weight_bytes(t: &TensorInfo, max_binding: u64) -> u64 {
     full * words(rows_per_part * row_bytes) + if rest > 0 { words(rest * row_bytes) } else { 0 }
 }
 
-/// Bytes of one K or V cache buffer: `n_rows × n_heads × head_dim` elements of `ty` (f16, q8_0,
-/// q4_0 …), `head_dim` a multiple of the type's block size.
+/// Bytes of one K or V cache buffer: `n_rows × n_heads` rows of `head_dim` elements of `ty`
+/// (f16, q8_0, q4_0) in the attention kernels' own layout (`KvType::row_bytes`: quant words
+/// then packed f16 scales, which equals ggml's size when `head_dim` is a multiple of 64). A type
+/// the cache cannot hold is charged as f32.
 pub fn kv_bytes(ty: GgmlType, n_rows: u64, n_heads: u64, head_dim: u64) -> u64 {
-    let per_row = ty.row_bytes(head_dim).unwrap_or(head_dim * 4) * n_heads;
-    words(n_rows * per_row)
+    let head_dim32 = u32::try_from(head_dim).unwrap_or(u32::MAX);
+    let per_row = KvType::from_ggml(ty).map_or(head_dim * 4, |t| t.row_bytes(head_dim32));
+    words(n_rows * n_heads * per_row)
 }
+
+/// KV types the cache can hold.
+pub const KV_TYPES: [GgmlType; 3] = [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0];
 
 /// `(name, bytes)` of every layer's K then V cache, named `{prefix}kv.k.{il}` /
 /// `{prefix}kv.v.{il}`: `n_rows` rows of `n_head_kv` heads of `head_dim` (K) / `head_dim_v` (V).
@@ -79,17 +86,10 @@ pub fn kv_caches(
     out
 }
 
-/// KV types the cache can hold.
-pub const KV_TYPES: [GgmlType; 3] = [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0];
-
-/// Rows per split of split-KV decode attention (fixed: batch invariance needs a split size that
-/// does not depend on the batch).
-pub const ATTN_SPLIT: u64 = 256;
-
-/// Bytes of the decode attention partials: per sequence, head and split, a running max, a sum
-/// and `head_dim_v` weighted values.
+/// Bytes of the decode attention partials (per sequence, head and 256-key split: a running max,
+/// a sum and `head_dim_v` weighted values), as the attention kernels define them.
 pub fn attn_partials_bytes(n_seq: u64, n_head: u64, n_ctx: u64, head_dim_v: u64) -> u64 {
-    f32s(n_seq * n_head * n_ctx.div_ceil(ATTN_SPLIT) * (head_dim_v + 2))
+    crate::kernels::attention::decode_partials_bytes(n_seq, n_head, n_ctx, head_dim_v)
 }
 
 #[cfg(test)]
