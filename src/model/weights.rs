@@ -9,7 +9,7 @@
 //! ffn_norm [d], ffn_gate [d, f], ffn_up [d, f], ffn_down [f, d]}.weight`, plus
 //! `attn_{q,k,v}.bias` (qwen2) and `attn_{q,k}_norm.weight [head_dim]` (qwen3).
 
-use crate::gguf::{GgmlType, GgufFile, TensorInfo};
+use crate::gguf::{GgufFile, TensorInfo};
 use crate::gpu::buffers::create_storage_init;
 use crate::gpu::GpuContext;
 use crate::kernels::matmul::GpuWeight;
@@ -199,9 +199,4 @@ pub fn load(
         layers,
         allocations: l.allocations,
     })
-}
-
-/// Whether the matmul kernels can read a weight of type `ty`.
-pub fn is_matrix_type(ty: GgmlType) -> bool {
-    crate::kernels::matmul::SUPPORTED_TYPES.contains(&ty)
 }
