@@ -156,7 +156,7 @@ fn check(t: Tiny) {
     );
     let w = weights::load(&ctx, &file, &hp, false).unwrap();
     let mut alloc = Allocator::new(&ctx, &plan);
-    let mut fwd = Forward::new(&ctx, hp, w, &plan, &params, &mut alloc).unwrap();
+    let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
     let oracle = RefModel::load(&file).unwrap();
     let mut cache = oracle.new_cache(GgmlType::F16).unwrap();
     let mut tokens = vec![3u32, 17, 90, 0, 42, 5];

@@ -59,7 +59,7 @@ fn setup(params: RunParams) -> Setup {
     let w = weights::load(&ctx, &file, &hp, false).unwrap();
     let mut allocated = w.allocations.clone();
     let mut alloc = Allocator::new(&ctx, &plan);
-    let fwd = Forward::new(&ctx, hp, w, &plan, &params, &mut alloc).unwrap();
+    let fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
     allocated.extend(alloc.records);
     Setup {
         ctx,

@@ -152,7 +152,7 @@ impl Engine {
         let model_bytes = file.file_len();
         drop(file);
         let mut alloc = Allocator::new(&ctx, &plan);
-        let fwd = Forward::new(&ctx, hp, w, &plan, &params, &mut alloc)?;
+        let fwd = Forward::new(&ctx, hp, w, &params, &mut alloc)?;
         Ok(Engine {
             ctx,
             fwd,
@@ -164,11 +164,13 @@ impl Engine {
     }
 
     /// Run `tokens` through the model at the next positions, in ubatches; the last row's logits
-    /// (and argmax) are ready afterwards.
+    /// (and argmax) are ready afterwards. Chunks before the last skip the LM head.
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<()> {
-        let ub = self.fwd.max_rows() as usize;
-        for chunk in tokens.chunks(ub.max(1)) {
-            self.fwd.step(&self.ctx, chunk, 1)?;
+        let ub = (self.fwd.max_rows() as usize).max(1);
+        let n_chunks = tokens.len().div_ceil(ub);
+        for (i, chunk) in tokens.chunks(ub).enumerate() {
+            let n_logits = u32::from(i + 1 == n_chunks);
+            self.fwd.step(&self.ctx, chunk, n_logits)?;
         }
         Ok(())
     }

@@ -32,11 +32,13 @@ use crate::kernels::ops::select::Select;
 use crate::kernels::ops::Io;
 use crate::kv_cache::KvCache;
 pub use crate::memory::alloc::Allocator;
-use crate::memory::Plan;
 use crate::{Error, Result};
 
 use super::hparams::Hparams;
 use super::weights::ModelWeights;
+
+/// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
+const MATMUL_CACHE: usize = 8;
 
 /// Device buffers of one run, created from the plan by name.
 #[derive(Debug)]
@@ -108,6 +110,8 @@ pub struct Forward {
     rows: u32,
     /// Logit rows of the last step.
     pub n_logits: u32,
+    /// Rows the argmax is sized for now.
+    argmax_rows: u32,
     /// DSpark taps: (layer whose input is captured, the copy into the tap staging buffer).
     taps: Vec<(u32, CopyRows)>,
 }
@@ -117,12 +121,12 @@ fn kv_type(t: crate::gguf::GgmlType) -> Result<KvType> {
 }
 
 impl Forward {
-    /// Build every op for a plan made with `params` (`memory::plan`) and `weights` uploaded.
+    /// Build every op for `params`, creating every buffer through `alloc` (which holds the plan
+    /// made with the same `params`) and using uploaded `weights`.
     pub fn new(
         ctx: &GpuContext,
         hp: Hparams,
         weights: ModelWeights,
-        plan: &Plan,
         params: &crate::memory::RunParams,
         alloc: &mut Allocator<'_>,
     ) -> Result<Forward> {
@@ -153,7 +157,6 @@ impl Forward {
             positions: alloc.storage("io.positions")?,
             kv,
         };
-        let _ = plan;
         let rope_cfg = RopeConfig {
             n_rot: hp.n_rot,
             mode: if hp.rope_neox {
@@ -322,6 +325,7 @@ impl Forward {
             max_logit_rows,
             rows: max_rows,
             n_logits: max_logit_rows,
+            argmax_rows: max_logit_rows,
             taps: Vec::new(),
         })
     }
@@ -433,11 +437,17 @@ impl Forward {
             }
             self.rows = m;
         }
-        if n_logits != self.n_logits {
+        if n_logits > 0 && n_logits != self.argmax_rows {
             self.argmax.set_rows(ctx, n_logits)?;
-            self.n_logits = n_logits;
+            self.argmax_rows = n_logits;
         }
+        self.n_logits = n_logits;
         if !self.matmuls.contains_key(&(m, n_logits)) {
+            // Shapes other than the hot ones (decode, full ubatches, verify) come and go with
+            // prompt lengths: keep the cache small rather than grow it per shape seen.
+            if self.matmuls.len() >= MATMUL_CACHE {
+                self.matmuls.clear();
+            }
             let set = self.matmul_set(ctx, m, n_logits)?;
             self.matmuls.insert((m, n_logits), set);
         }
@@ -445,7 +455,8 @@ impl Forward {
     }
 
     /// Run `tokens` at the next positions of the cache; compute logits (and their argmax) for
-    /// the last `n_logits` rows. One compute pass, one submit.
+    /// the last `n_logits` rows (0: none, for prefill chunks before the last). One compute pass,
+    /// one submit.
     pub fn step(&mut self, ctx: &GpuContext, tokens: &[u32], n_logits: u32) -> Result<()> {
         self.run(ctx, tokens, n_logits, false).map(|_| ())
     }
@@ -469,7 +480,7 @@ impl Forward {
         capture: bool,
     ) -> Result<Vec<Vec<f32>>> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
-        if m == 0 || m > self.max_rows || n_logits == 0 || n_logits > m.min(self.max_logit_rows) {
+        if m == 0 || m > self.max_rows || n_logits > m.min(self.max_logit_rows) {
             return Err(Error::Usage(format!(
                 "a step of {m} rows with {n_logits} logit rows (at most {} rows, {} logit rows)",
                 self.max_rows, self.max_logit_rows
@@ -538,9 +549,11 @@ impl Forward {
             list.extend(taps_at(layer_ends.len() as u32 + 1));
             layer_ends.push(list.len());
         }
-        list.push(&self.final_norm.dispatch);
-        list.extend(&set.lm_head);
-        list.extend(self.argmax.dispatches());
+        if n_logits > 0 {
+            list.push(&self.final_norm.dispatch);
+            list.extend(&set.lm_head);
+            list.extend(self.argmax.dispatches());
+        }
         let mut captured = Vec::new();
         if capture {
             let mut start = 0;
