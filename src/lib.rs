@@ -23,6 +23,7 @@ pub mod model;
 pub mod quant;
 pub mod reference;
 pub mod sampling;
+pub mod spec;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod chat;
 pub mod devices;
+pub mod dspark;
 pub mod generate;
 pub mod gguf_cmd;
 pub mod info;

@@ -142,3 +142,31 @@ impl DrafterMeta {
         })
     }
 }
+
+/// The drafter-only tensors, by their `dflash` names (dspark-spec §2.1).
+pub const DRAFTER_TENSORS: [&str; 6] = [
+    "fc.weight",
+    "enc.output_norm.weight",
+    "markov_w1.weight",
+    "markov_w2.weight",
+    "conf_proj.weight",
+    "conf_proj.bias",
+];
+
+/// The name a tensor has in a drafter file of `arch`, given its `dflash` name: the legacy
+/// PrismML `dspark` format renames the drafter-only tensors (§2.2); `blk.*`, `token_embd`,
+/// `output` and `output_norm` are the same in both.
+pub fn tensor_name(arch: Arch, dflash_name: &str) -> &str {
+    if arch != Arch::DsparkLegacy {
+        return dflash_name;
+    }
+    match dflash_name {
+        "fc.weight" => "dspark.fc.weight",
+        "enc.output_norm.weight" => "dspark.hidden_norm.weight",
+        "markov_w1.weight" => "dspark.markov_head_a.weight",
+        "markov_w2.weight" => "dspark.markov_head_b.weight",
+        "conf_proj.weight" => "dspark.confidence_head.weight",
+        "conf_proj.bias" => "dspark.confidence_head.bias",
+        other => other,
+    }
+}

@@ -199,10 +199,16 @@ fn vocab_size(g: &Gguf, p: &str) -> Result<u32, HparamsError> {
     if let Some(v) = m.opt(&format!("{p}.vocab_size"), |m, k| m.u32(k))? {
         return Ok(v);
     }
-    let rows = ["token_embd.weight", "output.weight"]
-        .iter()
-        .find_map(|n| g.tensor(n))
-        .and_then(|t| t.shape.get(1).copied());
+    // A drafter without its own embeddings: the Markov head has one row per token.
+    let rows = [
+        "token_embd.weight",
+        "output.weight",
+        "markov_w1.weight",
+        "dspark.markov_head_a.weight",
+    ]
+    .iter()
+    .find_map(|n| g.tensor(n))
+    .and_then(|t| t.shape.get(1).copied());
     match rows {
         Some(r) => u32::try_from(r).map_err(|_| HparamsError::Invalid {
             what: "embedding rows".into(),

@@ -1,11 +1,12 @@
 //! Models: hyperparameters from GGUF metadata, the drafter's own metadata, and (to come) weights
 //! upload and one forward file per architecture.
 
+pub mod drafter_init;
 pub mod drafter_meta;
 pub mod forward;
 pub mod hparams;
 pub mod presets;
 pub mod weights;
 
-pub use drafter_meta::DrafterMeta;
+pub use drafter_meta::{tensor_name as drafter_tensor_name, DrafterMeta, DRAFTER_TENSORS};
 pub use hparams::{Arch, Hparams, HparamsError};

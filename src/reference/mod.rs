@@ -7,6 +7,7 @@
 //! - [`attention`]: attention over a KV cache (f16, q8_0, q4_0), causal or explicit mask.
 
 pub mod attention;
+pub mod dspark;
 pub mod forward;
 pub mod matmul;
 pub mod ops;
