@@ -17,6 +17,10 @@ pub enum Error {
     Quant(#[from] QuantError),
     #[error(transparent)]
     Gpu(#[from] GpuError),
+    #[error(transparent)]
+    Accept(#[from] crate::spec::accept::AcceptError),
+    #[error(transparent)]
+    Schedule(#[from] crate::spec::schedule::ScheduleError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -45,6 +49,7 @@ impl Error {
     /// The process exit code the CLI uses for this error (never 101, which is a Rust panic).
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::Accept(_) | Error::Schedule(_) => 2,
             Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
             Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) | Error::Tokenizer(_) => 3,
             Error::Gpu(_) => 4,

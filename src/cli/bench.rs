@@ -148,6 +148,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         device: args.device,
         gpu_mem,
         progress: false,
+        draft: None,
     };
     let mut engine = Engine::load(&opts)?;
     let config = RunConfig {

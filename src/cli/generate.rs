@@ -62,6 +62,8 @@ pub struct ModelArgs {
     /// RNG seed (default: from the clock).
     #[arg(short = 's', long = "seed")]
     pub seed: Option<u64>,
+    #[command(flatten)]
+    pub spec: super::spec_args::SpecArgs,
 }
 
 impl ModelArgs {
@@ -91,6 +93,7 @@ impl ModelArgs {
             device: self.device,
             gpu_mem,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            draft: self.spec.draft_options(Self::kv, self.n_ctx)?,
         })
     }
 
@@ -172,14 +175,20 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let rest = stream.finish();
     let _ = writeln!(out, "{rest}");
     eprintln!("{}", stats_line(&stats));
+    if let Some(spec) = &stats.spec {
+        eprintln!("{}", spec.summary(stats.generated_tokens));
+    }
     if let Some(path) = &args.stats_json {
-        let v = json!({
+        let mut v = json!({
             "prompt_tokens": stats.prompt_tokens,
             "generated_tokens": stats.generated_tokens,
             "prefill_tps": stats.prefill_tps(),
             "decode_tps": stats.decode_tps(),
             "generated_token_ids": stats.generated_token_ids,
         });
+        if let Some(spec) = &stats.spec {
+            v["spec"] = spec.to_json(stats.generated_tokens);
+        }
         std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(
             |source| Error::Io {
                 context: format!("writing {}", path.display()),

@@ -9,6 +9,7 @@ pub mod generate;
 pub mod gguf_cmd;
 pub mod info;
 pub mod plan;
+pub mod spec_args;
 
 use clap::{Parser, Subcommand};
 
@@ -64,6 +65,7 @@ const LLAMA_FLAGS: &[(&str, &str)] = &[
     ("-np", "--parallel"),
     ("-pg", "--pg"),
     ("-ngl", "--n-gpu-layers"),
+    ("-cd", "--ctx-size-draft"),
 ];
 
 /// Rewrite llama.cpp-style flags (`-ctk q8_0`) to the long flags clap parses.

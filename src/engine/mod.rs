@@ -9,10 +9,14 @@ use std::time::Instant;
 
 use crate::gguf::{GgmlType, GgufFile};
 use crate::gpu::{DeviceOptions, GpuContext};
-use crate::memory::{self, Budget, DeviceLimits, Plan, RunParams, TargetShape};
+use crate::memory::{
+    self, Budget, DeviceLimits, DraftParams, DrafterShape, Plan, RunParams, TargetShape,
+};
 use crate::model::forward::{Allocator, Forward};
-use crate::model::{weights, Hparams};
+use crate::model::{weights, DrafterMeta, Hparams};
 use crate::sampling::Sampler;
+use crate::spec::dspark::{DrafterConfig, Dspark};
+use crate::spec::{SpecOptions, VerifyPolicy};
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
@@ -31,6 +35,46 @@ pub struct EngineOptions {
     pub gpu_mem: Option<u64>,
     /// Show a progress bar while uploading weights.
     pub progress: bool,
+    /// A DSpark drafter to speculate with.
+    pub draft: Option<DraftOptions>,
+}
+
+/// The drafter of a session (llama.cpp's flag names in comments).
+#[derive(Debug, Clone)]
+pub struct DraftOptions {
+    /// `-md` / `--spec-draft-model`.
+    pub model: PathBuf,
+    /// `--spec-draft-n-max`: drafts verified per cycle (0 = the drafter's block).
+    pub n_max: u32,
+    /// `--spec-draft-p-min`: per-slot confidence threshold (0 = off).
+    pub p_min: f32,
+    /// `--spec-draft-ubatch`: `U`, rows per injection chunk.
+    pub inject_chunk: u32,
+    /// `-ctkd`, `-ctvd`.
+    pub type_k: GgmlType,
+    pub type_v: GgmlType,
+    /// `--spec-schedule`: the paper's Algorithm 1 over an SPS(B) profile measured at load.
+    pub schedule: bool,
+    /// `-cd`: drafter context rows (default: its trained context when the window is on).
+    pub ctx: Option<u32>,
+    /// Keep drafter positions inside a window (`--spec-no-window` turns it off).
+    pub window: bool,
+}
+
+impl DraftOptions {
+    pub fn new(model: PathBuf) -> DraftOptions {
+        DraftOptions {
+            model,
+            n_max: 0,
+            p_min: 0.0,
+            inject_chunk: 512,
+            type_k: GgmlType::F16,
+            type_v: GgmlType::F16,
+            schedule: false,
+            ctx: None,
+            window: true,
+        }
+    }
 }
 
 impl Default for EngineOptions {
@@ -44,6 +88,7 @@ impl Default for EngineOptions {
             device: None,
             gpu_mem: None,
             progress: false,
+            draft: None,
         }
     }
 }
@@ -57,6 +102,10 @@ pub struct Engine {
     pub model_path: PathBuf,
     /// Bytes of the model file.
     pub model_bytes: u64,
+    /// The DSpark drafter and how to speculate with it (`None`: plain decoding).
+    pub drafter: Option<(Dspark, SpecOptions)>,
+    /// (plan name, bytes) of every non-weight buffer created, in creation order.
+    pub allocated: Vec<(String, u64)>,
 }
 
 /// Counters of one generation.
@@ -67,6 +116,8 @@ pub struct GenStats {
     pub prefill_secs: f64,
     pub decode_secs: f64,
     pub generated_token_ids: Vec<u32>,
+    /// Speculative decoding counters (when a drafter ran).
+    pub spec: Option<crate::spec::SpecStats>,
 }
 
 impl GenStats {
@@ -121,22 +172,41 @@ impl Engine {
         let file = GgufFile::open(&opts.model)?;
         let hp = Hparams::from_gguf(&file)?;
         let tok = Tokenizer::from_gguf(&file)?;
-        let params = RunParams {
+        if opts.n_ctx == 0 || opts.n_ubatch == 0 {
+            return Err(Error::Usage("-c and -ub must be at least 1".into()));
+        }
+        let dfile = match &opts.draft {
+            Some(d) => Some(GgufFile::open(&d.model)?),
+            None => None,
+        };
+        let dmeta = match &dfile {
+            Some(f) => Some(DrafterMeta::from_gguf(f)?),
+            None => None,
+        };
+        let mut params = RunParams {
             n_ctx: opts.n_ctx,
             n_ubatch: opts.n_ubatch,
             type_k: opts.type_k,
             type_v: opts.type_v,
             ..RunParams::default()
         };
-        if opts.n_ctx == 0 || opts.n_ubatch == 0 {
-            return Err(Error::Usage("-c and -ub must be at least 1".into()));
+        if let (Some(d), Some(meta)) = (&opts.draft, &dmeta) {
+            params.draft = Some(draft_params(d, meta, opts.n_ctx)?);
+            // Each target step's tap rows must fit the injection staging.
+            params.n_ubatch = params.n_ubatch.min(d.inject_chunk);
         }
         let plan = memory::plan(
             TargetShape {
                 hp: &hp,
                 tensors: &file.tensors,
             },
-            None,
+            dmeta
+                .as_ref()
+                .zip(dfile.as_ref())
+                .map(|(meta, f)| DrafterShape {
+                    meta,
+                    tensors: &f.tensors,
+                }),
             &params,
             Budget::resolve(opts.gpu_mem, Some(&ctx)),
             DeviceLimits::from_context(&ctx),
@@ -152,7 +222,44 @@ impl Engine {
         let model_bytes = file.file_len();
         drop(file);
         let mut alloc = Allocator::new(&ctx, &plan);
-        let fwd = Forward::new(&ctx, hp, w, &params, &mut alloc)?;
+        let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc)?;
+        let drafter = match (&opts.draft, &dfile, &params.draft) {
+            (Some(d), Some(f), Some(dp)) => {
+                let cfg = DrafterConfig {
+                    ctx_rows: dp.window.unwrap_or(params.n_ctx),
+                    inject_chunk: dp.inject_chunk,
+                    type_k: dp.type_k,
+                    type_v: dp.type_v,
+                };
+                let dspark = Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
+                if d.p_min > 0.0 && !dspark.meta.has_confidence {
+                    return Err(Error::Usage(format!(
+                        "--spec-draft-p-min {} needs a confidence head, and {} has none: \
+                         set --spec-draft-p-min 0",
+                        d.p_min,
+                        d.model.display()
+                    )));
+                }
+                fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
+                let policy = if d.schedule {
+                    let secs =
+                        crate::spec::profile::step_seconds(&ctx, &mut fwd, dp.n_draft + 1, 3)?;
+                    VerifyPolicy::Schedule(crate::spec::schedule::SpsProfile::from_secs(&secs)?)
+                } else if d.p_min > 0.0 {
+                    VerifyPolicy::Threshold(d.p_min)
+                } else {
+                    VerifyPolicy::Fixed
+                };
+                let spec = SpecOptions {
+                    n_max: dp.n_draft,
+                    policy,
+                };
+                Some((dspark, spec))
+            }
+            _ => None,
+        };
+        let allocated = std::mem::take(&mut alloc.records);
+        drop(alloc);
         Ok(Engine {
             ctx,
             fwd,
@@ -160,6 +267,8 @@ impl Engine {
             plan,
             model_path: opts.model.clone(),
             model_bytes,
+            drafter,
+            allocated,
         })
     }
 
@@ -195,8 +304,28 @@ impl Engine {
 
     /// Generate up to `n_predict` tokens after `prompt` (the cache continues from its current
     /// length), calling `on_token` for each; it returns `false` to stop. Stops at end-of-generation
-    /// tokens and at the context limit.
+    /// tokens and at the context limit. Speculates when the session has a drafter.
     pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        n_predict: usize,
+        sampler: Option<&mut Sampler>,
+        on_token: impl FnMut(u32) -> Result<bool>,
+    ) -> Result<GenStats> {
+        match self.drafter.take() {
+            Some((mut d, spec)) => {
+                let out = crate::spec::generate(
+                    self, &mut d, &spec, prompt, n_predict, sampler, on_token,
+                );
+                self.drafter = Some((d, spec));
+                out
+            }
+            None => self.generate_plain(prompt, n_predict, sampler, on_token),
+        }
+    }
+
+    /// [`Engine::generate`] without speculation.
+    pub fn generate_plain(
         &mut self,
         prompt: &[u32],
         n_predict: usize,
@@ -235,8 +364,58 @@ impl Engine {
         Ok(stats)
     }
 
-    /// Empty the KV cache.
+    /// Empty the KV cache (and the drafter's).
     pub fn reset(&mut self) -> Result<()> {
+        if let Some((d, _)) = &mut self.drafter {
+            d.reset();
+        }
         Ok(self.fwd.kv.reset(0)?)
     }
+}
+
+/// The drafter's share of the run parameters: `n_max` clamped to what a block gives, `U` at
+/// least one verify batch.
+fn draft_params(d: &DraftOptions, meta: &DrafterMeta, n_ctx: u32) -> Result<DraftParams> {
+    let max = meta.max_drafts();
+    if max == 0 {
+        return Err(Error::Usage(format!(
+            "{} gives no drafts (block size {})",
+            d.model.display(),
+            meta.block_size
+        )));
+    }
+    let n_draft = if d.n_max == 0 { max } else { d.n_max.min(max) };
+    if d.inject_chunk <= n_draft {
+        return Err(Error::Usage(format!(
+            "--spec-draft-ubatch {} must exceed the drafts per cycle ({n_draft})",
+            d.inject_chunk
+        )));
+    }
+    // The position window: the drafter's trained context (or -cd) when below the target's.
+    let rows = match (d.ctx, d.window) {
+        (Some(cd), _) => cd,
+        (None, true) => meta.hp.n_ctx_train,
+        (None, false) => n_ctx,
+    };
+    let window = if rows >= n_ctx {
+        None
+    } else if !d.window {
+        return Err(Error::Usage(format!(
+            "-cd {rows} is below -c {n_ctx} but --spec-no-window keeps every row: raise -cd"
+        )));
+    } else if rows <= d.inject_chunk {
+        return Err(Error::Usage(format!(
+            "a drafter window of {rows} rows must exceed --spec-draft-ubatch {}",
+            d.inject_chunk
+        )));
+    } else {
+        Some(rows)
+    };
+    Ok(DraftParams {
+        n_draft,
+        inject_chunk: d.inject_chunk,
+        type_k: d.type_k,
+        type_v: d.type_v,
+        window,
+    })
 }

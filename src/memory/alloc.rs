@@ -29,6 +29,11 @@ impl<'a> Allocator<'a> {
             .ok_or_else(|| Error::Usage(format!("buffer {name} is not in the memory plan")))
     }
 
+    /// Whether the plan has a buffer `name` (optional buffers such as a window's store).
+    pub fn plan_has(&self, name: &str) -> bool {
+        self.plan.get(name).is_some()
+    }
+
     /// The storage buffer `name` of the plan.
     pub fn storage(&mut self, name: &str) -> Result<wgpu::Buffer> {
         let b = self.planned(name)?;

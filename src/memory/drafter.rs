@@ -5,7 +5,8 @@
 //! - injection: a staging buffer of `U` tap rows × `m·d_t` written by the target's forward, and
 //!   the K/V-only pass's scratch for `U` rows (fc output, K, V): context rows get no queries;
 //! - the draft pass: γ query rows per sequence (block embeddings, Q/K/V, attention output, FFN,
-//!   logits, Markov bias, confidences), with the block's own K/V in scratch (never the cache).
+//!   logits, Markov bias, confidences); the block's K/V are appended to the cache behind the
+//!   context rows for the draft and overwritten by the next injection.
 
 use crate::gguf::TensorInfo;
 use crate::model::DrafterMeta;
@@ -41,9 +42,18 @@ pub fn buffers(
         ));
     }
     let n_seq = u64::from(p.n_seq);
-    let ctx_rows = u64::from(dp.window.unwrap_or(p.n_ctx).min(p.n_ctx)) * n_seq;
+    // Context rows (or the window), plus the γ block rows a draft appends and the next
+    // injection overwrites.
+    let ctx_rows =
+        (u64::from(dp.window.unwrap_or(p.n_ctx).min(p.n_ctx)) + u64::from(meta.block_size)) * n_seq;
     for (name, bytes) in kv_caches("drafter.", hp, (dp.type_k, dp.type_v), ctx_rows) {
         out.push(buf(Kind::Kv, name, bytes));
+    }
+    // A position window keeps each context row's fused hidden state `g` `[W, d]` so a rebase
+    // can re-stage rows at new positions (dspark-spec §4.3–4.4).
+    if let Some(w) = dp.window.filter(|&w| w < p.n_ctx) {
+        let bytes = f32s(u64::from(w) * u64::from(hp.n_embd) * n_seq);
+        out.push(buf(Kind::Kv, "drafter.kv.g", bytes));
     }
     let (d, q, k, v, f, vocab) = (
         u64::from(hp.n_embd),
@@ -96,7 +106,17 @@ pub fn buffers(
             f32s(r * u64::from(meta.markov_rank)),
         ));
     }
-    // Per slot: draft id and confidence, read back.
-    out.push(buf(Kind::Io, "drafter.draft.out", words(r * 8)));
+    // The Markov bias of the current slot.
+    out.push(buf(
+        Kind::Compute,
+        "drafter.draft.bias",
+        f32s(n_seq * vocab),
+    ));
+    // Per sequence: the anchor and γ draft ids, then γ confidences, read back.
+    out.push(buf(
+        Kind::Io,
+        "drafter.draft.out",
+        words((2 * r + n_seq) * 4),
+    ));
     out
 }

@@ -58,10 +58,10 @@ impl ModelWeights {
 }
 
 /// Uploads weights from a GGUF file, recording each allocation.
-struct Loader<'a> {
+pub(crate) struct Loader<'a> {
     ctx: &'a GpuContext,
     file: &'a GgufFile,
-    allocations: Vec<(String, u64)>,
+    pub allocations: Vec<(String, u64)>,
     bar: indicatif::ProgressBar,
 }
 
@@ -71,12 +71,36 @@ fn missing(name: &str) -> Error {
     })
 }
 
-impl Loader<'_> {
+impl<'a> Loader<'a> {
+    /// A loader over `file`; `progress` shows a bar on stderr.
+    pub fn new(ctx: &'a GpuContext, file: &'a GgufFile, progress: bool) -> Loader<'a> {
+        let total: u64 = file.tensors.iter().map(|t| t.n_bytes).sum();
+        let bar = if progress {
+            let style = indicatif::ProgressStyle::with_template(
+                "loading {bar:30} {bytes}/{total_bytes} {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            indicatif::ProgressBar::new(total).with_style(style)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        Loader {
+            ctx,
+            file,
+            allocations: Vec::new(),
+            bar,
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+
     fn info(&self, name: &str) -> Result<&TensorInfo> {
         self.file.tensor(name).ok_or_else(|| missing(name))
     }
 
-    fn matrix(&mut self, name: &str) -> Result<GpuWeight> {
+    pub fn matrix(&mut self, name: &str) -> Result<GpuWeight> {
         let (t, data) = self.file.tensor_data(name)?;
         let shape = [t.row_len(), t.n_rows()];
         let w = GpuWeight::upload(self.ctx, name, t.ty, shape, data)?;
@@ -86,7 +110,7 @@ impl Loader<'_> {
     }
 
     /// A vector (norm weight, bias) as f32 on the device, checked to have `len` elements.
-    fn vector(&mut self, name: &str, len: u32) -> Result<wgpu::Buffer> {
+    pub fn vector(&mut self, name: &str, len: u32) -> Result<wgpu::Buffer> {
         let values = self.host_f32(name)?;
         if values.len() != len as usize {
             return Err(Error::Usage(format!(
@@ -99,19 +123,56 @@ impl Loader<'_> {
         Ok(buffer)
     }
 
-    fn host_f32(&mut self, name: &str) -> Result<Vec<f32>> {
+    pub fn host_f32(&mut self, name: &str) -> Result<Vec<f32>> {
         let (t, data) = self.file.tensor_data(name)?;
         let n = usize::try_from(t.n_elements()).map_err(|_| missing(name))?;
         self.bar.inc(t.n_bytes);
         Ok(quant::dequantize(t.ty, data, n)?)
     }
 
-    fn optional_vector(&mut self, name: &str, len: u32) -> Result<Option<wgpu::Buffer>> {
+    pub fn optional_vector(&mut self, name: &str, len: u32) -> Result<Option<wgpu::Buffer>> {
         if self.file.tensor(name).is_some() {
             self.vector(name, len).map(Some)
         } else {
             Ok(None)
         }
+    }
+
+    /// Layer `il`'s weights (llama.cpp names, the same in every format).
+    pub fn layer(&mut self, il: u32, hp: &Hparams) -> Result<LayerWeights> {
+        let p = |s: &str| format!("blk.{il}.{s}");
+        let bias_qkv = if hp.arch == Arch::Qwen2 || hp.qkv_bias {
+            let q = self.optional_vector(&p("attn_q.bias"), hp.q_dim())?;
+            let k = self.optional_vector(&p("attn_k.bias"), hp.k_dim())?;
+            let v = self.optional_vector(&p("attn_v.bias"), hp.v_dim())?;
+            match (q, k, v) {
+                (Some(q), Some(k), Some(v)) => Some([q, k, v]),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let qk_norm = if hp.qk_norm {
+            Some([
+                self.vector(&p("attn_q_norm.weight"), hp.head_dim)?,
+                self.vector(&p("attn_k_norm.weight"), hp.head_dim)?,
+            ])
+        } else {
+            None
+        };
+        Ok(LayerWeights {
+            attn_norm: self.vector(&p("attn_norm.weight"), hp.n_embd)?,
+            wq: self.matrix(&p("attn_q.weight"))?,
+            wk: self.matrix(&p("attn_k.weight"))?,
+            wv: self.matrix(&p("attn_v.weight"))?,
+            wo: self.matrix(&p("attn_output.weight"))?,
+            bias_qkv,
+            qk_norm,
+            ffn_norm: self.vector(&p("ffn_norm.weight"), hp.n_embd)?,
+            gate: self.matrix(&p("ffn_gate.weight"))?,
+            up: self.matrix(&p("ffn_up.weight"))?,
+            down: self.matrix(&p("ffn_down.weight"))?,
+        })
     }
 }
 
@@ -122,22 +183,7 @@ pub fn load(
     hp: &Hparams,
     progress: bool,
 ) -> Result<ModelWeights> {
-    let total: u64 = file.tensors.iter().map(|t| t.n_bytes).sum();
-    let bar = if progress {
-        let style = indicatif::ProgressStyle::with_template(
-            "loading {bar:30} {bytes}/{total_bytes} {elapsed}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-        indicatif::ProgressBar::new(total).with_style(style)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let mut l = Loader {
-        ctx,
-        file,
-        allocations: Vec::new(),
-        bar,
-    };
+    let mut l = Loader::new(ctx, file, progress);
     if file.shape_only {
         return Err(Error::Gguf(crate::gguf::GgufError::ShapeOnly {
             tensor: "token_embd.weight".to_string(),
@@ -156,41 +202,9 @@ pub fn load(
     };
     let mut layers = Vec::with_capacity(hp.n_layer as usize);
     for il in 0..hp.n_layer {
-        let p = |s: &str| format!("blk.{il}.{s}");
-        let bias_qkv = if hp.arch == Arch::Qwen2 || hp.qkv_bias {
-            let q = l.optional_vector(&p("attn_q.bias"), hp.q_dim())?;
-            let k = l.optional_vector(&p("attn_k.bias"), hp.k_dim())?;
-            let v = l.optional_vector(&p("attn_v.bias"), hp.v_dim())?;
-            match (q, k, v) {
-                (Some(q), Some(k), Some(v)) => Some([q, k, v]),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        let qk_norm = if hp.qk_norm {
-            Some([
-                l.vector(&p("attn_q_norm.weight"), hp.head_dim)?,
-                l.vector(&p("attn_k_norm.weight"), hp.head_dim)?,
-            ])
-        } else {
-            None
-        };
-        layers.push(LayerWeights {
-            attn_norm: l.vector(&p("attn_norm.weight"), hp.n_embd)?,
-            wq: l.matrix(&p("attn_q.weight"))?,
-            wk: l.matrix(&p("attn_k.weight"))?,
-            wv: l.matrix(&p("attn_v.weight"))?,
-            wo: l.matrix(&p("attn_output.weight"))?,
-            bias_qkv,
-            qk_norm,
-            ffn_norm: l.vector(&p("ffn_norm.weight"), hp.n_embd)?,
-            gate: l.matrix(&p("ffn_gate.weight"))?,
-            up: l.matrix(&p("ffn_up.weight"))?,
-            down: l.matrix(&p("ffn_down.weight"))?,
-        });
+        layers.push(l.layer(il, hp)?);
     }
-    l.bar.finish_and_clear();
+    l.finish();
     Ok(ModelWeights {
         token_embd,
         output,

@@ -11,7 +11,7 @@ use super::layout::{binding_limit, check_shape, repack_split, split_plan, SplitP
 use super::MatmulParams;
 
 /// One row split: rows `[row0, row0 + n_rows)` in `buffer`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct WeightSplit {
     pub buffer: wgpu::Buffer,
     pub plan: SplitPlan,
@@ -20,7 +20,7 @@ pub struct WeightSplit {
 }
 
 /// A weight on the device.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct GpuWeight {
     pub name: String,
     pub ty: GgmlType,

@@ -51,6 +51,9 @@ pub struct CopyRows {
     pub dispatch: Dispatch,
     params: CopyParams,
     max_rows: u32,
+    /// f32 elements of the source and destination buffers.
+    src_len: u64,
+    dst_len: u64,
 }
 
 fn end(off: u32, rows: u32, stride: u32, cols: u32) -> u64 {
@@ -91,7 +94,31 @@ impl CopyRows {
             dispatch,
             params: p,
             max_rows: p.n_rows,
+            src_len: src.size() / 4,
+            dst_len: dst.size() / 4,
         })
+    }
+
+    /// Read from element `src_off` and write from element `dst_off` from the next submission
+    /// on (the built row count must still fit).
+    pub fn set_offsets(
+        &mut self,
+        ctx: &GpuContext,
+        src_off: u32,
+        dst_off: u32,
+    ) -> Result<(), GpuError> {
+        let p = &self.params;
+        let (src_end, dst_end) = (
+            end(src_off, self.max_rows, p.src_stride, p.n_cols),
+            end(dst_off, self.max_rows, p.dst_stride, p.n_cols),
+        );
+        if src_end > self.src_len || dst_end > self.dst_len {
+            let actual = format!("offsets {src_off} / {dst_off}");
+            return Err(bad_input("row copy offsets", "inside both buffers", actual));
+        }
+        self.params.src_off = src_off;
+        self.params.dst_off = dst_off;
+        rewrite_params(ctx, &self.dispatch, &self.params)
     }
 
     /// Copy the first `n_rows` rows from the next submission on.

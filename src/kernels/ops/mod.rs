@@ -20,6 +20,7 @@
 
 pub mod binary;
 pub mod copy;
+pub mod dspark;
 pub mod glu;
 pub mod norm;
 pub mod rope;
@@ -41,6 +42,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(softmax::variants());
     all.extend(select::variants());
     all.extend(copy::variants());
+    all.extend(dspark::variants());
     all
 }
 

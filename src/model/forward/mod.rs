@@ -14,25 +14,27 @@
 //! Ops are built once for the plan's largest batch and resized per step; matmul dispatches
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
+mod build;
+
 use std::collections::HashMap;
 
 use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
-use crate::kernels::attention::{
-    Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
-};
+use crate::kernels::attention::{Attention, FusedAttention, KvStore};
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::binary::{Binary, BinaryOp};
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
-use crate::kernels::ops::glu::{Glu, GluOp};
+use crate::kernels::ops::glu::GluOp;
 use crate::kernels::ops::norm::RmsNorm;
-use crate::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShape};
+use crate::kernels::ops::rope::Rope;
 use crate::kernels::ops::select::Select;
 use crate::kernels::ops::Io;
 use crate::kv_cache::KvCache;
 pub use crate::memory::alloc::Allocator;
 use crate::{Error, Result};
+
+pub use build::{rope_config, Buffers, ForwardSpec};
 
 use super::hparams::Hparams;
 use super::weights::ModelWeights;
@@ -40,32 +42,9 @@ use super::weights::ModelWeights;
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
 const MATMUL_CACHE: usize = 8;
 
-/// Device buffers of one run, created from the plan by name.
-#[derive(Debug)]
-pub struct Buffers {
-    pub x: wgpu::Buffer,
-    pub xn: wgpu::Buffer,
-    pub q: wgpu::Buffer,
-    pub k: wgpu::Buffer,
-    pub v: wgpu::Buffer,
-    pub attn: wgpu::Buffer,
-    pub gate: wgpu::Buffer,
-    pub up: wgpu::Buffer,
-    pub glu: wgpu::Buffer,
-    /// Split-KV partials of the decode attention.
-    pub partials: wgpu::Buffer,
-    /// Running (max, sum, next split) of the fused multi-row attention.
-    pub attn_state: wgpu::Buffer,
-    pub logits: wgpu::Buffer,
-    pub tokens: wgpu::Buffer,
-    pub positions: wgpu::Buffer,
-    /// Per layer: K cache, V cache.
-    pub kv: Vec<[wgpu::Buffer; 2]>,
-}
-
 /// One layer's ops (built once for the largest batch).
 #[derive(Debug)]
-struct LayerOps {
+pub(crate) struct LayerOps {
     attn_norm: RmsNorm,
     bias: Vec<BinaryOp>,
     qk_norm: Vec<RmsNorm>,
@@ -74,7 +53,7 @@ struct LayerOps {
     store_k: KvStore,
     store_v: KvStore,
     /// One query row: split-KV over the whole context, then an in-order reduce.
-    attn_decode: Attention,
+    attn_decode: Option<Attention>,
     /// Several rows (prefill, verify): the fused kernel, bit-identical per row to the decode path.
     attn_multi: FusedAttention,
     ffn_norm: RmsNorm,
@@ -101,8 +80,8 @@ pub struct Forward {
     pub kv: KvCache,
     layers: Vec<LayerOps>,
     final_norm: RmsNorm,
-    argmax: Select,
-    argmax_out: wgpu::Buffer,
+    /// The on-device argmax of the logits rows and its output ids.
+    argmax: Option<(Select, wgpu::Buffer)>,
     matmuls: HashMap<(u32, u32), MatmulSet>,
     family: Family,
     max_rows: u32,
@@ -114,222 +93,11 @@ pub struct Forward {
     argmax_rows: u32,
     /// DSpark taps: (layer whose input is captured, the copy into the tap staging buffer).
     taps: Vec<(u32, CopyRows)>,
-}
-
-fn kv_type(t: crate::gguf::GgmlType) -> Result<KvType> {
-    Ok(KvType::from_ggml(t)?)
+    /// RoPE frequencies `[n_rot / 2]` (shared with a drafter's injection pass).
+    pub rope_freqs: wgpu::Buffer,
 }
 
 impl Forward {
-    /// Build every op for `params`, creating every buffer through `alloc` (which holds the plan
-    /// made with the same `params`) and using uploaded `weights`.
-    pub fn new(
-        ctx: &GpuContext,
-        hp: Hparams,
-        weights: ModelWeights,
-        params: &crate::memory::RunParams,
-        alloc: &mut Allocator<'_>,
-    ) -> Result<Forward> {
-        let max_rows = u32::try_from(crate::memory::target::max_rows(params)).unwrap_or(u32::MAX);
-        let max_logit_rows =
-            u32::try_from(crate::memory::target::logit_rows(params)).unwrap_or(u32::MAX);
-        let mut kv = Vec::with_capacity(hp.n_layer as usize);
-        for il in 0..hp.n_layer {
-            kv.push([
-                alloc.storage(&format!("kv.k.{il}"))?,
-                alloc.storage(&format!("kv.v.{il}"))?,
-            ]);
-        }
-        let b = Buffers {
-            x: alloc.storage("act.x")?,
-            xn: alloc.storage("act.xn")?,
-            q: alloc.storage("act.q")?,
-            k: alloc.storage("act.k")?,
-            v: alloc.storage("act.v")?,
-            attn: alloc.storage("act.attn")?,
-            gate: alloc.storage("act.gate")?,
-            up: alloc.storage("act.up")?,
-            glu: alloc.storage("act.glu")?,
-            partials: alloc.storage("act.attn_partials")?,
-            attn_state: alloc.storage("act.attn_state")?,
-            logits: alloc.storage("logits")?,
-            tokens: alloc.storage("io.tokens")?,
-            positions: alloc.storage("io.positions")?,
-            kv,
-        };
-        let rope_cfg = RopeConfig {
-            n_rot: hp.n_rot,
-            mode: if hp.rope_neox {
-                RopeMode::Neox
-            } else {
-                RopeMode::Normal
-            },
-            freq_base: hp.rope_base,
-            freq_scale: hp.rope_freq_scale,
-        };
-        let freqs = rope_freqs(&rope_cfg, weights.rope_freqs.as_deref())?;
-        let freqs = crate::gpu::buffers::create_storage_init(
-            ctx,
-            "rope freqs",
-            bytemuck::cast_slice(&freqs),
-        )?;
-        let (d, eps) = (hp.n_embd, hp.rms_eps);
-        let k_layout = KvLayout::new(
-            kv_type(params.type_k)?,
-            params.n_ctx,
-            hp.n_head_kv,
-            hp.head_dim,
-        )?;
-        let v_layout = KvLayout::new(
-            kv_type(params.type_v)?,
-            params.n_ctx,
-            hp.n_head_kv,
-            hp.head_dim_v,
-        )?;
-        let mut layers = Vec::with_capacity(hp.n_layer as usize);
-        for (il, lw) in weights.layers.iter().enumerate() {
-            let [kc, vc] = &b.kv[il];
-            let mut bias = Vec::new();
-            if let Some([bq, bk, bv]) = &lw.bias_qkv {
-                for (buf, bb, w) in [
-                    (&b.q, bq, hp.q_dim()),
-                    (&b.k, bk, hp.k_dim()),
-                    (&b.v, bv, hp.v_dim()),
-                ] {
-                    bias.push(BinaryOp::new(
-                        ctx,
-                        Io::InPlace(buf),
-                        Binary::Add { b: bb, n_b: w },
-                        max_rows * w,
-                    )?);
-                }
-            }
-            let mut qk_norm = Vec::new();
-            if let Some([qn, kn]) = &lw.qk_norm {
-                qk_norm.push(RmsNorm::new(
-                    ctx,
-                    Io::InPlace(&b.q),
-                    Some(qn),
-                    max_rows * hp.n_head,
-                    hp.head_dim,
-                    eps,
-                )?);
-                qk_norm.push(RmsNorm::new(
-                    ctx,
-                    Io::InPlace(&b.k),
-                    Some(kn),
-                    max_rows * hp.n_head_kv,
-                    hp.head_dim,
-                    eps,
-                )?);
-            }
-            let rope = |buf: &wgpu::Buffer, heads: u32| {
-                let shape = RopeShape {
-                    n_tokens: max_rows,
-                    n_heads: heads,
-                    head_dim: hp.head_dim,
-                };
-                Rope::new(
-                    ctx,
-                    Io::InPlace(buf),
-                    &b.positions,
-                    &freqs,
-                    shape,
-                    &rope_cfg,
-                )
-            };
-            let shape = AttnShape {
-                kv: k_layout,
-                n_head: hp.n_head,
-                max_q: max_rows,
-                max_kv_len: params.n_ctx,
-                scale: AttnShape::default_scale(hp.head_dim),
-                mask: MaskMode::Causal,
-            };
-            let io = AttnIo {
-                q: &b.q,
-                k_cache: kc,
-                v_cache: vc,
-                positions: Some(&b.positions),
-                mask: None,
-                out: &b.attn,
-            };
-            let attn_decode = Attention::new(
-                ctx,
-                AttnShape { max_q: 1, ..shape },
-                AttnBuffers::new(io, &b.partials),
-            )?;
-            let attn_multi = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
-            layers.push(LayerOps {
-                attn_norm: RmsNorm::new(
-                    ctx,
-                    Io::Out {
-                        src: &b.x,
-                        dst: &b.xn,
-                    },
-                    Some(&lw.attn_norm),
-                    max_rows,
-                    d,
-                    eps,
-                )?,
-                bias,
-                qk_norm,
-                rope_q: rope(&b.q, hp.n_head)?,
-                rope_k: rope(&b.k, hp.n_head_kv)?,
-                store_k: KvStore::new(ctx, k_layout, kc, &b.k, &b.positions, max_rows)?,
-                store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
-                attn_decode,
-                attn_multi,
-                ffn_norm: RmsNorm::new(
-                    ctx,
-                    Io::Out {
-                        src: &b.x,
-                        dst: &b.xn,
-                    },
-                    Some(&lw.ffn_norm),
-                    max_rows,
-                    d,
-                    eps,
-                )?,
-                glu: GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, max_rows * hp.n_ff)?,
-            });
-        }
-        let final_norm = RmsNorm::new(
-            ctx,
-            Io::Out {
-                src: &b.x,
-                dst: &b.xn,
-            },
-            Some(&weights.output_norm),
-            max_rows,
-            d,
-            eps,
-        )?;
-        let argmax_out = alloc.storage("io.argmax")?;
-        let argmax = Select::argmax(ctx, &b.logits, &argmax_out, max_logit_rows, hp.n_vocab)?;
-        alloc
-            .records
-            .push(("sample.partials".to_string(), argmax.scratch.size()));
-        Ok(Forward {
-            kv: KvCache::new(params.n_ctx, 1),
-            hp,
-            weights,
-            buffers: b,
-            layers,
-            final_norm,
-            argmax,
-            argmax_out,
-            matmuls: HashMap::new(),
-            family: Family::for_context(ctx),
-            max_rows,
-            max_logit_rows,
-            rows: max_rows,
-            n_logits: max_logit_rows,
-            argmax_rows: max_logit_rows,
-            taps: Vec::new(),
-        })
-    }
-
     /// Capture, from the next step on, the residual stream entering each of `layers` (`n_layer`
     /// = the output of the last layer, before the final norm) for every processed row into
     /// `staging` `[max_rows, layers.len() × d]`: row r, tap k at columns `k·d..(k+1)·d` (the
@@ -438,7 +206,9 @@ impl Forward {
             self.rows = m;
         }
         if n_logits > 0 && n_logits != self.argmax_rows {
-            self.argmax.set_rows(ctx, n_logits)?;
+            if let Some((op, _)) = &mut self.argmax {
+                op.set_rows(ctx, n_logits)?;
+            }
             self.argmax_rows = n_logits;
         }
         self.n_logits = n_logits;
@@ -480,80 +250,9 @@ impl Forward {
         capture: bool,
     ) -> Result<Vec<Vec<f32>>> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
-        if m == 0 || m > self.max_rows || n_logits > m.min(self.max_logit_rows) {
-            return Err(Error::Usage(format!(
-                "a step of {m} rows with {n_logits} logit rows (at most {} rows, {} logit rows)",
-                self.max_rows, self.max_logit_rows
-            )));
-        }
-        let range = self.kv.positions(0, m)?;
-        let positions: Vec<u32> = range.clone().collect();
-        self.resize(ctx, m, n_logits)?;
-        for l in &mut self.layers {
-            if m == 1 {
-                l.attn_decode.set_step(ctx, 1, range.end)?;
-            } else {
-                l.attn_multi.set_step(ctx, m, range.end)?;
-            }
-        }
-        upload(
-            ctx,
-            "tokens",
-            &self.buffers.tokens,
-            0,
-            bytemuck::cast_slice(tokens),
-        )?;
-        upload(
-            ctx,
-            "positions",
-            &self.buffers.positions,
-            0,
-            bytemuck::cast_slice(&positions),
-        )?;
-        let set = self
-            .matmuls
-            .get(&(m, n_logits))
-            .ok_or_else(|| Error::Usage("matmul set missing".into()))?;
-        let mut list: Vec<&Dispatch> = set.embed.iter().collect();
-        let taps_at = |layer: u32| {
-            self.taps
-                .iter()
-                .filter(move |t| t.0 == layer)
-                .map(|t| &t.1.dispatch)
-        };
-        list.extend(taps_at(0));
-        // Indices of `list` where each layer ends.
-        let mut layer_ends = Vec::with_capacity(self.layers.len());
-        for ((l, mm), [add_attn, add_ffn]) in self.layers.iter().zip(&set.layers).zip(&set.adds) {
-            let [q, k, v, o, gate, up, down] = mm;
-            list.push(&l.attn_norm.dispatch);
-            list.extend(q.iter().chain(k).chain(v));
-            list.extend(l.bias.iter().map(|op| &op.dispatch));
-            list.extend(l.qk_norm.iter().map(|op| &op.dispatch));
-            list.push(&l.rope_q.dispatch);
-            list.push(&l.rope_k.dispatch);
-            list.push(&l.store_k.dispatch);
-            list.push(&l.store_v.dispatch);
-            if m == 1 {
-                list.extend(l.attn_decode.dispatches());
-            } else {
-                list.extend(l.attn_multi.dispatches());
-            }
-            list.extend(o);
-            list.push(&add_attn.dispatch);
-            list.push(&l.ffn_norm.dispatch);
-            list.extend(gate.iter().chain(up));
-            list.push(&l.glu.dispatch);
-            list.extend(down);
-            list.push(&add_ffn.dispatch);
-            list.extend(taps_at(layer_ends.len() as u32 + 1));
-            layer_ends.push(list.len());
-        }
-        if n_logits > 0 {
-            list.push(&self.final_norm.dispatch);
-            list.extend(&set.lm_head);
-            list.extend(self.argmax.dispatches());
-        }
+        let start = self.kv.positions(0, m)?.start;
+        self.prepare(ctx, tokens, start, n_logits)?;
+        let (list, layer_ends) = self.record(m, n_logits)?;
         let mut captured = Vec::new();
         if capture {
             let mut start = 0;
@@ -571,9 +270,109 @@ impl Forward {
         Ok(captured)
     }
 
+    /// Sets every op for `tokens` at positions `start..` attending over the cache rows
+    /// `0..start + m`, and uploads the tokens and positions; [`Forward::record`] then lists
+    /// the dispatches. The KV bookkeeping is the caller's ([`Forward::step`] commits).
+    pub fn prepare(
+        &mut self,
+        ctx: &GpuContext,
+        tokens: &[u32],
+        start: u32,
+        n_logits: u32,
+    ) -> Result<()> {
+        let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        if m == 0 || m > self.max_rows || n_logits > m.min(self.max_logit_rows) {
+            return Err(Error::Usage(format!(
+                "a step of {m} rows with {n_logits} logit rows (at most {} rows, {} logit rows)",
+                self.max_rows, self.max_logit_rows
+            )));
+        }
+        let end = start
+            .checked_add(m)
+            .filter(|&e| e <= self.kv.capacity())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "rows {start}..{start}+{m} are past the cache's {} rows",
+                    self.kv.capacity()
+                ))
+            })?;
+        let positions: Vec<u32> = (start..end).collect();
+        self.resize(ctx, m, n_logits)?;
+        for l in &mut self.layers {
+            match &mut l.attn_decode {
+                Some(decode) if m == 1 => decode.set_step(ctx, 1, end)?,
+                _ => l.attn_multi.set_step(ctx, m, end)?,
+            }
+        }
+        let b = &self.buffers;
+        upload(ctx, "tokens", &b.tokens, 0, bytemuck::cast_slice(tokens))?;
+        upload(
+            ctx,
+            "positions",
+            &b.positions,
+            0,
+            bytemuck::cast_slice(&positions),
+        )?;
+        Ok(())
+    }
+
+    /// The dispatches of the step set by [`Forward::prepare`] (`m` rows, `n_logits` logit
+    /// rows), in order, and the index in the list where each layer ends.
+    pub fn record(&self, m: u32, n_logits: u32) -> Result<(Vec<&Dispatch>, Vec<usize>)> {
+        let set = self
+            .matmuls
+            .get(&(m, n_logits))
+            .ok_or_else(|| Error::Usage(format!("no step of {m} rows was prepared")))?;
+        let mut list: Vec<&Dispatch> = set.embed.iter().collect();
+        let taps_at = |layer: u32| {
+            self.taps
+                .iter()
+                .filter(move |t| t.0 == layer)
+                .map(|t| &t.1.dispatch)
+        };
+        list.extend(taps_at(0));
+        let mut layer_ends = Vec::with_capacity(self.layers.len());
+        for ((l, mm), [add_attn, add_ffn]) in self.layers.iter().zip(&set.layers).zip(&set.adds) {
+            let [q, k, v, o, gate, up, down] = mm;
+            list.push(&l.attn_norm.dispatch);
+            list.extend(q.iter().chain(k).chain(v));
+            list.extend(l.bias.iter().map(|op| &op.dispatch));
+            list.extend(l.qk_norm.iter().map(|op| &op.dispatch));
+            list.push(&l.rope_q.dispatch);
+            list.push(&l.rope_k.dispatch);
+            list.push(&l.store_k.dispatch);
+            list.push(&l.store_v.dispatch);
+            match &l.attn_decode {
+                Some(decode) if m == 1 => list.extend(decode.dispatches()),
+                _ => list.extend(l.attn_multi.dispatches()),
+            }
+            list.extend(o);
+            list.push(&add_attn.dispatch);
+            list.push(&l.ffn_norm.dispatch);
+            list.extend(gate.iter().chain(up));
+            list.push(&l.glu.dispatch);
+            list.extend(down);
+            list.push(&add_ffn.dispatch);
+            list.extend(taps_at(layer_ends.len() as u32 + 1));
+            layer_ends.push(list.len());
+        }
+        if n_logits > 0 {
+            list.push(&self.final_norm.dispatch);
+            list.extend(&set.lm_head);
+            if let Some((op, _)) = &self.argmax {
+                list.extend(op.dispatches());
+            }
+        }
+        Ok((list, layer_ends))
+    }
+
     /// Argmax of each logits row of the last step.
     pub fn argmax(&self, ctx: &GpuContext) -> Result<Vec<u32>> {
-        let bytes = read_back(ctx, &self.argmax_out, 0, u64::from(self.n_logits) * 4)?;
+        let (_, out) = self
+            .argmax
+            .as_ref()
+            .ok_or_else(|| Error::Usage("this forward pass has no argmax".into()))?;
+        let bytes = read_back(ctx, out, 0, u64::from(self.n_logits) * 4)?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 

@@ -1,0 +1,91 @@
+//! Speculative-decoding flags shared by `generate` and `chat` (llama.cpp's names): the drafter
+//! model, the speculation type, drafts per cycle, the confidence threshold, the drafter's
+//! context and injection chunk, its KV types, and `--no-spec`.
+
+use std::path::PathBuf;
+
+use crate::engine::DraftOptions;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SpecArgs {
+    /// DSpark drafter GGUF (`-md`; `dflash` or legacy `dspark` format).
+    #[arg(long = "spec-draft-model", visible_alias = "model-draft")]
+    pub draft_model: Option<PathBuf>,
+    /// Speculation type: `draft-dspark` (the only one).
+    #[arg(long = "spec-type", default_value = "draft-dspark")]
+    pub spec_type: String,
+    /// Drafts verified per cycle at most (0 = the drafter's block size).
+    #[arg(long = "spec-draft-n-max", default_value_t = 0)]
+    pub n_max: u32,
+    /// Stop a block at the first draft whose confidence is below this (0 = off; needs a
+    /// confidence head).
+    #[arg(long = "spec-draft-p-min", default_value_t = 0.0)]
+    pub p_min: f32,
+    /// Choose the verify length with the paper's Algorithm 1 over SPS(B) measured at start-up.
+    #[arg(long = "spec-schedule")]
+    pub schedule: bool,
+    /// Drafter context (`-cd`; default: its trained context, or `-c` when smaller): below `-c`
+    /// the drafter's positions are kept inside a window of this many rows.
+    #[arg(long = "ctx-size-draft")]
+    pub ctx_draft: Option<u32>,
+    /// Rows per drafter injection chunk (`U`); the target's prefill ubatch is capped to it.
+    #[arg(long = "spec-draft-ubatch", default_value_t = 512)]
+    pub inject_chunk: u32,
+    /// Drafter K cache type (`-ctkd`).
+    #[arg(long = "cache-type-k-draft", default_value = "f16")]
+    pub type_k: String,
+    /// Drafter V cache type (`-ctvd`).
+    #[arg(long = "cache-type-v-draft", default_value = "f16")]
+    pub type_v: String,
+    /// Let drafter positions run past its trained context instead of rebasing them into a
+    /// window.
+    #[arg(long = "spec-no-window")]
+    pub no_window: bool,
+    /// Decode without the drafter even when one is given.
+    #[arg(long = "no-spec")]
+    pub no_spec: bool,
+}
+
+impl SpecArgs {
+    /// The drafter options, or `None` without a drafter or with `--no-spec`.
+    pub fn draft_options(
+        &self,
+        kv: impl Fn(&str, &str) -> Result<crate::gguf::GgmlType>,
+        n_ctx: u32,
+    ) -> Result<Option<DraftOptions>> {
+        let Some(model) = &self.draft_model else {
+            return Ok(None);
+        };
+        if self.no_spec {
+            return Ok(None);
+        }
+        if self.spec_type != "draft-dspark" {
+            return Err(Error::Usage(format!(
+                "--spec-type {}: flint speculates with draft-dspark",
+                self.spec_type
+            )));
+        }
+        if !(0.0..1.0).contains(&self.p_min) {
+            return Err(Error::Usage(format!(
+                "--spec-draft-p-min {}: must be in [0, 1)",
+                self.p_min
+            )));
+        }
+        if self.ctx_draft == Some(0) {
+            return Err(Error::Usage("-cd 0: the drafter needs context rows".into()));
+        }
+        let _ = n_ctx;
+        Ok(Some(DraftOptions {
+            model: model.clone(),
+            n_max: self.n_max,
+            p_min: self.p_min,
+            inject_chunk: self.inject_chunk,
+            type_k: kv("-ctkd", &self.type_k)?,
+            type_v: kv("-ctvd", &self.type_v)?,
+            schedule: self.schedule,
+            ctx: self.ctx_draft,
+            window: !self.no_window,
+        }))
+    }
+}

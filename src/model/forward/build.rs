@@ -1,0 +1,302 @@
+//! Building a [`Forward`]: what sizes and names it (a [`ForwardSpec`]: the target's from its run
+//! parameters, or a DSpark drafter's draft pass), its device buffers taken from the memory plan
+//! by name, and every per-layer op built once for the largest batch.
+
+use std::collections::HashMap;
+
+use crate::gguf::GgmlType;
+use crate::gpu::GpuContext;
+use crate::kernels::attention::{
+    Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
+};
+use crate::kernels::matmul::Family;
+use crate::kernels::ops::binary::{Binary, BinaryOp};
+use crate::kernels::ops::glu::{Glu, GluOp};
+use crate::kernels::ops::norm::RmsNorm;
+use crate::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShape};
+use crate::kernels::ops::select::Select;
+use crate::kernels::ops::Io;
+use crate::kv_cache::KvCache;
+use crate::memory::alloc::Allocator;
+use crate::memory::RunParams;
+use crate::model::hparams::Hparams;
+use crate::model::weights::ModelWeights;
+use crate::Result;
+
+use super::{Forward, LayerOps};
+
+/// What a forward pass is built for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardSpec {
+    /// Plan names are the target's (`act.x`, `kv.k.0`, `logits`, …) or, for a drafter's draft
+    /// pass, `drafter.draft.x`, `drafter.kv.k.0`, `drafter.draft.logits`, ….
+    pub drafter: bool,
+    /// Rows of the largest step.
+    pub max_rows: u32,
+    /// Rows whose logits one step computes at most.
+    pub max_logit_rows: u32,
+    /// Rows of the KV cache.
+    pub kv_rows: u32,
+    pub type_k: GgmlType,
+    pub type_v: GgmlType,
+    /// Causal for a model; none for a DSpark block (bidirectional over cache ∪ block).
+    pub mask: MaskMode,
+    /// Every step uses the fused multi-row attention (no split partials that grow with the
+    /// context), even for one row.
+    pub fused_only: bool,
+    /// Build the on-device argmax of the logits rows.
+    pub argmax: bool,
+}
+
+impl ForwardSpec {
+    /// The target model for run parameters `p` (sizes as the planner's `memory::target`).
+    pub fn target(p: &RunParams) -> ForwardSpec {
+        ForwardSpec {
+            drafter: false,
+            max_rows: u32::try_from(crate::memory::target::max_rows(p)).unwrap_or(u32::MAX),
+            max_logit_rows: u32::try_from(crate::memory::target::logit_rows(p)).unwrap_or(u32::MAX),
+            kv_rows: p.n_ctx,
+            type_k: p.type_k,
+            type_v: p.type_v,
+            mask: MaskMode::Causal,
+            fused_only: false,
+            argmax: true,
+        }
+    }
+
+    /// The plan name of a buffer the target calls `base`.
+    pub fn name(&self, base: &str) -> String {
+        if !self.drafter {
+            return base.to_string();
+        }
+        if base.starts_with("kv.") {
+            return format!("drafter.{base}");
+        }
+        let rest = base.split_once('.').map_or(base, |(_, r)| r);
+        format!("drafter.draft.{rest}")
+    }
+}
+
+/// Device buffers of one run, created from the plan by name.
+#[derive(Debug)]
+pub struct Buffers {
+    pub x: wgpu::Buffer,
+    pub xn: wgpu::Buffer,
+    pub q: wgpu::Buffer,
+    pub k: wgpu::Buffer,
+    pub v: wgpu::Buffer,
+    pub attn: wgpu::Buffer,
+    pub gate: wgpu::Buffer,
+    pub up: wgpu::Buffer,
+    pub glu: wgpu::Buffer,
+    /// Split-KV partials of the decode attention (absent when every step is fused).
+    pub partials: Option<wgpu::Buffer>,
+    /// Running (max, sum, next split) of the fused multi-row attention.
+    pub attn_state: wgpu::Buffer,
+    pub logits: wgpu::Buffer,
+    pub tokens: wgpu::Buffer,
+    pub positions: wgpu::Buffer,
+    /// Per layer: K cache, V cache.
+    pub kv: Vec<[wgpu::Buffer; 2]>,
+}
+
+fn kv_type(t: GgmlType) -> Result<KvType> {
+    Ok(KvType::from_ggml(t)?)
+}
+
+fn buffers(hp: &Hparams, spec: &ForwardSpec, alloc: &mut Allocator<'_>) -> Result<Buffers> {
+    let mut get = |base: &str| alloc.storage(&spec.name(base));
+    let mut kv = Vec::with_capacity(hp.n_layer as usize);
+    for il in 0..hp.n_layer {
+        kv.push([get(&format!("kv.k.{il}"))?, get(&format!("kv.v.{il}"))?]);
+    }
+    Ok(Buffers {
+        x: get("act.x")?,
+        xn: get("act.xn")?,
+        q: get("act.q")?,
+        k: get("act.k")?,
+        v: get("act.v")?,
+        attn: get("act.attn")?,
+        gate: get("act.gate")?,
+        up: get("act.up")?,
+        glu: get("act.glu")?,
+        partials: if spec.fused_only {
+            None
+        } else {
+            Some(get("act.attn_partials")?)
+        },
+        attn_state: get("act.attn_state")?,
+        logits: get("logits")?,
+        tokens: get("io.tokens")?,
+        positions: get("io.positions")?,
+        kv,
+    })
+}
+
+/// The RoPE of a model (NEOX for qwen-style and DSpark backbones).
+pub fn rope_config(hp: &Hparams) -> RopeConfig {
+    RopeConfig {
+        n_rot: hp.n_rot,
+        mode: if hp.rope_neox {
+            RopeMode::Neox
+        } else {
+            RopeMode::Normal
+        },
+        freq_base: hp.rope_base,
+        freq_scale: hp.rope_freq_scale,
+    }
+}
+
+impl Forward {
+    /// The target model for `params`, creating every buffer through `alloc` (which holds the
+    /// plan made with the same `params`) and using uploaded `weights`.
+    pub fn new(
+        ctx: &GpuContext,
+        hp: Hparams,
+        weights: ModelWeights,
+        params: &RunParams,
+        alloc: &mut Allocator<'_>,
+    ) -> Result<Forward> {
+        Forward::with_spec(ctx, hp, weights, &ForwardSpec::target(params), alloc)
+    }
+
+    /// A forward pass built for `spec`.
+    pub fn with_spec(
+        ctx: &GpuContext,
+        hp: Hparams,
+        weights: ModelWeights,
+        spec: &ForwardSpec,
+        alloc: &mut Allocator<'_>,
+    ) -> Result<Forward> {
+        let (max_rows, max_logit_rows) = (spec.max_rows, spec.max_logit_rows);
+        let b = buffers(&hp, spec, alloc)?;
+        let rope_cfg = rope_config(&hp);
+        let freqs = rope_freqs(&rope_cfg, weights.rope_freqs.as_deref())?;
+        let freqs = crate::gpu::buffers::create_storage_init(
+            ctx,
+            "rope freqs",
+            bytemuck::cast_slice(&freqs),
+        )?;
+        let (d, eps) = (hp.n_embd, hp.rms_eps);
+        let k_layout = KvLayout::new(
+            kv_type(spec.type_k)?,
+            spec.kv_rows,
+            hp.n_head_kv,
+            hp.head_dim,
+        )?;
+        let v_layout = KvLayout::new(
+            kv_type(spec.type_v)?,
+            spec.kv_rows,
+            hp.n_head_kv,
+            hp.head_dim_v,
+        )?;
+        let norm = |src: &wgpu::Buffer, w: &wgpu::Buffer| {
+            RmsNorm::new(ctx, Io::Out { src, dst: &b.xn }, Some(w), max_rows, d, eps)
+        };
+        let mut layers = Vec::with_capacity(hp.n_layer as usize);
+        for (il, lw) in weights.layers.iter().enumerate() {
+            let [kc, vc] = &b.kv[il];
+            let mut bias = Vec::new();
+            if let Some([bq, bk, bv]) = &lw.bias_qkv {
+                for (buf, bb, w) in [
+                    (&b.q, bq, hp.q_dim()),
+                    (&b.k, bk, hp.k_dim()),
+                    (&b.v, bv, hp.v_dim()),
+                ] {
+                    let op = Binary::Add { b: bb, n_b: w };
+                    bias.push(BinaryOp::new(ctx, Io::InPlace(buf), op, max_rows * w)?);
+                }
+            }
+            let mut qk_norm = Vec::new();
+            if let Some([qn, kn]) = &lw.qk_norm {
+                for (buf, w, heads) in [(&b.q, qn, hp.n_head), (&b.k, kn, hp.n_head_kv)] {
+                    let rows = max_rows * heads;
+                    let io = Io::InPlace(buf);
+                    qk_norm.push(RmsNorm::new(ctx, io, Some(w), rows, hp.head_dim, eps)?);
+                }
+            }
+            let rope = |buf: &wgpu::Buffer, heads: u32| {
+                let shape = RopeShape {
+                    n_tokens: max_rows,
+                    n_heads: heads,
+                    head_dim: hp.head_dim,
+                };
+                Rope::new(
+                    ctx,
+                    Io::InPlace(buf),
+                    &b.positions,
+                    &freqs,
+                    shape,
+                    &rope_cfg,
+                )
+            };
+            let shape = AttnShape {
+                kv: k_layout,
+                n_head: hp.n_head,
+                max_q: max_rows,
+                max_kv_len: spec.kv_rows,
+                scale: AttnShape::default_scale(hp.head_dim),
+                mask: spec.mask,
+            };
+            let io = AttnIo {
+                q: &b.q,
+                k_cache: kc,
+                v_cache: vc,
+                positions: Some(&b.positions),
+                mask: None,
+                out: &b.attn,
+            };
+            let attn_decode = match &b.partials {
+                Some(partials) => Some(Attention::new(
+                    ctx,
+                    AttnShape { max_q: 1, ..shape },
+                    AttnBuffers::new(io, partials),
+                )?),
+                None => None,
+            };
+            let attn_multi = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
+            layers.push(LayerOps {
+                attn_norm: norm(&b.x, &lw.attn_norm)?,
+                bias,
+                qk_norm,
+                rope_q: rope(&b.q, hp.n_head)?,
+                rope_k: rope(&b.k, hp.n_head_kv)?,
+                store_k: KvStore::new(ctx, k_layout, kc, &b.k, &b.positions, max_rows)?,
+                store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
+                attn_decode,
+                attn_multi,
+                ffn_norm: norm(&b.x, &lw.ffn_norm)?,
+                glu: GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, max_rows * hp.n_ff)?,
+            });
+        }
+        let final_norm = norm(&b.x, &weights.output_norm)?;
+        let argmax = if spec.argmax {
+            let out = alloc.storage(&spec.name("io.argmax"))?;
+            let op = Select::argmax(ctx, &b.logits, &out, max_logit_rows, hp.n_vocab)?;
+            alloc
+                .records
+                .push((spec.name("sample.partials"), op.scratch.size()));
+            Some((op, out))
+        } else {
+            None
+        };
+        Ok(Forward {
+            kv: KvCache::new(spec.kv_rows, 1),
+            hp,
+            weights,
+            buffers: b,
+            layers,
+            final_norm,
+            argmax,
+            matmuls: HashMap::new(),
+            family: Family::for_context(ctx),
+            max_rows,
+            max_logit_rows,
+            rows: max_rows,
+            n_logits: max_logit_rows,
+            argmax_rows: max_logit_rows,
+            taps: Vec::new(),
+            rope_freqs: freqs,
+        })
+    }
+}

@@ -1,0 +1,60 @@
+//! What the scheduler asks of a drafter ([`Drafter`]), implemented by the DSpark drafter on the
+//! device and by the adversarial drafters of the equivalence tests ([`super::adversarial`]).
+
+use crate::gpu::GpuContext;
+use crate::Result;
+
+pub use super::dspark::Draft;
+
+/// Chooses a slot's token from its corrected logits `[V]` (sampling on the host).
+pub type Pick<'a> = &'a mut dyn FnMut(usize, &[f32]) -> u32;
+
+/// A drafter driven by [`super::generate`].
+pub trait Drafter {
+    /// Most drafts one block gives.
+    fn max_drafts(&self) -> u32;
+    /// The drafter predicts a survival probability per draft.
+    fn has_confidence(&self) -> bool;
+    /// The next target position whose tap row the drafter expects.
+    fn next_position(&self) -> u32;
+    /// Rows `0..n` of the tap staging were computed by the target for positions
+    /// `start..start + n` and are committed: inject them.
+    fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()>;
+    /// Drafts following `anchor` at position `p0`.
+    fn draft(
+        &mut self,
+        ctx: &GpuContext,
+        anchor: u32,
+        p0: u32,
+        pick: Option<Pick<'_>>,
+    ) -> Result<Draft>;
+    /// Forget every injected row.
+    fn reset(&mut self);
+}
+
+impl Drafter for super::dspark::Dspark {
+    fn max_drafts(&self) -> u32 {
+        super::dspark::Dspark::max_drafts(self)
+    }
+    fn has_confidence(&self) -> bool {
+        self.meta.has_confidence
+    }
+    fn next_position(&self) -> u32 {
+        super::dspark::Dspark::next_position(self)
+    }
+    fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()> {
+        super::dspark::Dspark::inject(self, ctx, n, start)
+    }
+    fn draft(
+        &mut self,
+        ctx: &GpuContext,
+        anchor: u32,
+        p0: u32,
+        pick: Option<Pick<'_>>,
+    ) -> Result<Draft> {
+        super::dspark::Dspark::draft(self, ctx, anchor, p0, pick)
+    }
+    fn reset(&mut self) {
+        super::dspark::Dspark::reset(self)
+    }
+}

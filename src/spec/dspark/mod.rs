@@ -1,0 +1,368 @@
+//! A DSpark drafter on the device (dspark-spec §1, §4.4): its own KV cache filled by the
+//! K/V-only [`inject`] pass in chunks of `U` rows, and a draft pass over a fixed block of γ
+//! query rows:
+//! ```text
+//! tokens [x0, M × (γ−1)] at drafter positions p0..p0+γ−1
+//! x = embed(tokens); per layer a Qwen3 block whose attention sees cache[0..p0) ∪ block
+//!     (non-causal; the block's K/V are appended behind the context and overwritten later)
+//! h = final_norm(x) [γ, d];  U = h · LM head [γ, V]
+//! per slot j: e = W1[prev] (gather), L_j = U_j + W2·e, d_{j+1} = argmax L_j (or the host's
+//!             sample), c_j = sigmoid(w·[h_j ; e] + b), prev = d_{j+1}
+//! ```
+//! Greedy drafting is one submit and reads back only the ids and confidences; sampled drafting
+//! submits once per slot and reads that slot's corrected logits for the host to sample.
+
+pub mod inject;
+pub mod weights;
+
+use crate::gguf::{GgmlType, GgufFile};
+use crate::gpu::buffers::{read_back, upload};
+use crate::gpu::GpuContext;
+use crate::kernels::attention::{KvLayout, KvType, MaskMode};
+use crate::kernels::launch::{submit, Dispatch};
+use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, MatmulIo};
+use crate::kernels::ops::dspark::{chain_ops, ChainIo, SlotOps};
+use crate::memory::alloc::Allocator;
+use crate::model::forward::{Forward, ForwardSpec};
+use crate::model::weights::ModelWeights;
+use crate::model::{DrafterMeta, Hparams};
+use crate::{Error, Result};
+
+use inject::Inject;
+use weights::HeadWeights;
+
+/// How a drafter is built for a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrafterConfig {
+    /// Drafter cache rows for context (the target's context, or a position window).
+    pub ctx_rows: u32,
+    /// `U`: rows per injection chunk.
+    pub inject_chunk: u32,
+    pub type_k: GgmlType,
+    pub type_v: GgmlType,
+}
+
+/// One block's drafts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    /// The draft tokens, in order (γ anchor-first, γ − 1 otherwise).
+    pub tokens: Vec<u32>,
+    /// Per draft: the confidence head's survival probability (1.0 without one).
+    pub conf: Vec<f32>,
+}
+
+/// The per-slot Markov dispatches: gather `W1[prev]`, `W2 · e`.
+#[derive(Debug)]
+struct SlotMarkov {
+    gather: Vec<Dispatch>,
+    matvec: Vec<Dispatch>,
+}
+
+/// A loaded DSpark drafter with its cache state.
+pub struct Dspark {
+    pub meta: DrafterMeta,
+    fwd: Forward,
+    heads: HeadWeights,
+    inject: Inject,
+    slots: Vec<SlotOps>,
+    markov: Vec<SlotMarkov>,
+    out: wgpu::Buffer,
+    _keep: Vec<wgpu::Buffer>,
+    mask: u32,
+    /// Drafter cache rows for context.
+    ctx_rows: u32,
+    /// Target position of drafter cache row 0.
+    base: u32,
+    /// Context rows injected (cache rows `0..filled` hold target positions `base..`).
+    filled: u32,
+    /// Device bytes created outside the plan's named buffers (weights).
+    pub allocations: Vec<(String, u64)>,
+    /// Position-window rebases so far.
+    pub rebases: u64,
+}
+
+impl Dspark {
+    /// Loads a drafter for `target` (checked against it) and builds its passes, taking every
+    /// buffer from `alloc`'s plan.
+    pub fn load(
+        ctx: &GpuContext,
+        file: &GgufFile,
+        target_hp: &Hparams,
+        target: &ModelWeights,
+        cfg: &DrafterConfig,
+        alloc: &mut Allocator<'_>,
+    ) -> Result<Dspark> {
+        let meta = DrafterMeta::from_gguf(file)?;
+        weights::check_meta(&meta, file, target_hp)?;
+        let (model, heads) = weights::load(ctx, file, &meta, target)?;
+        let allocations = model.allocations.clone();
+        let hp = meta.hp.clone();
+        let gamma = meta.block_size;
+        let spec = ForwardSpec {
+            drafter: true,
+            max_rows: gamma,
+            max_logit_rows: gamma,
+            kv_rows: cfg.ctx_rows + gamma,
+            type_k: cfg.type_k,
+            type_v: cfg.type_v,
+            mask: MaskMode::None,
+            fused_only: true,
+            argmax: false,
+        };
+        let fwd = Forward::with_spec(ctx, hp.clone(), model, &spec, alloc)?;
+        let layouts = [
+            KvLayout::new(
+                KvType::from_ggml(cfg.type_k)?,
+                spec.kv_rows,
+                hp.n_head_kv,
+                hp.head_dim,
+            )?,
+            KvLayout::new(
+                KvType::from_ggml(cfg.type_v)?,
+                spec.kv_rows,
+                hp.n_head_kv,
+                hp.head_dim_v,
+            )?,
+        ];
+        let inject = Inject::new(
+            ctx,
+            &meta,
+            &fwd.weights,
+            &heads,
+            &fwd.buffers,
+            &fwd.rope_freqs,
+            layouts,
+            cfg.inject_chunk,
+            alloc,
+        )?;
+        let out = alloc.storage("drafter.draft.out")?;
+        let r = meta.markov_rank;
+        let (e, bias) = if r > 0 {
+            (
+                Some(alloc.storage("drafter.draft.markov")?),
+                Some(alloc.storage("drafter.draft.bias")?),
+            )
+        } else {
+            (None, None)
+        };
+        let io = ChainIo {
+            logits: &fwd.buffers.logits,
+            bias: bias.as_ref(),
+            out: &out,
+            hidden: &fwd.buffers.xn,
+            e: e.as_ref(),
+            conf: heads.conf.as_ref(),
+        };
+        let (slots, mut keep) = chain_ops(ctx, io, gamma, hp.n_vocab, hp.n_embd, r)?;
+        let mut markov = Vec::new();
+        if let (Some([w1, w2]), Some(e), Some(bias)) = (&heads.markov, &e, &bias) {
+            let family = Family::for_context(ctx);
+            for j in 0..gamma {
+                let io = MatmulIo {
+                    x: e,
+                    x_off: j * r,
+                    x_stride: r,
+                    y: bias,
+                    y_off: 0,
+                    y_stride: hp.n_vocab,
+                    m: 1,
+                };
+                markov.push(SlotMarkov {
+                    gather: embed_dispatches(ctx, w1, &out, j, 1, e, j * r)?,
+                    matvec: matmul_dispatches(ctx, family, w2, &io)?,
+                });
+            }
+        }
+        keep.extend(e);
+        keep.extend(bias);
+        let mask = meta.mask_token_id.unwrap_or(0);
+        Ok(Dspark {
+            meta,
+            fwd,
+            heads,
+            inject,
+            slots,
+            markov,
+            out,
+            _keep: keep,
+            mask,
+            ctx_rows: cfg.ctx_rows,
+            base: 0,
+            filled: 0,
+            allocations,
+            rebases: 0,
+        })
+    }
+
+    /// Where the target's forward writes tap rows (`[U, m·d_t]`), for `Forward::set_taps`.
+    pub fn taps_buffer(&self) -> &wgpu::Buffer {
+        &self.inject.taps
+    }
+
+    /// `U`: most rows one injection takes.
+    pub fn inject_chunk(&self) -> u32 {
+        self.inject.max_rows
+    }
+
+    /// Most drafts one block gives.
+    pub fn max_drafts(&self) -> u32 {
+        self.meta.max_drafts()
+    }
+
+    /// Target positions injected so far (`base + filled`): the next row must be this one.
+    pub fn next_position(&self) -> u32 {
+        self.base + self.filled
+    }
+
+    /// Forget every injected row (a new sequence).
+    pub fn reset(&mut self) {
+        self.base = 0;
+        self.filled = 0;
+    }
+
+    /// Drop injected rows at target positions `pos..`.
+    pub fn truncate(&mut self, pos: u32) {
+        self.filled = self.filled.min(pos.saturating_sub(self.base));
+    }
+
+    /// Injects the staged tap rows `0..n`, which the target computed for positions
+    /// `start..start + n` (`start` must be [`Dspark::next_position`]).
+    pub fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()> {
+        if start != self.next_position() {
+            return Err(Error::Usage(format!(
+                "drafter injection at position {start}, but the drafter holds rows up to {}",
+                self.next_position()
+            )));
+        }
+        let n_kv = self.meta.hp.n_head_kv;
+        if self.filled + n > self.ctx_rows {
+            self.rebase(ctx, n)?;
+        }
+        self.inject
+            .run(ctx, n, self.filled, &self.fwd.weights, &self.heads, n_kv)?;
+        self.filled += n;
+        Ok(())
+    }
+
+    /// Makes room for `n` more rows in the position window (§4.3–4.4): keeps the most recent
+    /// `min(W/2, W − U)` rows, re-staged at positions from 0 (K/V recomputed from their kept
+    /// `g`), so rebases come about once per `W/2` tokens and the drafter never runs at
+    /// positions past `W + γ`.
+    fn rebase(&mut self, ctx: &GpuContext, n: u32) -> Result<()> {
+        let (w, u) = (self.ctx_rows, self.inject.max_rows);
+        if !self.inject.has_store() || w <= u {
+            return Err(Error::Usage(format!(
+                "drafter cache full: {} + {n} rows past its {w} context rows (no position window)",
+                self.filled
+            )));
+        }
+        let keep = (w / 2).min(w - u);
+        let shift = self.filled - keep;
+        let n_kv = self.meta.hp.n_head_kv;
+        let mut c = 0;
+        while c < keep {
+            let m = u.min(keep - c);
+            let (model, heads) = (&self.fwd.weights, &self.heads);
+            self.inject
+                .restage(ctx, m, shift + c, c, model, heads, n_kv)?;
+            c += m;
+        }
+        self.base += shift;
+        self.filled = keep;
+        self.rebases += 1;
+        Ok(())
+    }
+
+    /// Drafts after `anchor` at target position `p0` (every row before it injected). `pick`
+    /// chooses each slot's token from its corrected logits `[V]` on the host (sampling);
+    /// `None` takes the argmax on the device in one submit.
+    pub fn draft(
+        &mut self,
+        ctx: &GpuContext,
+        anchor: u32,
+        p0: u32,
+        pick: Option<&mut dyn FnMut(usize, &[f32]) -> u32>,
+    ) -> Result<Draft> {
+        if p0 != self.next_position() {
+            return Err(Error::Usage(format!(
+                "draft at position {p0}, but the drafter holds rows up to {}",
+                self.next_position()
+            )));
+        }
+        let gamma = self.meta.block_size;
+        let mut tokens = vec![self.mask; gamma as usize];
+        tokens[0] = anchor;
+        self.fwd.prepare(ctx, &tokens, self.filled, gamma)?;
+        upload(
+            ctx,
+            "draft anchor",
+            &self.out,
+            0,
+            bytemuck::bytes_of(&anchor),
+        )?;
+        let (mut list, _) = self.fwd.record(gamma, gamma)?;
+        let first = usize::from(!self.meta.sample_from_anchor);
+        let v = self.meta.hp.n_vocab as usize;
+        match pick {
+            None => {
+                for j in 0..gamma as usize {
+                    list.extend(self.slot_dispatches(j, true));
+                }
+                submit(ctx, "dspark draft", &list)?;
+            }
+            Some(pick) => {
+                submit(ctx, "dspark draft", &list)?;
+                for j in 0..gamma as usize {
+                    submit(ctx, "dspark slot", &self.slot_dispatches(j, false))?;
+                    let off = (j * v * 4) as u64;
+                    let bytes = read_back(ctx, &self.fwd.buffers.logits, off, (v * 4) as u64)?;
+                    let logits: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
+                    let token = if j >= first {
+                        pick(j - first, &logits)
+                    } else {
+                        0
+                    };
+                    let at = ((j + 1) * 4) as u64;
+                    upload(
+                        ctx,
+                        "draft token",
+                        &self.out,
+                        at,
+                        bytemuck::bytes_of(&token),
+                    )?;
+                }
+            }
+        }
+        let n = 2 * gamma as usize + 1;
+        let bytes = read_back(ctx, &self.out, 0, (n * 4) as u64)?;
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        let g = gamma as usize;
+        let tokens = words[1 + first..=g].to_vec();
+        let conf = if self.heads.conf.is_some() {
+            words[g + 1 + first..]
+                .iter()
+                .map(|&w| f32::from_bits(w))
+                .collect()
+        } else {
+            vec![1.0; g - first]
+        };
+        Ok(Draft { tokens, conf })
+    }
+
+    /// Slot `j`'s dispatches: the Markov gather and bias, the confidence, and (greedy) the
+    /// on-device pick.
+    fn slot_dispatches(&self, j: usize, greedy: bool) -> Vec<&Dispatch> {
+        let mut list: Vec<&Dispatch> = Vec::new();
+        if let Some(m) = self.markov.get(j) {
+            list.extend(&m.gather);
+            list.extend(&m.matvec);
+        }
+        let s = &self.slots[j];
+        list.extend(&s.add_bias);
+        list.extend(&s.confidence);
+        if greedy {
+            list.push(&s.pick);
+        }
+        list
+    }
+}

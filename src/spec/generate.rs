@@ -1,0 +1,208 @@
+//! The speculative generation loop (dspark-spec §3.2–3.3): prefill with every row injected into
+//! the drafter, then cycles of draft → choose ℓ → verify `[x0, d1..dℓ]` in one target forward →
+//! accept (greedy, or lossless rejection sampling) → commit `a + 1` tokens, roll the target's KV
+//! back to them and inject exactly those rows. Plain steps (nothing worth verifying, bypass)
+//! still inject their row, so the drafter never conditions on a hole.
+
+use std::time::Instant;
+
+use crate::engine::{Engine, GenStats};
+use crate::sampling::{Sampler, Xoshiro256StarStar};
+use crate::{Error, Result};
+
+use super::accept::{accept_greedy, accept_sampled, draft_distribution, draft_sample};
+use super::drafter::Drafter;
+use super::schedule::{confidence_schedule, threshold_len, SpsProfile};
+use super::stats::SpecStats;
+
+/// How many drafts each cycle verifies.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VerifyPolicy {
+    /// Every draft (up to `n_max`).
+    Fixed,
+    /// Up to the first draft whose confidence is below `p_min` (`--spec-draft-p-min`).
+    Threshold(f32),
+    /// The paper's Algorithm 1 over target steps per second measured at start-up.
+    Schedule(SpsProfile),
+}
+
+/// Speculation settings of one generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecOptions {
+    /// `--spec-draft-n-max`: drafts verified per cycle at most.
+    pub n_max: u32,
+    pub policy: VerifyPolicy,
+}
+
+/// The verify length for confidences `conf` under `policy`, at most `max`.
+fn verify_len(policy: &VerifyPolicy, conf: &[f32], max: usize) -> usize {
+    let conf = &conf[..conf.len().min(max)];
+    match policy {
+        VerifyPolicy::Fixed => conf.len(),
+        VerifyPolicy::Threshold(p) => threshold_len(conf, *p),
+        VerifyPolicy::Schedule(sps) => confidence_schedule(&[conf], sps)
+            .lens
+            .first()
+            .copied()
+            .unwrap_or(0),
+    }
+}
+
+/// Where a generation stands: tokens emitted and whether to go on.
+struct Emitter<'a, F: FnMut(u32) -> Result<bool>> {
+    eng_eog: &'a dyn Fn(u32) -> bool,
+    stats: &'a mut GenStats,
+    n_predict: usize,
+    on_token: F,
+    done: bool,
+}
+
+impl<F: FnMut(u32) -> Result<bool>> Emitter<'_, F> {
+    /// Emits `token` unless it ends the generation; false once done.
+    fn emit(&mut self, token: u32) -> Result<bool> {
+        if self.done || self.stats.generated_tokens >= self.n_predict || (self.eng_eog)(token) {
+            self.done = true;
+            return Ok(false);
+        }
+        self.stats.generated_tokens += 1;
+        self.stats.generated_token_ids.push(token);
+        if !(self.on_token)(token)? || self.stats.generated_tokens >= self.n_predict {
+            self.done = true;
+        }
+        Ok(!self.done)
+    }
+}
+
+/// Generates up to `n_predict` tokens after `prompt` with `drafter`; the same tokens as
+/// [`Engine::generate`] under greedy decoding, the same distribution when sampling.
+pub fn generate(
+    eng: &mut Engine,
+    drafter: &mut dyn Drafter,
+    opts: &SpecOptions,
+    prompt: &[u32],
+    n_predict: usize,
+    mut sampler: Option<&mut Sampler>,
+    on_token: impl FnMut(u32) -> Result<bool>,
+) -> Result<GenStats> {
+    if prompt.is_empty() {
+        return Err(Error::Usage("the prompt has no tokens".into()));
+    }
+    let mut spec = SpecStats::new(drafter.max_drafts());
+    let mut stats = GenStats {
+        prompt_tokens: prompt.len(),
+        ..GenStats::default()
+    };
+    let start = eng.fwd.kv.len(0)?;
+    if start == 0 {
+        drafter.reset();
+    }
+    if drafter.next_position() != start {
+        return Err(Error::Usage(format!(
+            "the drafter holds {} rows but the target {start}",
+            drafter.next_position()
+        )));
+    }
+    // Prefill: every chunk's rows go to the drafter.
+    let t0 = Instant::now();
+    let chunk = eng.fwd.max_rows().max(1) as usize;
+    let n_chunks = prompt.len().div_ceil(chunk);
+    for (i, part) in prompt.chunks(chunk).enumerate() {
+        let at = eng.fwd.kv.len(0)?;
+        eng.fwd.step(&eng.ctx, part, u32::from(i + 1 == n_chunks))?;
+        let ti = Instant::now();
+        drafter.inject(&eng.ctx, part.len() as u32, at)?;
+        spec.inject_secs += ti.elapsed().as_secs_f64();
+    }
+    let mut token = eng.pick(sampler.as_deref_mut())?;
+    stats.prefill_secs = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let tok = &eng.tok;
+    let eog = |t: u32| tok.is_eog(t);
+    let mut em = Emitter {
+        eng_eog: &eog,
+        stats: &mut stats,
+        n_predict,
+        on_token,
+        done: false,
+    };
+    let mut draft_rng =
+        Xoshiro256StarStar::new(sampler.as_ref().map_or(0, |s| s.params().seed) ^ 0x5eed);
+    let n_vocab = eng.fwd.hp.n_vocab as usize;
+    let capacity = eng.fwd.kv.capacity();
+    if em.emit(token)? {
+        loop {
+            let p0 = eng.fwd.kv.len(0)?;
+            if p0 >= capacity {
+                eprintln!("context full ({capacity} tokens): stopping");
+                break;
+            }
+            let remaining = n_predict - em.stats.generated_tokens;
+            let max_len = (opts.n_max.min(drafter.max_drafts()) as usize)
+                .min(remaining.saturating_sub(1))
+                .min((capacity - p0 - 1) as usize);
+            // Draft.
+            let mut drafts = Vec::new();
+            let mut dists = Vec::new();
+            if max_len > 0 {
+                let td = Instant::now();
+                let draft = match sampler.as_deref() {
+                    None => drafter.draft(&eng.ctx, token, p0, None)?,
+                    Some(s) => {
+                        let temp = s.params().temp;
+                        let mut pick = |_: usize, logits: &[f32]| {
+                            let dist = draft_distribution(logits, temp);
+                            let t = draft_sample(&dist, &mut draft_rng);
+                            dists.extend_from_slice(&dist);
+                            t
+                        };
+                        drafter.draft(&eng.ctx, token, p0, Some(&mut pick))?
+                    }
+                };
+                spec.draft_secs += td.elapsed().as_secs_f64();
+                let len = verify_len(&opts.policy, &draft.conf, max_len.min(draft.tokens.len()));
+                drafts = draft.tokens[..len].to_vec();
+                dists.truncate(len * n_vocab);
+                spec.cycles += 1;
+                spec.proposed += draft.tokens.len() as u64;
+            }
+            // Verify [x0, d1..dℓ].
+            let tv = Instant::now();
+            let mut rows = vec![token];
+            rows.extend(&drafts);
+            let m = rows.len() as u32;
+            eng.fwd.step(&eng.ctx, &rows, m)?;
+            spec.target_forwards += 1;
+            let verdict = match sampler.as_deref_mut() {
+                None => accept_greedy(&drafts, &eng.fwd.argmax(&eng.ctx)?)?,
+                Some(s) => {
+                    let logits = eng.fwd.logits(&eng.ctx)?;
+                    accept_sampled(s, &drafts, &dists, &logits, n_vocab)?
+                }
+            };
+            spec.verify_secs += tv.elapsed().as_secs_f64();
+            let a = verdict.accepted;
+            if !drafts.is_empty() {
+                spec.record(drafts.len(), a);
+            }
+            // Commit x0, d1..da: roll the target back, inject exactly those rows.
+            eng.fwd.kv.truncate_to(0, p0 + a as u32 + 1)?;
+            let ti = Instant::now();
+            drafter.inject(&eng.ctx, a as u32 + 1, p0)?;
+            spec.inject_secs += ti.elapsed().as_secs_f64();
+            let mut go = true;
+            for &d in &drafts[..a] {
+                go = em.emit(d)?;
+                if !go {
+                    break;
+                }
+            }
+            if !go || !em.emit(verdict.next)? {
+                break;
+            }
+            token = verdict.next;
+        }
+    }
+    stats.decode_secs = t1.elapsed().as_secs_f64();
+    stats.spec = Some(spec);
+    Ok(stats)
+}

@@ -1,0 +1,114 @@
+//! Counters of a speculative generation and what `generate`'s stats line and `--stats-json`
+//! derive from them (acceptance rate, τ, tokens per target forward, time split).
+
+use serde_json::{json, Value};
+
+/// Counters of one speculative generation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpecStats {
+    /// Cycles that drafted (plain steps are not cycles).
+    pub cycles: u64,
+    /// Drafts the drafter produced.
+    pub proposed: u64,
+    /// Drafts sent to verification (ℓ summed over cycles).
+    pub drafted: u64,
+    /// Drafts the target accepted.
+    pub accepted: u64,
+    /// Target forwards after the prefill (verify batches and plain steps).
+    pub target_forwards: u64,
+    /// Per slot j: cycles that verified slot j, and those that accepted it.
+    pub slot_drafted: Vec<u64>,
+    pub slot_accepted: Vec<u64>,
+    pub inject_secs: f64,
+    pub draft_secs: f64,
+    pub verify_secs: f64,
+}
+
+impl SpecStats {
+    pub fn new(max_drafts: u32) -> SpecStats {
+        SpecStats {
+            slot_drafted: vec![0; max_drafts as usize],
+            slot_accepted: vec![0; max_drafts as usize],
+            ..SpecStats::default()
+        }
+    }
+
+    /// A cycle verified `len` drafts and accepted the first `accepted`.
+    pub fn record(&mut self, len: usize, accepted: usize) {
+        self.drafted += len as u64;
+        self.accepted += accepted as u64;
+        for j in 0..len.min(self.slot_drafted.len()) {
+            self.slot_drafted[j] += 1;
+            if j < accepted {
+                self.slot_accepted[j] += 1;
+            }
+        }
+    }
+
+    /// Accepted / verified drafts.
+    pub fn acceptance_rate(&self) -> f64 {
+        ratio(self.accepted, self.drafted)
+    }
+
+    /// Mean accepted length per drafting cycle, the `+1` of the target's own token included.
+    pub fn tau(&self) -> f64 {
+        ratio(self.accepted + self.cycles, self.cycles)
+    }
+
+    /// Generated tokens per target forward after the prefill (the first token comes from it).
+    pub fn tokens_per_target_forward(&self, generated: usize) -> f64 {
+        ratio(generated.saturating_sub(1) as u64, self.target_forwards)
+    }
+
+    /// Per slot acceptance, conditional on the slot being verified.
+    pub fn slot_acceptance(&self) -> Vec<f64> {
+        self.slot_drafted
+            .iter()
+            .zip(&self.slot_accepted)
+            .map(|(&d, &a)| ratio(a, d))
+            .collect()
+    }
+
+    /// The `spec` object of `--stats-json`.
+    pub fn to_json(&self, generated: usize) -> Value {
+        json!({
+            "cycles": self.cycles,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "proposed": self.proposed,
+            "acceptance_rate": self.acceptance_rate(),
+            "tau": self.tau(),
+            "tokens_per_target_forward": self.tokens_per_target_forward(generated),
+            "target_forwards": self.target_forwards,
+            "slot_acceptance": self.slot_acceptance(),
+            "inject_ms": self.inject_secs * 1e3,
+            "draft_ms": self.draft_secs * 1e3,
+            "verify_ms": self.verify_secs * 1e3,
+        })
+    }
+
+    /// One line for stderr.
+    pub fn summary(&self, generated: usize) -> String {
+        format!(
+            "spec: {} cycles, {} drafted, {} accepted ({:.1} %), tau {:.2}, {:.2} tokens/target \
+             forward; inject {:.0} ms, draft {:.0} ms, verify {:.0} ms",
+            self.cycles,
+            self.drafted,
+            self.accepted,
+            100.0 * self.acceptance_rate(),
+            self.tau(),
+            self.tokens_per_target_forward(generated),
+            self.inject_secs * 1e3,
+            self.draft_secs * 1e3,
+            self.verify_secs * 1e3
+        )
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}

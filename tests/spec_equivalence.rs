@@ -1,0 +1,152 @@
+//! Speculative decoding equivalence on the real model (reliability.md C1, C3, C4; the DSpark
+//! issue's acceptance): greedy output with a drafter — a random-weight DSpark drafter, an
+//! always-wrong drafter, an oracle replaying the target's own greedy tokens — is identical to
+//! plain decoding, for several block sizes; the counters are consistent; the oracle accepts
+//! everything; rollback after full rejection leaks nothing; a prompt longer than the injection
+//! chunk keeps speculating; the drafter's non-KV buffers do not change with the context.
+//!
+//! Scale: `FLINT_SPEC_PROMPTS` (default 20) prompts × `FLINT_SPEC_TOKENS` (default 128) new
+//! tokens per block size.
+
+mod common;
+
+use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::gguf::GgufFile;
+use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::spec::adversarial::{Adversary, AdversaryKind};
+use flint::spec::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
+
+const PROMPTS: [&str; 20] = [
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether?",
+    "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "def is_palindrome(s: str) -> bool:\n",
+    "Write a Python function that returns the largest element of a list.",
+    "Compose an engaging travel blog post about a recent trip to Hawaii.",
+    "Explain the difference between a list and a tuple in Python.",
+    "What are the main causes of climate change?",
+    "Give three tips for staying healthy.",
+    "Describe the water cycle in simple terms.",
+    "Once upon a time, in a small village by the sea,",
+    "The capital of France is",
+    "Translate to French: The weather is nice today.",
+    "List the planets of the solar system in order.",
+    "If a train travels 60 miles per hour for 3 hours, how far does it go?",
+    "Summarize the plot of Romeo and Juliet in two sentences.",
+    "What is the boiling point of water at sea level?",
+    "Write a haiku about autumn leaves.",
+    "How do I reverse a string in JavaScript?",
+    "Why is the sky blue?",
+];
+
+fn env_usize(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn drafter_file(dir: &std::path::Path, block: u32, seed: u64) -> std::path::PathBuf {
+    let target = GgufFile::open(&common::model_path()).unwrap();
+    let opts = InitOptions {
+        block,
+        seed,
+        ..InitOptions::default()
+    };
+    let path = dir.join(format!("drafter-b{block}-s{seed}.gguf"));
+    random_drafter(&target, &opts)
+        .unwrap()
+        .write_file(&path)
+        .unwrap();
+    path
+}
+
+fn engine(n_ctx: u32, draft: Option<DraftOptions>) -> Engine {
+    Engine::load(&EngineOptions {
+        model: common::model_path(),
+        n_ctx,
+        n_ubatch: 64,
+        draft,
+        ..EngineOptions::default()
+    })
+    .unwrap()
+}
+
+fn plain(eng: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
+    eng.reset().unwrap();
+    let s = eng.generate_plain(prompt, n, None, |_| Ok(true)).unwrap();
+    s.generated_token_ids
+}
+
+fn speculate(
+    eng: &mut Engine,
+    d: &mut dyn Drafter,
+    n_max: u32,
+    prompt: &[u32],
+    n: usize,
+) -> (Vec<u32>, SpecStats) {
+    eng.reset().unwrap();
+    d.reset();
+    let opts = SpecOptions {
+        n_max,
+        policy: VerifyPolicy::Fixed,
+    };
+    let s = flint::spec::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
+    (s.generated_token_ids, s.spec.unwrap())
+}
+
+/// accepted ≤ drafted; every target forward emits its accepted drafts plus one token (the
+/// first token comes from the prefill); a generation cut short by an end token may stop inside
+/// a cycle.
+fn check_counters(what: &str, out: &[u32], s: &SpecStats, n: usize) {
+    assert!(s.accepted <= s.drafted, "{what}: {s:?}");
+    let emitted = out.len().saturating_sub(1) as u64;
+    if out.len() == n {
+        assert_eq!(emitted, s.accepted + s.target_forwards, "{what}: {s:?}");
+    } else {
+        assert!(emitted <= s.accepted + s.target_forwards, "{what}: {s:?}");
+    }
+}
+
+#[test]
+fn greedy_output_is_identical_with_every_drafter() {
+    let n_prompts = env_usize("FLINT_SPEC_PROMPTS", 20).min(PROMPTS.len());
+    let n = env_usize("FLINT_SPEC_TOKENS", 128);
+    let dir = common::temp_dir("spec-equivalence");
+    let mut eng = engine(1024, None);
+    let prompts: Vec<Vec<u32>> = PROMPTS[..n_prompts]
+        .iter()
+        .map(|p| eng.tok.encode(p, true, true).unwrap())
+        .collect();
+    let expected: Vec<Vec<u32>> = prompts.iter().map(|p| plain(&mut eng, p, n)).collect();
+    let n_vocab = eng.fwd.hp.n_vocab;
+    for gamma in [1u32, 4, 7, 16] {
+        let path = drafter_file(&dir, gamma, 11);
+        let mut deng = engine(1024, Some(DraftOptions::new(path)));
+        let (mut dspark, _) = deng.drafter.take().unwrap();
+        for (p, want) in prompts.iter().zip(&expected) {
+            let seq: Vec<u32> = p.iter().chain(want).copied().collect();
+            let kinds = [AdversaryKind::Oracle, AdversaryKind::AlwaysWrong];
+            for kind in kinds {
+                let mut adv = Adversary::new(kind, seq.clone(), gamma, n_vocab);
+                let (out, s) = speculate(&mut deng, &mut adv, gamma, p, n);
+                let what = format!("{kind:?} γ={gamma}");
+                assert_eq!(&out, want, "{what}: output differs from plain decoding");
+                check_counters(&what, &out, &s, n);
+                match kind {
+                    AdversaryKind::Oracle => {
+                        assert_eq!(s.accepted, s.drafted, "{what}: oracle rejected: {s:?}");
+                        if n > gamma as usize + 1 && out.len() == n {
+                            assert!(s.slot_acceptance()[gamma as usize - 1] == 1.0);
+                        }
+                    }
+                    AdversaryKind::AlwaysWrong => assert_eq!(s.accepted, 0, "{what}: {s:?}"),
+                }
+            }
+            let (out, s) = speculate(&mut deng, &mut dspark, gamma, p, n);
+            assert_eq!(&out, want, "random DSpark γ={gamma}: output differs");
+            check_counters(&format!("random DSpark γ={gamma}"), &out, &s, n);
+            assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
+        }
+    }
+}
