@@ -35,6 +35,8 @@ pub enum Error {
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
     #[error(transparent)]
     Sampling(#[from] crate::sampling::SamplerError),
+    #[error(transparent)]
+    DrafterInit(#[from] crate::model::drafter_init::InitError),
     #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
     OutOfMemory {
         requested: u64,
@@ -53,6 +55,11 @@ impl Error {
             Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
             Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) | Error::Tokenizer(_) => 3,
             Error::Gpu(_) => 4,
+            Error::DrafterInit(e) => match e {
+                crate::model::drafter_init::InitError::Hparams(_)
+                | crate::model::drafter_init::InitError::Gguf(_) => 3,
+                _ => 2,
+            },
             Error::Io { .. } => 1,
         }
     }

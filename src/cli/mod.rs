@@ -39,6 +39,8 @@ pub enum Command {
     Gguf(gguf_cmd::GgufArgs),
     /// Benchmark like llama-bench: pp/tg/pg tests at KV depths, md/csv/json/jsonl/sql output.
     Bench(bench::BenchArgs),
+    /// DSpark drafter tools (`init`: a random drafter for a target, to test the drafter path).
+    Dspark(dspark::DsparkArgs),
 }
 
 /// Run a parsed command line.
@@ -51,6 +53,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Plan(args) => plan::run(&args),
         Command::Gguf(args) => gguf_cmd::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Dspark(args) => dspark::run(&args),
     }
 }
 
