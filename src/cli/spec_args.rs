@@ -34,10 +34,10 @@ pub struct SpecArgs {
     pub inject_chunk: u32,
     /// Drafter K cache type (`-ctkd`).
     #[arg(long = "cache-type-k-draft", default_value = "f16")]
-    pub type_k: String,
+    pub draft_type_k: String,
     /// Drafter V cache type (`-ctvd`).
     #[arg(long = "cache-type-v-draft", default_value = "f16")]
-    pub type_v: String,
+    pub draft_type_v: String,
     /// Let drafter positions run past its trained context instead of rebasing them into a
     /// window.
     #[arg(long = "spec-no-window")]
@@ -81,8 +81,8 @@ impl SpecArgs {
             n_max: self.n_max,
             p_min: self.p_min,
             inject_chunk: self.inject_chunk,
-            type_k: kv("-ctkd", &self.type_k)?,
-            type_v: kv("-ctvd", &self.type_v)?,
+            type_k: kv("-ctkd", &self.draft_type_k)?,
+            type_v: kv("-ctvd", &self.draft_type_v)?,
             schedule: self.schedule,
             ctx: self.ctx_draft,
             window: !self.no_window,
