@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod alloc;
+pub mod dspark;
+pub mod dspark_check;
 pub mod gpu;
 pub mod raw;
 

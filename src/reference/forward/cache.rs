@@ -116,7 +116,8 @@ impl RefKvCache {
 }
 
 /// Rows as the cache holds them: unchanged (F32), through f16, or quantized and dequantized.
-fn store(ty: GgmlType, x: &[f32]) -> Result<Vec<f32>, ForwardError> {
+/// (Also the drafter oracle's cache, [`crate::reference::dspark`].)
+pub(crate) fn store(ty: GgmlType, x: &[f32]) -> Result<Vec<f32>, ForwardError> {
     let bytes = match ty {
         GgmlType::F16 => return Ok(x.iter().map(|&v| round_f16(v)).collect()),
         GgmlType::Q8_0 => quantize_row_q8_0(x),

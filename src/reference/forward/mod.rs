@@ -27,8 +27,10 @@ mod pass;
 mod tests;
 mod weights;
 
+pub(crate) use cache::store as store_kv_rows;
 pub use cache::RefKvCache;
 pub use linear::{linear, max_threads};
+pub(crate) use weights::Tensors;
 pub use weights::{LayerWeights, Weights};
 
 use crate::gguf::{Gguf, GgufError, GgufFile};

@@ -104,15 +104,15 @@ impl Weights {
     }
 }
 
-/// Tensor lookup in one parsed file.
-struct Tensors<'a> {
-    g: &'a Gguf,
-    bytes: &'a [u8],
+/// Tensor lookup in one parsed file (also the drafter oracle's loader).
+pub(crate) struct Tensors<'a> {
+    pub(crate) g: &'a Gguf,
+    pub(crate) bytes: &'a [u8],
 }
 
 impl Tensors<'_> {
     /// Tensor `name`, which must be `[k, n]` (`n = 1`: a vector `[k]`), as f32 `[n, k]`.
-    fn get(&self, name: &str, k: usize, n: usize) -> Result<Vec<f32>, ForwardError> {
+    pub(crate) fn get(&self, name: &str, k: usize, n: usize) -> Result<Vec<f32>, ForwardError> {
         self.opt(name, k, n)?
             .ok_or_else(|| ForwardError::MissingTensor {
                 name: name.to_string(),
@@ -120,7 +120,12 @@ impl Tensors<'_> {
     }
 
     /// As [`Self::get`], `None` when the file has no tensor `name`.
-    fn opt(&self, name: &str, k: usize, n: usize) -> Result<Option<Vec<f32>>, ForwardError> {
+    pub(crate) fn opt(
+        &self,
+        name: &str,
+        k: usize,
+        n: usize,
+    ) -> Result<Option<Vec<f32>>, ForwardError> {
         let Some(info) = self.g.tensor(name) else {
             return Ok(None);
         };
