@@ -96,6 +96,7 @@ fn speculate(
     let opts = SpecOptions {
         n_max,
         policy: VerifyPolicy::Fixed,
+        bypass: None,
     };
     let s = flint::spec::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
     (s.generated_token_ids, s.spec.unwrap())

@@ -42,6 +42,9 @@ pub struct SpecArgs {
     /// window.
     #[arg(long = "spec-no-window")]
     pub no_window: bool,
+    /// Always draft, even while drafting does not pay.
+    #[arg(long = "spec-no-bypass")]
+    pub no_bypass: bool,
     /// Decode without the drafter even when one is given.
     #[arg(long = "no-spec")]
     pub no_spec: bool,
@@ -86,6 +89,7 @@ impl SpecArgs {
             schedule: self.schedule,
             ctx: self.ctx_draft,
             window: !self.no_window,
+            bypass: !self.no_bypass,
         }))
     }
 }

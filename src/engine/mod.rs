@@ -59,6 +59,8 @@ pub struct DraftOptions {
     pub ctx: Option<u32>,
     /// Keep drafter positions inside a window (`--spec-no-window` turns it off).
     pub window: bool,
+    /// Decode plainly while drafting does not pay (`--spec-no-bypass` turns it off).
+    pub bypass: bool,
 }
 
 impl DraftOptions {
@@ -73,6 +75,7 @@ impl DraftOptions {
             schedule: false,
             ctx: None,
             window: true,
+            bypass: true,
         }
     }
 }
@@ -253,6 +256,7 @@ impl Engine {
                 let spec = SpecOptions {
                     n_max: dp.n_draft,
                     policy,
+                    bypass: d.bypass.then(crate::spec::bypass::BypassConfig::default),
                 };
                 Some((dspark, spec))
             }

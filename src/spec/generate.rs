@@ -11,6 +11,7 @@ use crate::sampling::{Sampler, Xoshiro256StarStar};
 use crate::{Error, Result};
 
 use super::accept::{accept_greedy, accept_sampled, draft_distribution, draft_sample};
+use super::bypass::{Bypass, BypassConfig};
 use super::drafter::Drafter;
 use super::schedule::{confidence_schedule, threshold_len, SpsProfile};
 use super::stats::SpecStats;
@@ -32,6 +33,8 @@ pub struct SpecOptions {
     /// `--spec-draft-n-max`: drafts verified per cycle at most.
     pub n_max: u32,
     pub policy: VerifyPolicy,
+    /// Fall back to plain decoding while drafting does not pay (`None`: always draft).
+    pub bypass: Option<BypassConfig>,
 }
 
 /// The verify length for confidences `conf` under `policy`, at most `max`.
@@ -129,6 +132,12 @@ pub fn generate(
         Xoshiro256StarStar::new(sampler.as_ref().map_or(0, |s| s.params().seed) ^ 0x5eed);
     let n_vocab = eng.fwd.hp.n_vocab as usize;
     let capacity = eng.fwd.kv.capacity();
+    let mut bypass = match opts.bypass {
+        Some(cfg) => Some(Bypass::new(cfg).map_err(|e| Error::Usage(e.to_string()))?),
+        None => None,
+    };
+    // With a bypass, the first step is plain: it measures what drafting has to beat.
+    let mut first_plain = bypass.is_some();
     if em.emit(token)? {
         loop {
             let p0 = eng.fwd.kv.len(0)?;
@@ -137,9 +146,16 @@ pub fn generate(
                 break;
             }
             let remaining = n_predict - em.stats.generated_tokens;
-            let max_len = (opts.n_max.min(drafter.max_drafts()) as usize)
+            let mut max_len = (opts.n_max.min(drafter.max_drafts()) as usize)
                 .min(remaining.saturating_sub(1))
                 .min((capacity - p0 - 1) as usize);
+            let draft_now = !std::mem::take(&mut first_plain)
+                && bypass.as_mut().is_none_or(|b| b.should_draft());
+            if !draft_now {
+                max_len = 0;
+                spec.bypassed += 1;
+            }
+            let mut cycle_draft_secs = 0.0;
             // Draft.
             let mut drafts = Vec::new();
             let mut dists = Vec::new();
@@ -158,7 +174,8 @@ pub fn generate(
                         drafter.draft(&eng.ctx, token, p0, Some(&mut pick))?
                     }
                 };
-                spec.draft_secs += td.elapsed().as_secs_f64();
+                cycle_draft_secs = td.elapsed().as_secs_f64();
+                spec.draft_secs += cycle_draft_secs;
                 let len = verify_len(&opts.policy, &draft.conf, max_len.min(draft.tokens.len()));
                 drafts = draft.tokens[..len].to_vec();
                 dists.truncate(len * n_vocab);
@@ -179,8 +196,16 @@ pub fn generate(
                     accept_sampled(s, &drafts, &dists, &logits, n_vocab)?
                 }
             };
-            spec.verify_secs += tv.elapsed().as_secs_f64();
+            let verify_secs = tv.elapsed().as_secs_f64();
+            spec.verify_secs += verify_secs;
             let a = verdict.accepted;
+            if let Some(b) = &mut bypass {
+                if max_len == 0 {
+                    b.record_plain(verify_secs);
+                } else {
+                    b.record_cycle(cycle_draft_secs, verify_secs, drafts.len() as u32, a as u32);
+                }
+            }
             if !drafts.is_empty() {
                 spec.record(drafts.len(), a);
             }

@@ -14,6 +14,8 @@ pub struct SpecStats {
     pub drafted: u64,
     /// Drafts the target accepted.
     pub accepted: u64,
+    /// Plain steps taken because drafting did not pay (bypass).
+    pub bypassed: u64,
     /// Target forwards after the prefill (verify batches and plain steps).
     pub target_forwards: u64,
     /// Per slot j: cycles that verified slot j, and those that accepted it.
@@ -80,6 +82,7 @@ impl SpecStats {
             "tau": self.tau(),
             "tokens_per_target_forward": self.tokens_per_target_forward(generated),
             "target_forwards": self.target_forwards,
+            "bypassed": self.bypassed,
             "slot_acceptance": self.slot_acceptance(),
             "inject_ms": self.inject_secs * 1e3,
             "draft_ms": self.draft_secs * 1e3,
@@ -90,9 +93,10 @@ impl SpecStats {
     /// One line for stderr.
     pub fn summary(&self, generated: usize) -> String {
         format!(
-            "spec: {} cycles, {} drafted, {} accepted ({:.1} %), tau {:.2}, {:.2} tokens/target \
+            "spec: {} cycles ({} plain steps bypassed), {} drafted, {} accepted ({:.1} %), tau {:.2}, {:.2} tokens/target \
              forward; inject {:.0} ms, draft {:.0} ms, verify {:.0} ms",
             self.cycles,
+            self.bypassed,
             self.drafted,
             self.accepted,
             100.0 * self.acceptance_rate(),

@@ -100,7 +100,7 @@ impl CopyRows {
     }
 
     /// Read from element `src_off` and write from element `dst_off` from the next submission
-    /// on (the built row count must still fit).
+    /// on (the current row count must fit at the new offsets).
     pub fn set_offsets(
         &mut self,
         ctx: &GpuContext,
@@ -109,8 +109,8 @@ impl CopyRows {
     ) -> Result<(), GpuError> {
         let p = &self.params;
         let (src_end, dst_end) = (
-            end(src_off, self.max_rows, p.src_stride, p.n_cols),
-            end(dst_off, self.max_rows, p.dst_stride, p.n_cols),
+            end(src_off, p.n_rows, p.src_stride, p.n_cols),
+            end(dst_off, p.n_rows, p.dst_stride, p.n_cols),
         );
         if src_end > self.src_len || dst_end > self.dst_len {
             let actual = format!("offsets {src_off} / {dst_off}");
@@ -129,6 +129,13 @@ impl CopyRows {
                 format!("at most {}", self.max_rows),
                 n_rows,
             ));
+        }
+        let p = &self.params;
+        if end(p.src_off, n_rows, p.src_stride, p.n_cols) > self.src_len
+            || end(p.dst_off, n_rows, p.dst_stride, p.n_cols) > self.dst_len
+        {
+            let actual = format!("{n_rows} rows at offsets {} / {}", p.src_off, p.dst_off);
+            return Err(bad_input("row copy rows", "inside both buffers", actual));
         }
         self.params.n_rows = n_rows;
         rewrite_params(ctx, &self.dispatch, &self.params)?;

@@ -216,8 +216,11 @@ impl Inject {
                 l.store_v.set_n_tokens(ctx, n)?;
             }
             if let Some(st) = &mut self.store {
-                st.put.set_rows(ctx, n)?;
-                st.get.set_rows(ctx, n)?;
+                // Offsets first: the old ones need not hold the new row count.
+                for copy in [&mut st.put, &mut st.get] {
+                    copy.set_offsets(ctx, 0, 0)?;
+                    copy.set_rows(ctx, n)?;
+                }
             }
             self.rows = n;
         }

@@ -214,6 +214,18 @@ impl Dspark {
         self.base + self.filled
     }
 
+    /// Target position of drafter cache row 0 (moves with each window rebase).
+    pub fn base(&self) -> u32 {
+        self.base
+    }
+
+    /// The last draft's corrected logits `[γ, V]` (Markov bias added; for tests and tools).
+    pub fn logits(&self, ctx: &GpuContext) -> Result<Vec<f32>> {
+        let n = u64::from(self.meta.block_size) * u64::from(self.meta.hp.n_vocab) * 4;
+        let bytes = read_back(ctx, &self.fwd.buffers.logits, 0, n)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
     /// Forget every injected row (a new sequence).
     pub fn reset(&mut self) {
         self.base = 0;

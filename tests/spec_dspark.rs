@@ -1,0 +1,230 @@
+//! The DSpark drafter on the device against its CPU oracle (`flint::reference::dspark`), on
+//! the real model with a random-weight drafter: the target's tap rows are read back from the
+//! staging buffer and injected into both, so only the drafter's own computation is compared.
+//! Tolerances: logits within 1e-4 × (1 + max |logit|) (f32 on both sides, f16 K/V rounded the
+//! same way, summation orders differ), confidences within 1e-3, identical drafts.
+//! Also: the host-sampled path chains the same tokens as the device argmax; a position-window
+//! rebase re-stages exactly the kept rows; loading refuses drafters that do not fit the target.
+
+mod common;
+
+use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::gguf::{GgmlType, GgufFile};
+use flint::gpu::buffers::read_back;
+use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::reference::dspark::{RefDraft, RefDrafter};
+use flint::spec::dspark::Dspark;
+
+fn temp_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("flint-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_drafter(dir: &std::path::Path, opts: &InitOptions) -> std::path::PathBuf {
+    let target = GgufFile::open(&common::model_path()).unwrap();
+    let path = dir.join(format!(
+        "d-b{}-s{}-l{}.gguf",
+        opts.block, opts.seed, opts.legacy
+    ));
+    random_drafter(&target, opts)
+        .unwrap()
+        .write_file(&path)
+        .unwrap();
+    path
+}
+
+fn engine(n_ctx: u32, d: DraftOptions) -> Engine {
+    Engine::load(&EngineOptions {
+        model: common::model_path(),
+        n_ctx,
+        n_ubatch: 512,
+        draft: Some(d),
+        ..EngineOptions::default()
+    })
+    .unwrap()
+}
+
+fn prompt(eng: &Engine, n: usize) -> Vec<u32> {
+    let text = "The history of the printing press begins in the fifteenth century, when \
+                Johannes Gutenberg combined movable metal type, oil-based inks and a wooden \
+                press adapted from wine making. Within fifty years presses operated in more \
+                than two hundred cities across Europe, and the number of books grew from a few \
+                thousand manuscripts to millions of printed volumes, which changed how \
+                scholars, merchants and ordinary readers shared news and ideas.";
+    let mut t = eng.tok.encode(text, true, true).unwrap();
+    assert!(t.len() >= n, "prompt of {} tokens", t.len());
+    t.truncate(n);
+    t
+}
+
+/// Runs `tokens` through the target in chunks of `chunk`, injecting every chunk into the
+/// device drafter; returns all tap rows `[n, width]` read back from the staging buffer.
+fn prefill(eng: &mut Engine, ds: &mut Dspark, tokens: &[u32], chunk: usize) -> Vec<f32> {
+    let width = ds.meta.tap_width() as usize;
+    let mut taps = Vec::new();
+    let n_chunks = tokens.len().div_ceil(chunk);
+    for (i, part) in tokens.chunks(chunk).enumerate() {
+        let at = eng.fwd.kv.len(0).unwrap();
+        eng.fwd
+            .step(&eng.ctx, part, u32::from(i + 1 == n_chunks))
+            .unwrap();
+        let bytes = read_back(
+            &eng.ctx,
+            ds.taps_buffer(),
+            0,
+            (part.len() * width * 4) as u64,
+        )
+        .unwrap();
+        taps.extend(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes));
+        ds.inject(&eng.ctx, part.len() as u32, at).unwrap();
+    }
+    taps
+}
+
+fn compare(what: &str, gpu_logits: &[f32], gpu: &flint::spec::dspark::Draft, r: &RefDraft) {
+    let max_ref = r.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let err = gpu_logits
+        .iter()
+        .zip(&r.logits)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let tol = 1e-4 * (1.0 + max_ref);
+    assert!(err <= tol, "{what}: max |logit diff| {err} > {tol}");
+    assert_eq!(gpu.tokens, r.tokens, "{what}: drafts differ");
+    for (a, b) in gpu.conf.iter().zip(&r.conf) {
+        assert!((a - b).abs() <= 1e-3, "{what}: confidence {a} vs {b}");
+    }
+    eprintln!("{what}: max |logit diff| {err:.2e} (max |logit| {max_ref:.2})");
+}
+
+#[test]
+fn device_drafter_matches_the_cpu_oracle() {
+    let dir = temp_dir("spec-dspark");
+    let target = GgufFile::open(&common::model_path()).unwrap();
+    for legacy in [false, true] {
+        let opts = InitOptions {
+            block: 4,
+            seed: 3,
+            legacy,
+            ..InitOptions::default()
+        };
+        let path = write_drafter(&dir, &opts);
+        let mut d = DraftOptions::new(path.clone());
+        d.inject_chunk = 16;
+        let mut eng = engine(256, d);
+        let (mut ds, _) = eng.drafter.take().unwrap();
+        let dfile = GgufFile::open(&path).unwrap();
+        let mut rd = RefDrafter::load(&dfile, &target, GgmlType::F16).unwrap();
+        // 40 rows injected in chunks of 16, 16, 8.
+        let tokens = prompt(&eng, 40);
+        let taps = prefill(&mut eng, &mut ds, &tokens, 16);
+        let positions: Vec<u32> = (0..40).collect();
+        rd.inject(&taps, &positions).unwrap();
+        let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
+        let gpu = ds.draft(&eng.ctx, anchor, 40, None).unwrap();
+        let logits = ds.logits(&eng.ctx).unwrap();
+        let r = rd.draft(anchor, 40).unwrap();
+        compare(&format!("legacy={legacy} greedy"), &logits, &gpu, &r);
+        assert_eq!(gpu.tokens.len(), 4);
+        // The host path (one submit per slot) chains the same tokens.
+        let mut pick = |_: usize, l: &[f32]| flint::reference::ops::argmax(l, l.len())[0];
+        let host = ds.draft(&eng.ctx, anchor, 40, Some(&mut pick)).unwrap();
+        assert_eq!(host, gpu, "legacy={legacy}: host-picked chain differs");
+        // A forced chain: the Markov head conditions each slot on the token picked.
+        let mut forced = |j: usize, _: &[f32]| 100 + j as u32;
+        let gpu_forced = ds.draft(&eng.ctx, anchor, 40, Some(&mut forced)).unwrap();
+        let logits = ds.logits(&eng.ctx).unwrap();
+        let r = rd.draft_with(anchor, 40, |j, _| 100 + j as u32).unwrap();
+        compare(&format!("legacy={legacy} forced"), &logits, &gpu_forced, &r);
+    }
+}
+
+#[test]
+fn window_rebase_restages_the_kept_rows() {
+    let dir = temp_dir("spec-window");
+    let target = GgufFile::open(&common::model_path()).unwrap();
+    let path = write_drafter(
+        &dir,
+        &InitOptions {
+            block: 4,
+            seed: 5,
+            ..InitOptions::default()
+        },
+    );
+    let mut d = DraftOptions::new(path.clone());
+    d.inject_chunk = 16;
+    d.ctx = Some(48); // window W = 48 rows, U = 16: keep min(24, 32) = 24 rows per rebase
+    let mut eng = engine(256, d);
+    let (mut ds, _) = eng.drafter.take().unwrap();
+    let tokens = prompt(&eng, 64);
+    let taps = prefill(&mut eng, &mut ds, &tokens, 16);
+    // 16, 32, 48, then the fourth chunk overflows: rows 24..48 move to 0..24, then 16 more.
+    assert_eq!(ds.rebases, 1);
+    assert_eq!(ds.base(), 24);
+    assert_eq!(ds.next_position(), 64);
+    let width = ds.meta.tap_width() as usize;
+    let dfile = GgufFile::open(&path).unwrap();
+    let mut rd = RefDrafter::load(&dfile, &target, GgmlType::F16).unwrap();
+    let kept = &taps[24 * width..];
+    let positions: Vec<u32> = (0..40).collect();
+    rd.inject(kept, &positions).unwrap();
+    let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
+    let gpu = ds.draft(&eng.ctx, anchor, 64, None).unwrap();
+    let logits = ds.logits(&eng.ctx).unwrap();
+    let r = rd.draft(anchor, 40).unwrap();
+    compare("after a rebase", &logits, &gpu, &r);
+}
+
+#[test]
+fn drafters_that_do_not_fit_the_target_are_refused() {
+    let dir = temp_dir("spec-refuse");
+    let target = GgufFile::open(&common::model_path()).unwrap();
+    // A confidence threshold without a confidence head.
+    let path = write_drafter(
+        &dir,
+        &InitOptions {
+            confidence: false,
+            seed: 9,
+            ..InitOptions::default()
+        },
+    );
+    let mut d = DraftOptions::new(path);
+    d.p_min = 0.5;
+    let err = Engine::load(&EngineOptions {
+        model: common::model_path(),
+        n_ctx: 256,
+        draft: Some(d),
+        ..EngineOptions::default()
+    })
+    .err()
+    .expect("p_min without a confidence head must be refused");
+    assert!(err.to_string().contains("confidence head"), "{err}");
+    // A drafter made for another target: taps past this target's layers.
+    let tiny = common::dspark::tiny_target(target_vocab(&target), 1);
+    let tiny_path = dir.join("tiny.gguf");
+    std::fs::write(&tiny_path, &tiny).unwrap();
+    let tiny_file = GgufFile::open(&tiny_path).unwrap();
+    let opts = InitOptions {
+        taps: Some(vec![1, 2, 3, 4]),
+        ..InitOptions::default()
+    };
+    let other = dir.join("other.gguf");
+    random_drafter(&tiny_file, &opts)
+        .unwrap()
+        .write_file(&other)
+        .unwrap();
+    let err = Engine::load(&EngineOptions {
+        model: common::model_path(),
+        n_ctx: 256,
+        draft: Some(DraftOptions::new(other)),
+        ..EngineOptions::default()
+    })
+    .err()
+    .expect("a drafter for another target must be refused");
+    let msg = err.to_string();
+    assert!(msg.contains("mismatch") && msg.contains("576"), "{msg}");
+}
+
+fn target_vocab(f: &GgufFile) -> u64 {
+    u64::from(flint::model::Hparams::from_gguf(f).unwrap().n_vocab)
+}
