@@ -5,8 +5,10 @@
 //! everything; rollback after full rejection leaks nothing; a prompt longer than the injection
 //! chunk keeps speculating; the drafter's non-KV buffers do not change with the context.
 //!
-//! Scale: `FLINT_SPEC_PROMPTS` (default 20) prompts × `FLINT_SPEC_TOKENS` (default 128) new
-//! tokens per block size.
+//! Scale: `FLINT_SPEC_PROMPTS` prompts × `FLINT_SPEC_TOKENS` new tokens per block size. The
+//! defaults (4 × 16) keep the suite within CI's time on lavapipe, where a verify batch of 17
+//! rows costs about 1 s; the full scale is `FLINT_SPEC_PROMPTS=20
+//! FLINT_SPEC_TOKENS=128` (docs/DSPARK.md gives its figures).
 
 mod common;
 
@@ -117,8 +119,8 @@ fn check_counters(what: &str, out: &[u32], s: &SpecStats, n: usize) {
 
 #[test]
 fn greedy_output_is_identical_with_every_drafter() {
-    let n_prompts = env_usize("FLINT_SPEC_PROMPTS", 20).min(PROMPTS.len());
-    let n = env_usize("FLINT_SPEC_TOKENS", 128);
+    let n_prompts = env_usize("FLINT_SPEC_PROMPTS", 4).min(PROMPTS.len());
+    let n = env_usize("FLINT_SPEC_TOKENS", 16);
     let dir = temp_dir("spec-equivalence");
     let mut eng = engine(1024, None);
     let prompts: Vec<Vec<u32>> = PROMPTS[..n_prompts]
@@ -153,7 +155,9 @@ fn greedy_output_is_identical_with_every_drafter() {
             let (out, s) = speculate(&mut deng, &mut dspark, gamma, p, n);
             assert_eq!(&out, want, "random DSpark γ={gamma}: output differs");
             check_counters(&format!("random DSpark γ={gamma}"), &out, &s, n);
-            assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
+            if out.len() > 1 {
+                assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
+            }
         }
     }
 }

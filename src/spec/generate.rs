@@ -148,7 +148,9 @@ pub fn generate(
             let remaining = n_predict - em.stats.generated_tokens;
             let mut max_len = (opts.n_max.min(drafter.max_drafts()) as usize)
                 .min(remaining.saturating_sub(1))
-                .min((capacity - p0 - 1) as usize);
+                .min((capacity - p0 - 1) as usize)
+                // What the target was planned to verify at once.
+                .min(eng.fwd.max_logit_rows().saturating_sub(1) as usize);
             let draft_now = !std::mem::take(&mut first_plain)
                 && bypass.as_mut().is_none_or(|b| b.should_draft());
             if !draft_now {

@@ -136,6 +136,11 @@ impl Forward {
         Ok(())
     }
 
+    /// Most rows one step computes logits for (a verify batch of `n_draft + 1`).
+    pub fn max_logit_rows(&self) -> u32 {
+        self.max_logit_rows
+    }
+
     /// Largest batch one step takes.
     pub fn max_rows(&self) -> u32 {
         self.max_rows

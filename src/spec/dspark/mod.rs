@@ -293,7 +293,7 @@ impl Dspark {
         ctx: &GpuContext,
         anchor: u32,
         p0: u32,
-        pick: Option<&mut dyn FnMut(usize, &[f32]) -> u32>,
+        pick: Option<crate::spec::drafter::Pick<'_>>,
     ) -> Result<Draft> {
         if p0 != self.next_position() {
             return Err(Error::Usage(format!(
