@@ -13,8 +13,8 @@ use crate::gpu::{DeviceOptions, GpuContext};
 use crate::memory::budget::BudgetSource;
 use crate::memory::suggest::suggestions;
 use crate::memory::{
-    fmt_bytes, parse_bytes, plan, Budget, DeviceLimits, DraftParams, DrafterShape, Kind, Owner,
-    RunParams, TargetShape,
+    fmt_bytes, parse_bytes, plan, Budget, DeviceLimits, DrafterShape, Kind, Owner, RunParams,
+    TargetShape,
 };
 use crate::model::{DrafterMeta, Hparams};
 use crate::{Error, Result};
@@ -52,12 +52,21 @@ pub struct PlanArgs {
     /// Drafts verified per step (default: the drafter's block size).
     #[arg(long = "spec-draft-n-max")]
     pub n_draft: Option<u32>,
-    /// Context rows injected into the drafter per chunk (default: the ubatch).
-    #[arg(long = "inject-chunk")]
-    pub inject_chunk: Option<u32>,
-    /// Drafter KV as a window of this many positions instead of the whole context.
-    #[arg(long = "draft-window")]
+    /// Context rows injected into the drafter per chunk (`U`); the target's ubatch is capped
+    /// to it.
+    #[arg(
+        long = "spec-draft-ubatch",
+        visible_alias = "inject-chunk",
+        default_value_t = 512
+    )]
+    pub inject_chunk: u32,
+    /// Drafter context (`-cd`; default: its trained context): below `-c`, the drafter's K/V
+    /// is a position window of this many rows.
+    #[arg(long = "ctx-size-draft", visible_alias = "draft-window")]
     pub draft_window: Option<u32>,
+    /// Plan the drafter's K/V for the whole context, with no position window.
+    #[arg(long = "spec-no-window")]
+    pub no_window: bool,
     /// Device memory budget (`16GiB`, `8000MiB`, bytes); planning then uses generic GPU limits.
     #[arg(long = "gpu-mem")]
     pub gpu_mem: Option<String>,
@@ -110,20 +119,22 @@ fn inputs(args: &PlanArgs) -> Result<Inputs> {
     };
     let draft = match &drafter {
         Some((_, meta)) => {
-            let n_draft = args.n_draft.unwrap_or(meta.max_drafts());
-            if n_draft == 0 || n_draft > meta.max_drafts() {
+            let max = meta.max_drafts();
+            if let Some(n) = args.n_draft.filter(|&n| n == 0 || n > max) {
                 return Err(Error::Usage(format!(
-                    "--spec-draft-n-max {n_draft}: this drafter proposes 1 to {} tokens",
-                    meta.max_drafts()
+                    "--spec-draft-n-max {n}: this drafter proposes 1 to {max} tokens"
                 )));
             }
-            Some(DraftParams {
-                n_draft,
-                inject_chunk: args.inject_chunk.unwrap_or(args.n_ubatch).max(1),
+            let d = crate::engine::DraftOptions {
+                n_max: args.n_draft.unwrap_or(0),
+                inject_chunk: args.inject_chunk,
                 type_k: kv_type("-ctkd", &args.type_k_draft)?,
                 type_v: kv_type("-ctvd", &args.type_v_draft)?,
-                window: args.draft_window,
-            })
+                ctx: args.draft_window,
+                window: !args.no_window,
+                ..crate::engine::DraftOptions::new(args.model_draft.clone().unwrap_or_default())
+            };
+            Some(crate::engine::draft_params(&d, meta, args.n_ctx)?)
         }
         None => None,
     };
@@ -132,7 +143,10 @@ fn inputs(args: &PlanArgs) -> Result<Inputs> {
         n_seq: args.n_seq,
         type_k: kv_type("-ctk", &args.type_k)?,
         type_v: kv_type("-ctv", &args.type_v)?,
-        n_ubatch: args.n_ubatch,
+        // As a run does: each target step's tap rows must fit the injection staging.
+        n_ubatch: draft
+            .as_ref()
+            .map_or(args.n_ubatch, |d| args.n_ubatch.min(d.inject_chunk)),
         draft,
     };
     Ok(Inputs {

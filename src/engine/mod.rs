@@ -377,9 +377,10 @@ impl Engine {
     }
 }
 
-/// The drafter's share of the run parameters: `n_max` clamped to what a block gives, `U` at
-/// least one verify batch.
-fn draft_params(d: &DraftOptions, meta: &DrafterMeta, n_ctx: u32) -> Result<DraftParams> {
+/// The drafter's share of the run parameters (what `flint plan` and a run both use): `n_max`
+/// clamped to what a block gives, `U` above one verify batch, and the position window — the
+/// drafter's trained context (or `-cd`) when below `-c`.
+pub fn draft_params(d: &DraftOptions, meta: &DrafterMeta, n_ctx: u32) -> Result<DraftParams> {
     let max = meta.max_drafts();
     if max == 0 {
         return Err(Error::Usage(format!(
