@@ -5,9 +5,12 @@
 //! homogeneity), and the first draft is accepted at the analytic rate `Σ min(p_t, p_d)`.
 //! 20,000 draws per case, fixed seeds, fail at p < 0.001.
 
+mod common;
+
+use common::stats::{chi_square, p_value};
 use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};
 use flint::spec::accept::{accept_sampled, draft_distribution, draft_sample};
-use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
+use statrs::distribution::{ContinuousCDF, Normal};
 
 const V: usize = 50;
 const DRAWS: usize = 20_000;
@@ -105,33 +108,6 @@ fn cases() -> Vec<Case> {
         draft_temp: 0.8,
     };
     vec![disjoint, sharp, peaked]
-}
-
-/// Pearson chi-square over bins merged so every expected count is at least 5:
-/// returns (statistic, degrees of freedom). `expected[i]` is the count of bin `i`.
-fn chi_square(observed: &[f64], expected: &[f64]) -> (f64, usize) {
-    let (mut chi2, mut bins) = (0.0, 0usize);
-    let (mut pool_o, mut pool_e) = (0.0, 0.0);
-    for (&o, &e) in observed.iter().zip(expected) {
-        if e >= 5.0 {
-            chi2 += (o - e).powi(2) / e;
-            bins += 1;
-        } else {
-            pool_o += o;
-            pool_e += e;
-        }
-    }
-    // A pool still under 5 expected is too small to judge and is left out.
-    if pool_e >= 5.0 {
-        chi2 += (pool_o - pool_e).powi(2) / pool_e;
-        bins += 1;
-    }
-    (chi2, bins.saturating_sub(1))
-}
-
-fn p_value(chi2: f64, df: usize) -> f64 {
-    let dist = ChiSquared::new(df as f64).expect("df >= 1");
-    dist.sf(chi2)
 }
 
 /// The emitted-first-token counts of `DRAWS` cycles, and how often the first draft was accepted.

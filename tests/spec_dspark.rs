@@ -228,3 +228,86 @@ fn drafters_that_do_not_fit_the_target_are_refused() {
 fn target_vocab(f: &GgufFile) -> u64 {
     u64::from(flint::model::Hparams::from_gguf(f).unwrap().n_vocab)
 }
+
+/// Reliability.md C5 on the real model: the target's next-token distribution (T = 1, top-k 40)
+/// after 3 prompts against the random drafter's first-slot distribution there; 20,000 cycles of
+/// draft → rejection sampling each; the first emitted token must follow the target's
+/// distribution (chi-square, fail at p < 0.001).
+#[test]
+fn rejection_sampling_keeps_the_target_distribution_on_the_model() {
+    use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};
+    use flint::spec::accept::{accept_sampled, draft_distribution, draft_sample};
+    let dir = temp_dir("spec-c5");
+    let path = write_drafter(
+        &dir,
+        &InitOptions {
+            block: 4,
+            seed: 13,
+            ..InitOptions::default()
+        },
+    );
+    let mut eng = engine(256, DraftOptions::new(path));
+    let (mut ds, _) = eng.drafter.take().unwrap();
+    let v = eng.fwd.hp.n_vocab as usize;
+    let texts = [
+        "Once upon a time, in a small village by the sea,",
+        "def fibonacci(n):\n    ",
+        "The three primary colors are",
+    ];
+    for (i, text) in texts.iter().enumerate() {
+        eng.reset().unwrap();
+        ds.reset();
+        let tokens = eng.tok.encode(text, true, true).unwrap();
+        prefill(&mut eng, &mut ds, &tokens, 512);
+        let target = eng.fwd.logits(&eng.ctx).unwrap();
+        let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
+        let mut slot0 = Vec::new();
+        let mut pick = |j: usize, l: &[f32]| {
+            if j == 0 {
+                slot0 = l.to_vec();
+            }
+            flint::reference::ops::argmax(l, l.len())[0]
+        };
+        ds.draft(&eng.ctx, anchor, tokens.len() as u32, Some(&mut pick))
+            .unwrap();
+        let p_d = draft_distribution(&slot0, 1.0);
+        let params = SamplerParams {
+            temp: 1.0,
+            top_k: 40,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 100 + i as u64,
+            ..SamplerParams::default()
+        };
+        let mut sampler = Sampler::new(params, v as u32).unwrap();
+        let mut p_t = vec![0f64; v];
+        for (id, p) in sampler.candidates(&target) {
+            p_t[id as usize] = f64::from(p);
+        }
+        let rows = target.repeat(2);
+        let mut rng = Xoshiro256StarStar::new(7 + i as u64);
+        let mut counts = vec![0f64; v];
+        let mut accepted = 0;
+        const DRAWS: usize = 20_000;
+        for _ in 0..DRAWS {
+            let d = draft_sample(&p_d, &mut rng);
+            let verdict = accept_sampled(&mut sampler, &[d], &p_d, &rows, v).unwrap();
+            let first = if verdict.accepted > 0 {
+                accepted += 1;
+                d
+            } else {
+                verdict.next
+            };
+            assert!(
+                p_t[first as usize] > 0.0,
+                "emitted {first}, outside the target's top-k"
+            );
+            counts[first as usize] += 1.0;
+        }
+        let expected: Vec<f64> = p_t.iter().map(|p| p * DRAWS as f64).collect();
+        let (chi2, df) = common::stats::chi_square(&counts, &expected);
+        let p = common::stats::p_value(chi2, df);
+        eprintln!("prompt {i}: chi2 {chi2:.1}, df {df}, p {p:.3}, first draft accepted {accepted}");
+        assert!(p >= 1e-3, "prompt {i}: chi2 {chi2:.1}, df {df}, p {p:.2e}");
+    }
+}

@@ -82,6 +82,11 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         let keep = cached.iter().zip(&ids).take_while(|(a, b)| a == b).count();
         // Re-run at least the last token so there are logits to start from.
         let keep = keep.min(ids.len().saturating_sub(1));
+        // A drafter whose position window moved past the common prefix cannot keep it.
+        let keep = match &engine.drafter {
+            Some((d, _)) if (keep as u32) < d.base() => 0,
+            _ => keep,
+        };
         engine.fwd.kv.truncate_to(0, keep as u32)?;
         cached.truncate(keep);
         let mut stream = tok.stream_decoder(false);
@@ -96,6 +101,9 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         })?;
         writeln!(out, "{}", stream.finish()).map_err(io_err)?;
         eprintln!("[{}]", stats_line(&stats));
+        if let Some(spec) = &stats.spec {
+            eprintln!("[{}]", spec.summary(stats.generated_tokens));
+        }
         cached.extend_from_slice(&ids[keep..]);
         // The last generated token was not run through the model.
         cached.extend(reply_ids.iter().take(reply_ids.len().saturating_sub(1)));

@@ -81,4 +81,7 @@ impl Drafter for Adversary {
     fn reset(&mut self) {
         self.next = 0;
     }
+    fn truncate(&mut self, pos: u32) {
+        self.next = self.next.min(pos);
+    }
 }

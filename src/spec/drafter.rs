@@ -30,6 +30,9 @@ pub trait Drafter {
     ) -> Result<Draft>;
     /// Forget every injected row.
     fn reset(&mut self);
+    /// Forget the rows at positions `pos..` (the target's cache was cut back to `pos`, e.g. a
+    /// chat reusing a common prefix): rows are a function of the prefix, so the rest stay.
+    fn truncate(&mut self, pos: u32);
 }
 
 impl Drafter for super::dspark::Dspark {
@@ -56,5 +59,8 @@ impl Drafter for super::dspark::Dspark {
     }
     fn reset(&mut self) {
         super::dspark::Dspark::reset(self)
+    }
+    fn truncate(&mut self, pos: u32) {
+        super::dspark::Dspark::truncate(self, pos)
     }
 }

@@ -99,6 +99,7 @@ pub fn generate(
     if start == 0 {
         drafter.reset();
     }
+    drafter.truncate(start);
     if drafter.next_position() != start {
         return Err(Error::Usage(format!(
             "the drafter holds {} rows but the target {start}",

@@ -8,6 +8,7 @@ pub mod dspark;
 pub mod dspark_check;
 pub mod gpu;
 pub mod raw;
+pub mod stats;
 
 use flint::gguf::{GgmlType, GgufWriter, MetaArray, MetaValue};
 

@@ -232,9 +232,14 @@ impl Dspark {
         self.filled = 0;
     }
 
-    /// Drop injected rows at target positions `pos..`.
+    /// Drop injected rows at target positions `pos..` (all of them when `pos` is before the
+    /// window's base: those rows cannot be re-staged).
     pub fn truncate(&mut self, pos: u32) {
-        self.filled = self.filled.min(pos.saturating_sub(self.base));
+        if pos < self.base {
+            self.reset();
+        } else {
+            self.filled = self.filled.min(pos - self.base);
+        }
     }
 
     /// Injects the staged tap rows `0..n`, which the target computed for positions
