@@ -246,10 +246,25 @@ impl Inject {
         }
     }
 
-    fn upload_positions(&self, ctx: &GpuContext, start: u32, n: u32) -> Result<()> {
+    /// Sets the ops for `n` rows at cache rows (and positions) `start..`; false when there
+    /// is nothing to do.
+    fn begin(
+        &mut self,
+        ctx: &GpuContext,
+        n: u32,
+        start: u32,
+        model: &ModelWeights,
+        heads: &HeadWeights,
+        n_kv_heads: u32,
+    ) -> Result<bool> {
+        if n == 0 {
+            return Ok(false);
+        }
+        self.resize(ctx, n, model, heads, n_kv_heads)?;
         let positions: Vec<u32> = (start..start + n).collect();
         let pos = bytemuck::cast_slice(&positions);
-        Ok(upload(ctx, "inject positions", &self.positions, 0, pos)?)
+        upload(ctx, "inject positions", &self.positions, 0, pos)?;
+        Ok(true)
     }
 
     /// Injects staged rows `0..n` at drafter cache rows `start..start + n`: one submit.
@@ -262,11 +277,9 @@ impl Inject {
         heads: &HeadWeights,
         n_kv_heads: u32,
     ) -> Result<()> {
-        if n == 0 {
+        if !self.begin(ctx, n, start, model, heads, n_kv_heads)? {
             return Ok(());
         }
-        self.resize(ctx, n, model, heads, n_kv_heads)?;
-        self.upload_positions(ctx, start, n)?;
         if let Some(st) = &mut self.store {
             st.put.set_offsets(ctx, 0, start * st.d)?;
         }
@@ -298,11 +311,9 @@ impl Inject {
         heads: &HeadWeights,
         n_kv_heads: u32,
     ) -> Result<()> {
-        if n == 0 {
+        if !self.begin(ctx, n, to, model, heads, n_kv_heads)? {
             return Ok(());
         }
-        self.resize(ctx, n, model, heads, n_kv_heads)?;
-        self.upload_positions(ctx, to, n)?;
         let st = self
             .store
             .as_mut()
