@@ -144,7 +144,13 @@ fn greedy_output_is_identical_with_every_drafter() {
                 check_counters(&what, &out, &s, n);
                 match kind {
                     AdversaryKind::Oracle => {
-                        assert_eq!(s.accepted, s.drafted, "{what}: oracle rejected: {s:?}");
+                        // A generation that ended at an end token: the oracle does not know
+                        // that token (plain output leaves it out), so its last draft may miss.
+                        let misses = u64::from(out.len() < n);
+                        assert!(
+                            s.drafted - s.accepted <= misses,
+                            "{what}: oracle rejected: {s:?}"
+                        );
                         if n > gamma as usize + 1 && out.len() == n {
                             assert!(s.slot_acceptance()[gamma as usize - 1] == 1.0);
                         }
