@@ -36,6 +36,8 @@ pub enum Error {
     #[error(transparent)]
     Sampling(#[from] crate::sampling::SamplerError),
     #[error(transparent)]
+    BenchPrompts(#[from] crate::bench::spec::PromptsError),
+    #[error(transparent)]
     DrafterInit(#[from] crate::model::drafter_init::InitError),
     #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
     OutOfMemory {
@@ -53,7 +55,11 @@ impl Error {
         match self {
             Error::Accept(_) | Error::Schedule(_) => 2,
             Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
-            Error::Gguf(_) | Error::Quant(_) | Error::Hparams(_) | Error::Tokenizer(_) => 3,
+            Error::Gguf(_)
+            | Error::Quant(_)
+            | Error::Hparams(_)
+            | Error::Tokenizer(_)
+            | Error::BenchPrompts(_) => 3,
             Error::Gpu(_) => 4,
             Error::DrafterInit(e) => match e {
                 crate::model::drafter_init::InitError::Hparams(_)

@@ -1,4 +1,5 @@
-//! `flint bench`: a llama-bench compatible benchmark runner (issue 8, non-speculative part).
+//! `flint bench`: a llama-bench compatible benchmark runner (issue 8); the speculative
+//! benchmark (plain against DSpark decoding on the same prompts) is [`spec`].
 //!
 //! Tests follow llama-bench: `pp N` prefills N random token ids in ubatches, `tg N` generates N
 //! tokens one at a time (greedy argmax on the device), `pg` does both; each runs at a KV depth
@@ -8,6 +9,7 @@
 
 pub mod compare;
 pub mod output;
+pub mod spec;
 pub mod stats;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

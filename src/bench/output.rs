@@ -33,8 +33,13 @@ impl Format {
     }
 }
 
-/// Renders `rows` in `format`.
+/// Renders `rows` in `format` (sql into llama-bench's table `test`).
 pub fn render(format: Format, rows: &[Map<String, Value>]) -> String {
+    render_as(format, rows, "test")
+}
+
+/// Renders `rows` in `format`; sql creates and fills `sql_table`.
+pub fn render_as(format: Format, rows: &[Map<String, Value>], sql_table: &str) -> String {
     match format {
         Format::Md => markdown(rows),
         Format::Csv => csv(rows),
@@ -46,7 +51,7 @@ pub fn render(format: Format, rows: &[Map<String, Value>]) -> String {
             .iter()
             .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
             .collect(),
-        Format::Sql => sql(rows),
+        Format::Sql => sql(rows, sql_table),
     }
 }
 
@@ -118,12 +123,12 @@ fn sql_value(v: &Value) -> String {
     }
 }
 
-fn sql(rows: &[Map<String, Value>]) -> String {
+fn sql(rows: &[Map<String, Value>], table: &str) -> String {
     let Some(first) = rows.first() else {
         return String::new();
     };
     let keys: Vec<&String> = first.keys().collect();
-    let mut out = String::from("CREATE TABLE IF NOT EXISTS test (\n");
+    let mut out = format!("CREATE TABLE IF NOT EXISTS {table} (\n");
     let cols: Vec<String> = keys
         .iter()
         .map(|k| format!("  {k} {}", column_type(rows, k)))
@@ -141,7 +146,7 @@ fn sql(rows: &[Map<String, Value>]) -> String {
             .map(|k| sql_value(r.get(*k).unwrap_or(&Value::Null)))
             .collect();
         out.push_str(&format!(
-            "INSERT INTO test ({names}) VALUES ({});\n",
+            "INSERT INTO {table} ({names}) VALUES ({});\n",
             vals.join(", ")
         ));
     }

@@ -1,5 +1,6 @@
 //! `flint bench`: llama-bench's tests and output formats on flint (see `src/bench` and
-//! docs/BENCHMARKS.md). Results go to stdout, the progress bar to stderr.
+//! docs/BENCHMARKS.md); with `-md DRAFT` the speculative benchmark ([`super::bench_spec`]).
+//! Results go to stdout, the progress bar to stderr.
 
 use std::path::PathBuf;
 
@@ -23,14 +24,10 @@ pub struct BenchArgs {
         default_value = "512"
     )]
     pub n_prompt: Vec<u32>,
-    /// Generation lengths of the tg tests, comma-separated (0 disables tg).
-    #[arg(
-        short = 'n',
-        long = "n-gen",
-        value_delimiter = ',',
-        default_value = "128"
-    )]
-    pub n_gen: Vec<u32>,
+    /// Generation lengths of the tg tests, comma-separated (0 disables tg; default 128). With
+    /// `-md`: tokens generated per prompt and mode (default 64).
+    #[arg(short = 'n', long = "n-gen", value_delimiter = ',')]
+    pub n_gen: Option<Vec<u32>>,
     /// A prompt-then-generation test `PP,TG` (`-pg`); repeat the flag for more.
     #[arg(long = "pg")]
     pub pg: Vec<String>,
@@ -75,6 +72,28 @@ pub struct BenchArgs {
     /// A llama-bench result (json or jsonl) to compare t/s with, test by test.
     #[arg(long = "compare")]
     pub compare: Option<PathBuf>,
+    /// A DSpark drafter (`-md`): run the speculative benchmark, plain against DSpark decoding
+    /// on the same prompts, instead of the pp/tg tests.
+    #[arg(
+        long = "model-draft",
+        visible_alias = "spec-draft-model",
+        conflicts_with_all = ["n_prompt", "pg", "n_depth", "repetitions", "compare", "bandwidth"]
+    )]
+    pub model_draft: Option<PathBuf>,
+    /// Prompts of the speculative benchmark: `builtin` (chat, code, math, prose) or a JSONL
+    /// file of `{"category": …, "prompt": …}` lines.
+    #[arg(
+        long = "spec-prompts",
+        default_value = "builtin",
+        requires = "model_draft"
+    )]
+    pub spec_prompts: String,
+    /// Drafts verified per cycle at most (default: the drafter's block).
+    #[arg(long = "spec-draft-n-max", requires = "model_draft")]
+    pub spec_n_max: Option<u32>,
+    /// Feed the prompts as they are instead of as a user turn of the model's chat template.
+    #[arg(long = "spec-raw-prompts", requires = "model_draft")]
+    pub spec_raw_prompts: bool,
 }
 
 fn parse_pg(s: &str) -> Result<(u32, u32)> {
@@ -86,7 +105,7 @@ fn parse_pg(s: &str) -> Result<(u32, u32)> {
     ))
 }
 
-fn kv(flag: &str, v: &str) -> Result<GgmlType> {
+pub(super) fn kv(flag: &str, v: &str) -> Result<GgmlType> {
     match GgmlType::from_name(v) {
         Some(t) if crate::memory::layout::KV_TYPES.contains(&t) => Ok(t),
         _ => Err(Error::Usage(format!(
@@ -95,14 +114,28 @@ fn kv(flag: &str, v: &str) -> Result<GgmlType> {
     }
 }
 
+/// `--gpu-mem` in bytes.
+pub(super) fn gpu_mem(args: &BenchArgs) -> Result<Option<u64>> {
+    match &args.gpu_mem {
+        Some(v) => Ok(Some(crate::memory::parse_bytes(v).ok_or_else(|| {
+            Error::Usage(format!("--gpu-mem {v:?}: not a size"))
+        })?)),
+        None => Ok(None),
+    }
+}
+
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if let Some(draft) = &args.model_draft {
+        return super::bench_spec::run(args, draft);
+    }
     let format = output::Format::parse(&args.output)?;
     let pg = args
         .pg
         .iter()
         .map(|s| parse_pg(s))
         .collect::<Result<Vec<_>>>()?;
-    let tests = bench::expand_tests(&args.n_prompt, &args.n_gen, &pg, &args.n_depth);
+    let n_gen = args.n_gen.clone().unwrap_or_else(|| vec![128]);
+    let tests = bench::expand_tests(&args.n_prompt, &n_gen, &pg, &args.n_depth);
     if tests.is_empty() {
         return Err(Error::Usage("no tests: every -p, -n and -pg is 0".into()));
     }
@@ -120,13 +153,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         )?)?),
         None => None,
     };
-    let gpu_mem = match &args.gpu_mem {
-        Some(v) => Some(
-            crate::memory::parse_bytes(v)
-                .ok_or_else(|| Error::Usage(format!("--gpu-mem {v:?}: not a size")))?,
-        ),
-        None => None,
-    };
+    let gpu_mem = gpu_mem(args)?;
     ensure_default_model(&args.model)?;
     let desc = {
         let file = GgufFile::open(&args.model)?;

@@ -2,6 +2,7 @@
 //! parses, calls [`run`] and maps errors to exit codes.
 
 pub mod bench;
+pub mod bench_spec;
 pub mod chat;
 pub mod devices;
 pub mod dspark;
@@ -37,7 +38,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// GGUF file tools (`strip`: keep metadata and shapes, drop the tensor data).
     Gguf(gguf_cmd::GgufArgs),
-    /// Benchmark like llama-bench: pp/tg/pg tests at KV depths, md/csv/json/jsonl/sql output.
+    /// Benchmark like llama-bench: pp/tg/pg tests at KV depths, md/csv/json/jsonl/sql output;
+    /// with `-md DRAFT`, plain against DSpark decoding on a prompt set.
     Bench(bench::BenchArgs),
     /// DSpark drafter tools (`init`: a random drafter for a target, to test the drafter path).
     Dspark(dspark::DsparkArgs),

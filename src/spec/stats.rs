@@ -47,6 +47,30 @@ impl SpecStats {
         }
     }
 
+    /// Adds the counters of another generation (the slot vectors grow to the longer one).
+    pub fn add(&mut self, o: &SpecStats) {
+        self.cycles += o.cycles;
+        self.proposed += o.proposed;
+        self.drafted += o.drafted;
+        self.accepted += o.accepted;
+        self.bypassed += o.bypassed;
+        self.target_forwards += o.target_forwards;
+        for (mine, theirs) in [
+            (&mut self.slot_drafted, &o.slot_drafted),
+            (&mut self.slot_accepted, &o.slot_accepted),
+        ] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0);
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m += t;
+            }
+        }
+        self.inject_secs += o.inject_secs;
+        self.draft_secs += o.draft_secs;
+        self.verify_secs += o.verify_secs;
+    }
+
     /// Accepted / verified drafts.
     pub fn acceptance_rate(&self) -> f64 {
         ratio(self.accepted, self.drafted)

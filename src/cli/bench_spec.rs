@@ -1,0 +1,101 @@
+//! `flint bench -md DRAFT`: the speculative benchmark ([`crate::bench::spec`]). Every prompt of
+//! `--spec-prompts` is decoded greedily plainly and with the drafter (bypass off); one row per
+//! prompt, per category and over all goes to stdout in the `-o` format, the progress bar to
+//! stderr.
+
+use std::path::Path;
+
+use crate::bench::spec::{self, prompts, rows, Mode, SpecBenchOptions};
+use crate::bench::{output, ModelDesc};
+use crate::engine::{ensure_default_model, DraftOptions, Engine, EngineOptions};
+use crate::gguf::GgufFile;
+use crate::model::Hparams;
+use crate::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+use super::bench::{gpu_mem, kv, BenchArgs};
+
+/// Tokens per prompt and mode: `-n` (one value) or 64.
+fn n_predict(args: &BenchArgs) -> Result<usize> {
+    match args.n_gen.as_deref() {
+        None => Ok(64),
+        Some([n]) if *n > 0 => Ok(*n as usize),
+        Some(v) => Err(Error::Usage(format!(
+            "-n {v:?}: the speculative benchmark takes one token count above 0"
+        ))),
+    }
+}
+
+pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
+    let format = output::Format::parse(&args.output)?;
+    let opts = SpecBenchOptions {
+        n_predict: n_predict(args)?,
+        n_max: args.spec_n_max,
+        chat_template: !args.spec_raw_prompts,
+        warmup: true,
+    };
+    if args.spec_n_max == Some(0) {
+        return Err(Error::Usage(
+            "--spec-draft-n-max 0: verify at least one draft per cycle".into(),
+        ));
+    }
+    let list = prompts::load(&args.spec_prompts)?;
+    ensure_default_model(&args.model)?;
+    let (desc, prepared, templated) = {
+        let file = GgufFile::open(&args.model)?;
+        let hp = Hparams::from_gguf(&file.gguf)?;
+        let tok = Tokenizer::from_gguf(&file.gguf)?;
+        let prepared = spec::prepare(&tok, &list, opts.chat_template)?;
+        let templated = spec::uses_chat_template(&tok, opts.chat_template);
+        let desc = ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings);
+        (desc, prepared, templated)
+    };
+    let mut d = DraftOptions::new(draft.to_path_buf());
+    d.n_max = args.spec_n_max.unwrap_or(0);
+    d.bypass = false;
+    let mut engine = Engine::load(&EngineOptions {
+        model: args.model.clone(),
+        n_ctx: spec::ctx_needed(&prepared, opts.n_predict),
+        n_ubatch: args.n_ubatch,
+        type_k: kv("-ctk", &args.type_k)?,
+        type_v: kv("-ctv", &args.type_v)?,
+        device: args.device,
+        gpu_mem: gpu_mem(args)?,
+        progress: false,
+        draft: Some(d),
+    })?;
+    let session = rows::SpecSession::from_engine(
+        &engine,
+        &desc.model_type,
+        &draft.display().to_string(),
+        opts.n_predict,
+        templated,
+    );
+
+    let bar = indicatif::ProgressBar::new(2 * prepared.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let result = spec::run(&mut engine, &prepared, &opts, |p, mode: Mode| {
+        bar.set_message(format!("{} {}", p.category, mode.name()));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let result = result?;
+
+    let diverged = result.runs.iter().filter(|r| !r.greedy_match()).count();
+    if diverged > 0 {
+        eprintln!(
+            "warning: greedy_match is false for {diverged} of {} prompts: speculative decoding \
+             did not reproduce plain decoding",
+            result.runs.len()
+        );
+    }
+    let records = rows::records(&session, &result);
+    let text = match format {
+        output::Format::Md => rows::markdown(&records),
+        other => output::render_as(other, &records, "spec"),
+    };
+    super::info::write_stdout(&text)
+}
