@@ -99,7 +99,12 @@ fn run_job(engine: &mut Engine, cached: &mut Vec<u32>, job: Job, shared: &Shared
             cut = Cut::StopString;
             return Ok(false);
         }
+        // Other slots run their steps here; the client may leave meanwhile.
         parking_lot::MutexGuard::bump(&mut device);
+        if job.tx.is_closed() {
+            cut = Cut::ClientGone;
+            return Ok(false);
+        }
         Ok(true)
     })?;
     drop(device);
