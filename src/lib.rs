@@ -23,6 +23,7 @@ pub mod model;
 pub mod quant;
 pub mod reference;
 pub mod sampling;
+pub mod server;
 pub mod spec;
 pub mod tokenizer;
 

@@ -10,6 +10,7 @@ pub mod generate;
 pub mod gguf_cmd;
 pub mod info;
 pub mod plan;
+pub mod serve;
 pub mod spec_args;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,8 @@ pub enum Command {
     /// Benchmark like llama-bench: pp/tg/pg tests at KV depths, md/csv/json/jsonl/sql output;
     /// with `-md DRAFT`, plain against DSpark decoding on a prompt set.
     Bench(bench::BenchArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API (chat, completions, streaming, slots).
+    Serve(serve::ServeArgs),
     /// DSpark drafter tools (`init`: a random drafter for a target, to test the drafter path).
     Dspark(dspark::DsparkArgs),
 }
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Gguf(args) => gguf_cmd::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Dspark(args) => dspark::run(&args),
+        Command::Serve(args) => serve::run(&args),
     }
 }
 

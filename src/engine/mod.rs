@@ -5,6 +5,7 @@
 //! it does not fit → upload weights (the GGUF map is dropped after upload) → build the forward.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::gguf::{GgmlType, GgufFile};
@@ -58,7 +59,8 @@ impl Default for EngineOptions {
 
 /// A loaded model ready to generate.
 pub struct Engine {
-    pub ctx: GpuContext,
+    /// The device (shared by the slots of a server).
+    pub ctx: Arc<GpuContext>,
     pub fwd: Forward,
     pub tok: Tokenizer,
     pub plan: Plan,
@@ -127,11 +129,23 @@ pub fn ensure_default_model(path: &Path) -> Result<()> {
 
 impl Engine {
     pub fn load(opts: &EngineOptions) -> Result<Engine> {
+        Engine::load_slots(opts, 1)?
+            .pop()
+            .ok_or_else(|| Error::Usage("no session was built".into()))
+    }
+
+    /// `n_slots` sessions on one device that share the target's weights, each with its own KV
+    /// cache, compute buffers and drafter (a server's slots). The plan of all slots is checked
+    /// before anything is allocated; `opts.n_ctx` is each slot's context.
+    pub fn load_slots(opts: &EngineOptions, n_slots: u32) -> Result<Vec<Engine>> {
         ensure_default_model(&opts.model)?;
-        let ctx = GpuContext::new(&DeviceOptions {
+        if n_slots == 0 {
+            return Err(Error::Usage("-np must be at least 1".into()));
+        }
+        let ctx = Arc::new(GpuContext::new(&DeviceOptions {
             index: opts.device,
             ..DeviceOptions::default()
-        })?;
+        })?);
         let file = GgufFile::open(&opts.model)?;
         let hp = Hparams::from_gguf(&file)?;
         let tok = Tokenizer::from_gguf(&file)?;
@@ -158,7 +172,7 @@ impl Engine {
             // Each target step's tap rows must fit the injection staging.
             params.n_ubatch = params.n_ubatch.min(d.inject_chunk);
         }
-        let plan = memory::plan(
+        let slot_plan = memory::plan(
             TargetShape {
                 hp: &hp,
                 tensors: &file.tensors,
@@ -174,6 +188,7 @@ impl Engine {
             Budget::resolve(opts.gpu_mem, Some(&ctx)),
             DeviceLimits::from_context(&ctx),
         );
+        let plan = slot_plan.with_slots(n_slots);
         if !plan.fits() {
             return Err(Error::OutOfMemory {
                 requested: plan.total(),
@@ -184,56 +199,62 @@ impl Engine {
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
         let model_bytes = file.file_len();
         drop(file);
-        let mut alloc = Allocator::new(&ctx, &plan);
-        let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc)?;
-        let drafter = match (&opts.draft, &dfile, &params.draft) {
-            (Some(d), Some(f), Some(dp)) => {
-                let cfg = DrafterConfig {
-                    ctx_rows: dp.window.unwrap_or(params.n_ctx),
-                    inject_chunk: dp.inject_chunk,
-                    type_k: dp.type_k,
-                    type_v: dp.type_v,
-                };
-                let dspark = Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
-                if d.p_min > 0.0 && !dspark.meta.has_confidence {
-                    return Err(Error::Usage(format!(
-                        "--spec-draft-p-min {} needs a confidence head, and {} has none: \
-                         set --spec-draft-p-min 0",
-                        d.p_min,
-                        d.model.display()
-                    )));
+        let mut policy: Option<VerifyPolicy> = None;
+        let mut policy_seen: Option<VerifyPolicy> = None;
+        let mut slots = Vec::with_capacity(n_slots as usize);
+        for _ in 0..n_slots {
+            let mut alloc = Allocator::new(&ctx, &slot_plan);
+            let mut fwd = Forward::new(&ctx, hp.clone(), w.clone(), &params, &mut alloc)?;
+            let drafter = match (&opts.draft, &dfile, &params.draft) {
+                (Some(d), Some(f), Some(dp)) => {
+                    let cfg = DrafterConfig {
+                        ctx_rows: dp.window.unwrap_or(params.n_ctx),
+                        inject_chunk: dp.inject_chunk,
+                        type_k: dp.type_k,
+                        type_v: dp.type_v,
+                    };
+                    let dspark = Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
+                    if d.p_min > 0.0 && !dspark.meta.has_confidence {
+                        return Err(Error::Usage(format!(
+                            "--spec-draft-p-min {} needs a confidence head, and {} has none: \
+                             set --spec-draft-p-min 0",
+                            d.p_min,
+                            d.model.display()
+                        )));
+                    }
+                    fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
+                    // Measured once (the slots are identical).
+                    let policy = match &policy {
+                        Some(p) => VerifyPolicy::clone(p),
+                        None => verify_policy(&ctx, &mut fwd, d, dp.n_draft)?,
+                    };
+                    let spec = SpecOptions {
+                        n_max: dp.n_draft,
+                        policy: policy.clone(),
+                        bypass: d.bypass.then(crate::spec::bypass::BypassConfig::default),
+                    };
+                    policy_seen = Some(policy);
+                    Some((dspark, spec))
                 }
-                fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
-                let policy = if d.schedule {
-                    let secs =
-                        crate::spec::profile::step_seconds(&ctx, &mut fwd, dp.n_draft + 1, 3)?;
-                    VerifyPolicy::Schedule(crate::spec::schedule::SpsProfile::from_secs(&secs)?)
-                } else if d.p_min > 0.0 {
-                    VerifyPolicy::Threshold(d.p_min)
-                } else {
-                    VerifyPolicy::Fixed
-                };
-                let spec = SpecOptions {
-                    n_max: dp.n_draft,
-                    policy,
-                    bypass: d.bypass.then(crate::spec::bypass::BypassConfig::default),
-                };
-                Some((dspark, spec))
+                _ => None,
+            };
+            if policy.is_none() {
+                policy = policy_seen.take();
             }
-            _ => None,
-        };
-        let allocated = std::mem::take(&mut alloc.records);
-        drop(alloc);
-        Ok(Engine {
-            ctx,
-            fwd,
-            tok,
-            plan,
-            model_path: opts.model.clone(),
-            model_bytes,
-            drafter,
-            allocated,
-        })
+            let allocated = std::mem::take(&mut alloc.records);
+            drop(alloc);
+            slots.push(Engine {
+                ctx: Arc::clone(&ctx),
+                fwd,
+                tok: tok.clone(),
+                plan: plan.clone(),
+                model_path: opts.model.clone(),
+                model_bytes,
+                drafter,
+                allocated,
+            });
+        }
+        Ok(slots)
     }
 
     /// Run `tokens` through the model at the next positions, in ubatches; the last row's logits
@@ -335,4 +356,22 @@ impl Engine {
         }
         Ok(self.fwd.kv.reset(0)?)
     }
+}
+
+/// How a drafter's verify length is chosen: the schedule over an SPS(B) profile measured now,
+/// a confidence threshold, or always the block.
+fn verify_policy(
+    ctx: &GpuContext,
+    fwd: &mut Forward,
+    d: &DraftOptions,
+    n_draft: u32,
+) -> Result<VerifyPolicy> {
+    Ok(if d.schedule {
+        let secs = crate::spec::profile::step_seconds(ctx, fwd, n_draft + 1, 3)?;
+        VerifyPolicy::Schedule(crate::spec::schedule::SpsProfile::from_secs(&secs)?)
+    } else if d.p_min > 0.0 {
+        VerifyPolicy::Threshold(d.p_min)
+    } else {
+        VerifyPolicy::Fixed
+    })
 }

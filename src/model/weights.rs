@@ -18,8 +18,8 @@ use crate::{Error, Result};
 
 use super::hparams::{Arch, Hparams};
 
-/// One layer's weights.
-#[derive(Debug)]
+/// One layer's weights (cloning shares the device buffers).
+#[derive(Debug, Clone)]
 pub struct LayerWeights {
     pub attn_norm: wgpu::Buffer,
     pub wq: GpuWeight,
@@ -36,8 +36,8 @@ pub struct LayerWeights {
     pub down: GpuWeight,
 }
 
-/// Every weight of a model.
-#[derive(Debug)]
+/// Every weight of a model (cloning shares the device buffers: server slots use one copy).
+#[derive(Debug, Clone)]
 pub struct ModelWeights {
     pub token_embd: GpuWeight,
     /// `None` when the LM head is `token_embd` (tied embeddings).

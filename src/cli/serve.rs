@@ -1,0 +1,115 @@
+//! `flint serve`: the OpenAI-compatible server's flags (llama-server's names) and start-up.
+//! `-c` is the total context, split evenly over the `-np` slots, as llama-server does.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use crate::sampling::SamplerParams;
+use crate::server::{self, ServeOptions};
+use crate::{Error, Result};
+
+use super::generate::ModelArgs;
+
+/// Arguments of `flint serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Address to bind (loopback by default; others need an API key or --insecure).
+    #[arg(long = "host", default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port (0 picks a free one; the chosen address is printed).
+    #[arg(long = "port", default_value_t = 8080)]
+    pub port: u16,
+    /// Slots (`-np`): requests generated at the same time, each with its own KV cache.
+    #[arg(long = "parallel", default_value_t = 1)]
+    pub n_parallel: u32,
+    /// Requests that may wait for a slot; beyond them a request gets 429 at once.
+    #[arg(long = "queue", default_value_t = 32)]
+    pub queue: usize,
+    /// API key (repeat or comma-separate for several).
+    #[arg(long = "api-key", value_delimiter = ',')]
+    pub api_key: Vec<String>,
+    /// File with one API key per line.
+    #[arg(long = "api-key-file")]
+    pub api_key_file: Option<PathBuf>,
+    /// Allow a non-loopback --host without an API key.
+    #[arg(long = "insecure")]
+    pub insecure: bool,
+    /// Model name clients see (default: the file name without .gguf).
+    #[arg(long = "alias")]
+    pub alias: Option<String>,
+}
+
+pub fn run(args: &ServeArgs) -> Result<()> {
+    let mut keys: Vec<String> = args
+        .api_key
+        .iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if let Some(path) = &args.api_key_file {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            context: format!("reading --api-key-file {}", path.display()),
+            source,
+        })?;
+        keys.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+        if keys.is_empty() {
+            return Err(Error::Usage(format!(
+                "--api-key-file {} holds no key",
+                path.display()
+            )));
+        }
+    }
+    if args.n_parallel == 0 {
+        return Err(Error::Usage("-np must be at least 1".into()));
+    }
+    let per_slot = args.model.n_ctx / args.n_parallel;
+    if per_slot < 2 {
+        return Err(Error::Usage(format!(
+            "-c {} over -np {} slots leaves {per_slot} tokens per slot",
+            args.model.n_ctx, args.n_parallel
+        )));
+    }
+    let mut engine = args.model.engine_options()?;
+    engine.n_ctx = per_slot;
+    if let Some(d) = &mut engine.draft {
+        d.ctx = d.ctx.map(|c| c.min(per_slot));
+    }
+    let alias = args.alias.clone().unwrap_or_else(|| {
+        engine
+            .model
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
+            .unwrap_or_else(|| "model".into())
+    });
+    let m = &args.model;
+    let defaults = SamplerParams {
+        temp: m.temp,
+        top_k: m.top_k,
+        top_p: m.top_p,
+        min_p: m.min_p,
+        repeat_penalty: m.repeat_penalty,
+        repeat_last_n: m.repeat_last_n,
+        presence_penalty: m.presence_penalty,
+        frequency_penalty: m.frequency_penalty,
+        seed: m.seed.unwrap_or(0),
+    };
+    defaults.validate()?;
+    server::run(ServeOptions {
+        engine,
+        host: args.host,
+        port: args.port,
+        n_slots: args.n_parallel,
+        max_queue: args.queue,
+        keys,
+        insecure: args.insecure,
+        alias,
+        defaults,
+    })
+}

@@ -1,0 +1,255 @@
+//! Routes and the gate in front of them: API keys (Bearer or `X-Api-Key`, compared in
+//! constant time; `/health` and `/v1/models` are public), 503 until the model is loaded, the
+//! body limit, UTF-8 and nesting checks, then the generation handlers.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::metrics::Metrics;
+use super::request::{self, check_depth, Endpoint, GenRequest, Prompt};
+use super::response::{self, Meta};
+use super::slots::{Job, Refused};
+use super::state::{App, Ready};
+
+/// Request bodies above this are refused with 413 (reliability D2).
+pub const MAX_BODY: usize = 1 << 20;
+/// JSON nesting above this is refused with 400.
+pub const MAX_DEPTH: usize = 64;
+
+/// Routes that need no key.
+const PUBLIC: &[&str] = &["/health", "/v1/health", "/v1/models", "/models"];
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/slots", get(slots))
+        .route("/metrics", get(metrics))
+        .route("/v1/chat/completions", post(chat))
+        .route("/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/completions", post(completions))
+        .fallback(|req: Request| async move { ApiError::not_found(req.uri().path()) })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), gate))
+        .with_state(app)
+}
+
+/// Keys, then readiness.
+async fn gate(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if path == "/health" || path == "/v1/health" {
+        return next.run(req).await;
+    }
+    if !PUBLIC.contains(&path) && !app.authorized(req.headers()) {
+        return ApiError::unauthorized().into_response();
+    }
+    if let Err(e) = app.available() {
+        return e.into_response();
+    }
+    next.run(req).await
+}
+
+/// The key a request carries: `Authorization: Bearer K` or `X-Api-Key: K`.
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get(header::AUTHORIZATION) {
+        let v = v.to_str().ok()?;
+        let (scheme, key) = v.split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then_some(key);
+    }
+    headers.get("x-api-key")?.to_str().ok()
+}
+
+async fn health(State(app): State<Arc<App>>) -> Response {
+    let (busy, _) = app.slots.snapshot();
+    let n_busy = busy.iter().filter(|b| **b).count();
+    match app.available() {
+        Ok(_) => Json(json!({
+            "status": "ok",
+            "slots_idle": busy.len() - n_busy,
+            "slots_processing": n_busy,
+        }))
+        .into_response(),
+        Err(e) => (
+            e.status,
+            Json(json!({"status": app.status(), "error": e.body()["error"]})),
+        )
+            .into_response(),
+    }
+}
+
+async fn models(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{"id": app.alias, "object": "model", "created": app.created, "owned_by": "flint"}],
+    }))
+}
+
+async fn slots(State(app): State<Arc<App>>) -> Json<Value> {
+    let (busy, _) = app.slots.snapshot();
+    let list: Vec<Value> = busy
+        .iter()
+        .enumerate()
+        .map(|(id, b)| json!({"id": id, "is_processing": b}))
+        .collect();
+    Json(Value::Array(list))
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let (busy, queue) = app.slots.snapshot();
+    let n_busy = busy.iter().filter(|b| **b).count();
+    let text = app.metrics.render(n_busy, busy.len(), queue);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn chat(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    generate(app, Endpoint::Chat, &headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn completions(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    generate(app, Endpoint::Completion, &headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Read a body of at most [`MAX_BODY`] bytes as UTF-8 JSON nested at most [`MAX_DEPTH`] deep.
+async fn read_json(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(ApiError::too_large(MAX_BODY));
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ApiError::too_large(MAX_BODY))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| ApiError::bad_body(format!("the body is not UTF-8: {e}")))?;
+    check_depth(text.as_bytes(), MAX_DEPTH)?;
+    serde_json::from_str(text).map_err(|e| ApiError::bad_body(format!("malformed JSON: {e}")))
+}
+
+async fn generate(
+    app: Arc<App>,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let value = read_json(headers, body).await?;
+    let ready = app.ready()?;
+    let req = request::parse(endpoint, &value, &ready.limits)?;
+    let tokenize = {
+        let (ready, prompt) = (Arc::clone(&ready), req.prompt.clone());
+        tokio::task::spawn_blocking(move || tokens(&ready, &prompt))
+    };
+    let prompt = tokenize
+        .await
+        .map_err(|e| ApiError::internal(format!("tokenizer task: {e}")))??;
+    let n_ctx = ready.limits.n_ctx as usize;
+    let field = if endpoint == Endpoint::Chat {
+        "messages"
+    } else {
+        "prompt"
+    };
+    if prompt.len() >= n_ctx {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "the prompt has {} tokens and a slot holds {n_ctx}",
+                prompt.len()
+            ),
+        ));
+    }
+    let max_tokens = req.max_tokens.map_or(n_ctx - prompt.len(), |m| m as usize);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let GenRequest {
+        sampling,
+        stop,
+        stream,
+        include_usage,
+        ..
+    } = req;
+    let job = Job {
+        prompt,
+        max_tokens,
+        sampling,
+        stop,
+        tx,
+        queued_at: std::time::Instant::now(),
+    };
+    match app.slots.submit(job) {
+        Ok(()) => Metrics::inc(&app.metrics.requests),
+        Err(Refused::Busy { slots, queue }) => {
+            Metrics::inc(&app.metrics.rejected);
+            return Err(ApiError::busy(slots, queue));
+        }
+        Err(Refused::ShuttingDown) => {
+            return Err(ApiError::unavailable("the server is shutting down"))
+        }
+    }
+    let meta = Meta {
+        id: app.next_id(endpoint),
+        created: super::state::now_secs(),
+        model: app.alias.clone(),
+        endpoint,
+        include_usage,
+    };
+    if stream {
+        Ok(response::stream(meta, rx))
+    } else {
+        response::collect(meta, rx).await
+    }
+}
+
+/// The prompt's token ids (chat: through the chat template).
+fn tokens(ready: &Ready, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+    let tok_err = |field: &str, e: crate::tokenizer::TokenizerError| {
+        ApiError::invalid(field, format!("cannot tokenize the {field}: {e}"))
+    };
+    match prompt {
+        Prompt::Text(t) => ready
+            .tok
+            .encode(t, true, true)
+            .map_err(|e| tok_err("prompt", e)),
+        Prompt::Tokens(ids) => {
+            let n_vocab = ready.limits.n_vocab;
+            match ids.iter().find(|&&t| t >= n_vocab) {
+                Some(bad) => Err(ApiError::invalid(
+                    "prompt",
+                    format!("token id {bad} is outside the vocabulary of {n_vocab}"),
+                )),
+                None if ids.is_empty() => Err(ApiError::invalid("prompt", "`prompt` is empty")),
+                None => Ok(ids.clone()),
+            }
+        }
+        Prompt::Chat(messages) => {
+            let template = ready.template.as_ref().ok_or_else(|| {
+                ApiError::invalid(
+                    "messages",
+                    "the model has no chat template: use /v1/completions",
+                )
+            })?;
+            let text = template
+                .render(messages, true)
+                .map_err(|e| ApiError::invalid("messages", format!("chat template: {e}")))?;
+            ready
+                .tok
+                .encode(&text, true, true)
+                .map_err(|e| tok_err("messages", e))
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! `flint serve`: an OpenAI-compatible HTTP server (axum on tokio). It binds first (loopback by
+//! default; a non-loopback address needs an API key or `--insecure`), answers 503 while the
+//! model loads, then runs `N` slots, each a session with its own KV cache and drafter, behind a
+//! bounded queue. SIGINT / SIGTERM end in-flight streams with an error event and stop the
+//! server. Routes: `docs/SERVER.md`.
+
+mod error;
+mod http;
+mod metrics;
+pub mod request;
+mod response;
+mod slots;
+mod state;
+pub mod stop;
+mod worker;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::{Engine, EngineOptions};
+use crate::sampling::SamplerParams;
+use crate::{Error, Result};
+
+pub use error::ApiError;
+use request::Limits;
+use slots::Slots;
+use state::{App, Phase, Ready};
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The engine of one slot (`n_ctx` is per slot).
+    pub engine: EngineOptions,
+    pub host: IpAddr,
+    pub port: u16,
+    pub n_slots: u32,
+    pub max_queue: usize,
+    pub keys: Vec<String>,
+    pub insecure: bool,
+    /// The model name clients see (`/v1/models`).
+    pub alias: String,
+    /// Sampling defaults of requests.
+    pub defaults: SamplerParams,
+}
+
+/// How long in-flight requests get to end after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Run the server until SIGINT / SIGTERM.
+pub fn run(opts: ServeOptions) -> Result<()> {
+    if !opts.host.is_loopback() && opts.keys.is_empty() && !opts.insecure {
+        return Err(Error::Usage(format!(
+            "refusing to serve on {} without an API key: pass --api-key or --api-key-file, \
+             or --insecure to serve anyway",
+            opts.host
+        )));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            context: "starting the async runtime".into(),
+            source,
+        })?;
+    rt.block_on(serve(opts))
+}
+
+async fn serve(opts: ServeOptions) -> Result<()> {
+    let addr = SocketAddr::new(opts.host, opts.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Io {
+            context: format!("binding {addr}"),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(|source| Error::Io {
+        context: "reading the bound address".into(),
+        source,
+    })?;
+    eprintln!("flint serve: listening on http://{local}");
+    if !opts.keys.is_empty() {
+        let tails: Vec<String> = opts.keys.iter().map(|k| key_tail(k)).collect();
+        eprintln!(
+            "flint serve: {} API key(s): {}",
+            opts.keys.len(),
+            tails.join(", ")
+        );
+    }
+    let slots = Arc::new(Slots::new(opts.n_slots as usize, opts.max_queue));
+    let app = Arc::new(App::new(
+        opts.keys.clone(),
+        opts.alias.clone(),
+        Arc::clone(&slots),
+    ));
+    spawn_loader(Arc::clone(&app), opts);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
+        async move {
+            shutdown_signal().await;
+            eprintln!("flint serve: shutting down");
+            app.set_phase(Phase::ShuttingDown);
+            app.slots.shutdown();
+            stop.notify_one();
+        }
+    };
+    let server = axum::serve(listener, http::router(app)).with_graceful_shutdown(signal);
+    tokio::select! {
+        r = server => r.map_err(|source| Error::Io { context: "serving".into(), source }),
+        _ = async { stop.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            eprintln!("flint serve: requests still open after {SHUTDOWN_GRACE:?}: exiting");
+            Ok(())
+        }
+    }
+}
+
+/// The last four characters of a key (all a log may show).
+fn key_tail(k: &str) -> String {
+    let tail: String = k
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("…{tail}")
+}
+
+/// Load the slots on a thread; the server answers 503 meanwhile. A model that fails to load
+/// ends the process with the error's exit code.
+fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
+    std::thread::spawn(move || {
+        let engines = match Engine::load_slots(&opts.engine, opts.n_slots) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("flint serve: {e}");
+                std::process::exit(e.exit_code());
+            }
+        };
+        let first = &engines[0];
+        let template = match first.tok.chat_template(None) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("flint serve: no chat template ({e}): /v1/chat/completions is refused");
+                None
+            }
+        };
+        let limits = Limits {
+            n_ctx: first.fwd.kv.capacity(),
+            model_names: vec![opts.alias.clone()],
+            defaults: opts.defaults,
+            n_vocab: first.fwd.hp.n_vocab,
+        };
+        let tok = first.tok.clone();
+        let drafter = first.drafter.is_some();
+        let device = Arc::new(parking_lot::Mutex::new(()));
+        let lost_app = Arc::clone(&app);
+        let on_lost: Arc<dyn Fn(String) + Send + Sync> =
+            Arc::new(move |why| lost_app.set_phase(Phase::DeviceLost(why)));
+        for (slot, engine) in engines.into_iter().enumerate() {
+            let shared = worker::Shared {
+                slots: Arc::clone(&app.slots),
+                device: Arc::clone(&device),
+                metrics: Arc::clone(&app.metrics),
+                on_device_lost: Arc::clone(&on_lost),
+            };
+            std::thread::spawn(move || worker::run(slot, engine, shared));
+        }
+        eprintln!(
+            "flint serve: ready: {} as {:?}, {} slot(s) × {} context{}",
+            opts.engine.model.display(),
+            opts.alias,
+            opts.n_slots,
+            limits.n_ctx,
+            if drafter { ", DSpark drafter" } else { "" }
+        );
+        app.set_ready(Ready {
+            tok,
+            template,
+            limits,
+        });
+    });
+}
+
+/// SIGINT, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,435 @@
+//! Parsing and bounds of `/v1/chat/completions` and `/v1/completions` request bodies. Fields
+//! are read one by one from the JSON value so every refusal names its field and value
+//! (reliability D2); unknown fields are ignored as OpenAI's own server does, but features flint
+//! does not have (`n` > 1, `logprobs`, tools) are refused rather than silently dropped.
+
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use crate::sampling::SamplerParams;
+use crate::tokenizer::ChatMessage;
+
+/// Stop strings at most, and bytes per stop string.
+pub const MAX_STOPS: usize = 16;
+pub const MAX_STOP_BYTES: usize = 256;
+
+/// Which endpoint a body came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completion,
+}
+
+/// What to complete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    Chat(Vec<ChatMessage>),
+    Text(String),
+    Tokens(Vec<u32>),
+}
+
+/// A validated request.
+#[derive(Debug, Clone)]
+pub struct GenRequest {
+    pub endpoint: Endpoint,
+    pub prompt: Prompt,
+    /// `max_tokens` / `max_completion_tokens` (`None`: until the context is full).
+    pub max_tokens: Option<u32>,
+    /// `None`: greedy (temperature 0 and no penalties).
+    pub sampling: Option<SamplerParams>,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    /// `stream_options.include_usage`.
+    pub include_usage: bool,
+}
+
+/// What the server allows.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Context rows of one slot.
+    pub n_ctx: u32,
+    /// Names a request may give as `model`.
+    pub model_names: Vec<String>,
+    /// Sampling defaults (the command line's).
+    pub defaults: SamplerParams,
+    pub n_vocab: u32,
+}
+
+type Obj = Map<String, Value>;
+
+/// A number field within `lo..=hi` (`None` when absent or null).
+fn number(o: &Obj, key: &str, lo: f64, hi: f64) -> Result<Option<f64>, ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let x = v
+                .as_f64()
+                .ok_or_else(|| ApiError::invalid(key, format!("`{key}` must be a number")))?;
+            if !x.is_finite() || x < lo || x > hi {
+                return Err(ApiError::invalid(
+                    key,
+                    format!("`{key}` is {x}: it must be in [{lo}, {hi}]"),
+                ));
+            }
+            Ok(Some(x))
+        }
+    }
+}
+
+/// An integer field within `lo..=hi`.
+fn integer(o: &Obj, key: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let x = v
+                .as_i64()
+                .ok_or_else(|| ApiError::invalid(key, format!("`{key}` must be an integer")))?;
+            if x < lo || x > hi {
+                return Err(ApiError::invalid(
+                    key,
+                    format!("`{key}` is {x}: it must be in [{lo}, {hi}]"),
+                ));
+            }
+            Ok(Some(x))
+        }
+    }
+}
+
+fn boolean(o: &Obj, key: &str) -> Result<bool, ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::invalid(key, format!("`{key}` must be a boolean"))),
+    }
+}
+
+/// Parse and bound a request body.
+pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenRequest, ApiError> {
+    let o = body
+        .as_object()
+        .ok_or_else(|| ApiError::bad_body("the request body must be a JSON object"))?;
+    match o.get("model") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) if limits.model_names.iter().any(|n| n == m) => {}
+        Some(Value::String(m)) => {
+            return Err(ApiError::invalid(
+                "model",
+                format!(
+                    "model {m:?} is not served here (this server has {:?})",
+                    limits.model_names.first().map(String::as_str).unwrap_or("")
+                ),
+            ))
+        }
+        Some(_) => return Err(ApiError::invalid("model", "`model` must be a string")),
+    }
+    if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
+        if n != 1 {
+            return Err(ApiError::invalid(
+                "n",
+                format!("`n` is {n}: only 1 is supported"),
+            ));
+        }
+    }
+    refuse_logprobs(o)?;
+    if o.get("tools")
+        .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        return Err(ApiError::invalid("tools", "tool calls are not supported"));
+    }
+    let prompt = match endpoint {
+        Endpoint::Chat => Prompt::Chat(messages(o)?),
+        Endpoint::Completion => completion_prompt(o)?,
+    };
+    let max_tokens = match integer(o, "max_completion_tokens", i64::MIN, i64::MAX)? {
+        Some(v) => Some(("max_completion_tokens", v)),
+        None => integer(o, "max_tokens", i64::MIN, i64::MAX)?.map(|v| ("max_tokens", v)),
+    };
+    let max_tokens = match max_tokens {
+        Some((key, v)) if v < 1 || v > i64::from(limits.n_ctx) => {
+            return Err(ApiError::invalid(
+                key,
+                format!(
+                    "`{key}` is {v}: it must be in [1, {}] (the context of a slot)",
+                    limits.n_ctx
+                ),
+            ))
+        }
+        Some((_, v)) => Some(v as u32),
+        None => None,
+    };
+    let stream = boolean(o, "stream")?;
+    let include_usage = match o.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(so)) => boolean(so, "include_usage")?,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "stream_options",
+                "`stream_options` must be an object",
+            ))
+        }
+    };
+    Ok(GenRequest {
+        endpoint,
+        prompt,
+        max_tokens,
+        sampling: sampling(o, limits)?,
+        stop: stops(o)?,
+        stream,
+        include_usage,
+    })
+}
+
+fn refuse_logprobs(o: &Obj) -> Result<(), ApiError> {
+    let asked = match o.get("logprobs") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(v) => match v.as_i64() {
+            Some(0) => false,
+            Some(n) if (0..=20).contains(&n) => true,
+            Some(n) => {
+                return Err(ApiError::invalid(
+                    "logprobs",
+                    format!("`logprobs` is {n}: it must be in [0, 20]"),
+                ))
+            }
+            None => {
+                return Err(ApiError::invalid(
+                    "logprobs",
+                    "`logprobs` must be a boolean or an integer",
+                ))
+            }
+        },
+    };
+    if let Some(n) = integer(o, "top_logprobs", 0, 20)? {
+        if n > 0 {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                "log probabilities are not supported",
+            ));
+        }
+    }
+    if asked {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "log probabilities are not supported",
+        ));
+    }
+    Ok(())
+}
+
+/// The sampler of a request, over the server's defaults; `None` when greedy.
+fn sampling(o: &Obj, limits: &Limits) -> Result<Option<SamplerParams>, ApiError> {
+    let d = limits.defaults;
+    let f = |key, lo, hi, default: f32| -> Result<f32, ApiError> {
+        Ok(number(o, key, lo, hi)?.map_or(default, |x| x as f32))
+    };
+    let mut p = SamplerParams {
+        temp: f("temperature", 0.0, 2.0, d.temp)?,
+        top_p: d.top_p,
+        min_p: f("min_p", 0.0, 1.0, d.min_p)?,
+        repeat_penalty: f("repeat_penalty", 0.0, 10.0, d.repeat_penalty)?,
+        presence_penalty: f("presence_penalty", -2.0, 2.0, d.presence_penalty)?,
+        frequency_penalty: f("frequency_penalty", -2.0, 2.0, d.frequency_penalty)?,
+        top_k: integer(o, "top_k", 0, i64::from(limits.n_vocab))?.map_or(d.top_k, |k| k as u32),
+        ..d
+    };
+    if let Some(x) = number(o, "top_p", 0.0, 1.0)? {
+        if x <= 0.0 {
+            return Err(ApiError::invalid(
+                "top_p",
+                format!("`top_p` is {x}: it must be in (0, 1]"),
+            ));
+        }
+        p.top_p = x as f32;
+    }
+    p.seed = match o.get("seed") {
+        None | Some(Value::Null) => clock_seed(),
+        Some(v) => match (v.as_u64(), v.as_i64()) {
+            (Some(s), _) => s,
+            (None, Some(s)) => s as u64,
+            _ => return Err(ApiError::invalid("seed", "`seed` must be an integer")),
+        },
+    };
+    let penalties =
+        p.repeat_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0;
+    if p.temp == 0.0 && !penalties {
+        return Ok(None);
+    }
+    p.validate()
+        .map_err(|e| ApiError::invalid("temperature", format!("sampling parameters: {e}")))?;
+    Ok(Some(p))
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn stops(o: &Obj) -> Result<Vec<String>, ApiError> {
+    let list: Vec<&Value> = match o.get("stop") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(s @ Value::String(_)) => vec![s],
+        Some(Value::Array(a)) => a.iter().collect(),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "stop",
+                "`stop` must be a string or an array of strings",
+            ))
+        }
+    };
+    if list.len() > MAX_STOPS {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("{} stop strings: at most {MAX_STOPS}", list.len()),
+        ));
+    }
+    list.into_iter()
+        .map(|v| match v.as_str() {
+            Some(s) if s.len() > MAX_STOP_BYTES => Err(ApiError::invalid(
+                "stop",
+                format!(
+                    "a stop string of {} bytes: at most {MAX_STOP_BYTES}",
+                    s.len()
+                ),
+            )),
+            Some(s) => Ok(s.to_string()),
+            None => Err(ApiError::invalid("stop", "`stop` must hold strings")),
+        })
+        .collect()
+}
+
+fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
+    let list = match o.get("messages") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(Value::Array(_)) => return Err(ApiError::invalid("messages", "`messages` is empty")),
+        Some(_) => return Err(ApiError::invalid("messages", "`messages` must be an array")),
+        None => return Err(ApiError::invalid("messages", "`messages` is required")),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let field = format!("messages[{i}]");
+            let m = m
+                .as_object()
+                .ok_or_else(|| ApiError::invalid(&field, format!("`{field}` must be an object")))?;
+            let role = match m.get("role").and_then(Value::as_str) {
+                Some(r @ ("system" | "developer" | "user" | "assistant" | "tool")) => {
+                    if r == "developer" {
+                        "system"
+                    } else {
+                        r
+                    }
+                }
+                Some(r) => {
+                    return Err(ApiError::invalid(
+                        &format!("{field}.role"),
+                        format!(
+                            "role {r:?} is not one of system, developer, user, assistant, tool"
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(ApiError::invalid(
+                        &format!("{field}.role"),
+                        "`role` must be a string",
+                    ))
+                }
+            };
+            Ok(ChatMessage::new(role, content(m.get("content"), &field)?))
+        })
+        .collect()
+}
+
+/// A message's content: a string, null, or text parts.
+fn content(v: Option<&Value>, field: &str) -> Result<String, ApiError> {
+    let field = format!("{field}.content");
+    match v {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| {
+                match (
+                    p.get("type").and_then(Value::as_str),
+                    p.get("text").and_then(Value::as_str),
+                ) {
+                    (Some("text"), Some(t)) => Ok(t),
+                    _ => Err(ApiError::invalid(
+                        &field,
+                        "only text content parts are supported",
+                    )),
+                }
+            })
+            .collect::<Result<Vec<&str>, _>>()
+            .map(|t| t.concat()),
+        Some(_) => Err(ApiError::invalid(
+            &field,
+            "`content` must be a string or an array of parts",
+        )),
+    }
+}
+
+fn completion_prompt(o: &Obj) -> Result<Prompt, ApiError> {
+    let bad = || {
+        ApiError::invalid(
+            "prompt",
+            "`prompt` must be a string, one string in an array, or token ids",
+        )
+    };
+    let tokens = |a: &[Value]| -> Result<Prompt, ApiError> {
+        a.iter()
+            .map(|t| {
+                t.as_u64()
+                    .and_then(|t| u32::try_from(t).ok())
+                    .ok_or_else(bad)
+            })
+            .collect::<Result<Vec<u32>, _>>()
+            .map(Prompt::Tokens)
+    };
+    match o.get("prompt") {
+        Some(Value::String(s)) => Ok(Prompt::Text(s.clone())),
+        Some(Value::Array(a)) => match a.as_slice() {
+            [] => Err(ApiError::invalid("prompt", "`prompt` is empty")),
+            [Value::String(s)] => Ok(Prompt::Text(s.clone())),
+            [Value::Array(ids)] => tokens(ids),
+            ids if ids.iter().all(Value::is_number) => tokens(ids),
+            _ => Err(ApiError::invalid(
+                "prompt",
+                "several prompts in one request are not supported",
+            )),
+        },
+        None => Err(ApiError::invalid("prompt", "`prompt` is required")),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// Reject JSON nested deeper than `max` before parsing it (serde's own limit is 128).
+pub fn check_depth(bytes: &[u8], max: usize) -> Result<(), ApiError> {
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max {
+                    return Err(ApiError::bad_body(format!(
+                        "JSON nested deeper than {max} levels"
+                    )));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}

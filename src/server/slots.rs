@@ -1,0 +1,220 @@
+//! Slots and the pending queue. `N` worker threads (one per slot, each owning a session with its
+//! own KV cache and drafter) take jobs from one bounded FIFO queue. A request that finds every
+//! slot busy and the queue full is refused at once (429); a job whose client left while it
+//! waited is dropped unrun. Shutdown wakes every worker and fails the waiting jobs.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::sampling::SamplerParams;
+
+/// What a worker sends back to the request's handler.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Generated text (never splits a character; stop strings held back).
+    Text(String),
+    /// The generation ended.
+    Done(Outcome),
+    /// The generation failed or was cut short (shutdown, device loss).
+    Error(String),
+}
+
+/// How a generation ended, with its counters.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Outcome {
+    /// `stop` (end token or stop string) or `length` (max_tokens or context full).
+    pub finish_reason: &'static str,
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose K/V rows were reused from the slot's previous request.
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+    pub prompt_ms: f64,
+    pub predicted_ms: f64,
+    /// (drafted, accepted) when the slot speculated.
+    pub spec: Option<(u64, u64)>,
+}
+
+/// One generation to run.
+#[derive(Debug)]
+pub struct Job {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub sampling: Option<SamplerParams>,
+    pub stop: Vec<String>,
+    pub tx: UnboundedSender<Event>,
+    pub queued_at: Instant,
+}
+
+/// Why a job was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Busy { slots: usize, queue: usize },
+    ShuttingDown,
+}
+
+#[derive(Debug)]
+struct Inner {
+    queue: VecDeque<Job>,
+    busy: Vec<bool>,
+    shutdown: bool,
+}
+
+/// The slots' shared state.
+#[derive(Debug)]
+pub struct Slots {
+    inner: Mutex<Inner>,
+    wake: Condvar,
+    max_queue: usize,
+}
+
+impl Slots {
+    pub fn new(n_slots: usize, max_queue: usize) -> Slots {
+        Slots {
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                busy: vec![false; n_slots],
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            max_queue,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queue a job, or refuse it when every slot is busy and `max_queue` jobs already wait.
+    pub fn submit(&self, job: Job) -> Result<(), Refused> {
+        let mut g = self.lock();
+        if g.shutdown {
+            return Err(Refused::ShuttingDown);
+        }
+        // Jobs that idle slots are about to take do not count as waiting.
+        let idle = g.busy.iter().filter(|b| !**b).count();
+        if g.queue.len() >= self.max_queue + idle {
+            return Err(Refused::Busy {
+                slots: g.busy.len(),
+                queue: g.queue.len(),
+            });
+        }
+        g.queue.push_back(job);
+        drop(g);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// The next job for `slot` (marking it busy); `None` once the server shuts down. Jobs whose
+    /// client has gone are dropped here.
+    pub fn next(&self, slot: usize) -> Option<Job> {
+        let mut g = self.lock();
+        loop {
+            if g.shutdown {
+                return None;
+            }
+            while let Some(job) = g.queue.pop_front() {
+                if job.tx.is_closed() {
+                    continue;
+                }
+                if let Some(b) = g.busy.get_mut(slot) {
+                    *b = true;
+                }
+                return Some(job);
+            }
+            g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// `slot` finished its job.
+    pub fn release(&self, slot: usize) {
+        if let Some(b) = self.lock().busy.get_mut(slot) {
+            *b = false;
+        }
+    }
+
+    /// Which slots are busy, and how many jobs wait.
+    pub fn snapshot(&self) -> (Vec<bool>, usize) {
+        let g = self.lock();
+        (g.busy.clone(), g.queue.len())
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.lock().shutdown
+    }
+
+    /// Refuse new jobs, fail the waiting ones and wake every worker (running jobs see the flag
+    /// at their next token).
+    pub fn shutdown(&self) {
+        let mut g = self.lock();
+        g.shutdown = true;
+        for job in g.queue.drain(..) {
+            let _ = job
+                .tx
+                .send(Event::Error("the server is shutting down".into()));
+        }
+        drop(g);
+        self.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> (Job, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let job = Job {
+            prompt: vec![1],
+            max_tokens: 1,
+            sampling: None,
+            stop: Vec::new(),
+            tx,
+            queued_at: Instant::now(),
+        };
+        (job, rx)
+    }
+
+    #[test]
+    fn queue_is_bounded_beyond_the_idle_slots() {
+        let s = Slots::new(2, 1);
+        let mut keep = Vec::new();
+        for _ in 0..3 {
+            let (j, rx) = job();
+            keep.push(rx);
+            assert_eq!(s.submit(j), Ok(()));
+        }
+        let (j, _rx) = job();
+        assert_eq!(s.submit(j), Err(Refused::Busy { slots: 2, queue: 3 }));
+        // Two slots take a job each: one waits, so one more fits.
+        assert!(s.next(0).is_some() && s.next(1).is_some());
+        assert_eq!(s.snapshot(), (vec![true, true], 1));
+        let (j, _rx2) = job();
+        assert_eq!(s.submit(j).map_err(|_| ()), Err(()));
+        s.release(0);
+        let (j, rx) = job();
+        keep.push(rx);
+        assert_eq!(s.submit(j), Ok(()));
+    }
+
+    #[test]
+    fn abandoned_jobs_are_skipped_and_shutdown_fails_waiting_ones() {
+        let s = Slots::new(1, 4);
+        let (j, rx) = job();
+        s.submit(j).unwrap();
+        drop(rx);
+        let (j, mut rx) = job();
+        s.submit(j).unwrap();
+        let got = s.next(0).unwrap();
+        assert!(!got.tx.is_closed());
+        let (j, mut waiting) = job();
+        s.submit(j).unwrap();
+        s.shutdown();
+        assert!(s.next(0).is_none());
+        assert!(matches!(waiting.try_recv(), Ok(Event::Error(_))));
+        assert!(rx.try_recv().is_err());
+        drop(got);
+    }
+}

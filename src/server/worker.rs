@@ -1,0 +1,151 @@
+//! A slot's worker thread: it owns one session (KV cache, compute buffers, drafter), takes jobs
+//! from the queue and streams their text back. Slots share the device through a fair lock that
+//! a worker hands over after every token (`bump`), so concurrent requests advance in turn.
+//! A slot keeps the K/V rows of its last request and reuses the longest common token prefix.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::metrics::Metrics;
+use super::slots::{Event, Job, Outcome, Slots};
+use super::stop::{StopMatcher, StopState};
+use crate::engine::Engine;
+use crate::sampling::Sampler;
+use crate::Result;
+
+/// What the worker of one slot shares with the server.
+pub struct Shared {
+    pub slots: Arc<Slots>,
+    /// Held while a slot runs the device; handed over fairly after each token.
+    pub device: Arc<Mutex<()>>,
+    pub metrics: Arc<Metrics>,
+    /// Called once when the device is lost.
+    pub on_device_lost: Arc<dyn Fn(String) + Send + Sync>,
+}
+
+/// Serve jobs on `engine` as slot `slot` until shutdown.
+pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
+    // Token ids whose K/V rows the slot's cache holds, in order.
+    let mut cached: Vec<u32> = Vec::new();
+    while let Some(job) = shared.slots.next(slot) {
+        let tx = job.tx.clone();
+        let result = run_job(&mut engine, &mut cached, job, &shared);
+        if let Err(e) = result {
+            cached.clear();
+            let _ = engine.reset();
+            if let Some(lost) = engine.ctx.lost() {
+                (shared.on_device_lost)(format!("{lost:?}"));
+            }
+            let _ = tx.send(Event::Error(e.to_string()));
+        }
+        shared.slots.release(slot);
+    }
+}
+
+/// Why a generation stopped early from the token callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    None,
+    StopString,
+    ClientGone,
+    Shutdown,
+}
+
+fn run_job(engine: &mut Engine, cached: &mut Vec<u32>, job: Job, shared: &Shared) -> Result<()> {
+    shared.metrics.record_wait(job.queued_at.elapsed());
+    let mut device = shared.device.lock();
+    let ids = &job.prompt;
+    let keep = cached.iter().zip(ids).take_while(|(a, b)| a == b).count();
+    // Re-run at least the last prompt token so there are logits to start from.
+    let mut keep = keep.min(ids.len().saturating_sub(1));
+    // A drafter whose position window moved past the common prefix cannot keep it.
+    if let Some((d, _)) = &engine.drafter {
+        if (keep as u32) < d.base() {
+            keep = 0;
+        }
+    }
+    engine.fwd.kv.truncate_to(0, keep as u32)?;
+    cached.truncate(keep);
+    let mut sampler = match job.sampling {
+        Some(p) => Some(Sampler::new(p, engine.fwd.hp.n_vocab)?),
+        None => None,
+    };
+    let tok = engine.tok.clone();
+    let mut decoder = tok.stream_decoder(false);
+    let mut stop = StopMatcher::new(job.stop.clone());
+    let mut generated: Vec<u32> = Vec::new();
+    let mut cut = Cut::None;
+    let stats = engine.generate(&ids[keep..], job.max_tokens, sampler.as_mut(), |t| {
+        generated.push(t);
+        if job.tx.is_closed() {
+            cut = Cut::ClientGone;
+            return Ok(false);
+        }
+        if shared.slots.is_shutting_down() {
+            cut = Cut::Shutdown;
+            return Ok(false);
+        }
+        let piece = decoder.push(t)?;
+        let (text, stopped) = match stop.push(&piece) {
+            StopState::Emit(text) => (text, false),
+            StopState::Stop(text) => (text, true),
+        };
+        if !text.is_empty() {
+            let _ = job.tx.send(Event::Text(text));
+        }
+        if stopped {
+            cut = Cut::StopString;
+            return Ok(false);
+        }
+        parking_lot::MutexGuard::bump(&mut device);
+        Ok(true)
+    })?;
+    drop(device);
+    cached.extend_from_slice(&ids[keep..]);
+    // The last generated token was not run through the model.
+    cached.extend(generated.iter().take(generated.len().saturating_sub(1)));
+    shared.metrics.record(&stats);
+    match cut {
+        Cut::ClientGone => return Ok(()),
+        Cut::Shutdown => {
+            let _ = job
+                .tx
+                .send(Event::Error("the server is shutting down".into()));
+            return Ok(());
+        }
+        Cut::StopString | Cut::None => {}
+    }
+    if cut == Cut::None {
+        let rest = decoder.finish();
+        let tail = match stop.push(&rest) {
+            StopState::Emit(t) => t + &stop.finish(),
+            StopState::Stop(t) => {
+                cut = Cut::StopString;
+                t
+            }
+        };
+        if !tail.is_empty() {
+            let _ = job.tx.send(Event::Text(tail));
+        }
+    }
+    let full = engine.fwd.kv.len(0)? >= engine.fwd.kv.capacity();
+    let finish_reason = if cut == Cut::StopString {
+        "stop"
+    } else if stats.generated_tokens >= job.max_tokens || full {
+        "length"
+    } else {
+        "stop"
+    };
+    let outcome = Outcome {
+        finish_reason,
+        prompt_tokens: ids.len(),
+        cached_tokens: keep,
+        completion_tokens: stats.generated_tokens,
+        prompt_ms: stats.prefill_secs * 1e3,
+        predicted_ms: stats.decode_secs * 1e3,
+        spec: stats.spec.as_ref().map(|s| (s.drafted, s.accepted)),
+    };
+    let _ = job.tx.send(Event::Done(outcome));
+    Ok(())
+}
