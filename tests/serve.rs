@@ -6,29 +6,43 @@
 //! run in a pinned environment that tests/serve/venv.sh makes on first use; a missing python3
 //! fails the tests.
 
+#[path = "serve/client.rs"]
+mod client;
 #[path = "serve/harness.rs"]
 mod harness;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use harness::{http, script, serial, Server};
+use client::{http, read_events};
+use harness::{script, serial, Server};
 use serde_json::Value;
 
 const MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
 const FOUR_SLOTS: [&str; 6] = ["-np", "4", "--queue", "32", "-c", "4096"];
 
 /// Check the first `/health` answer: 200, or 503 `loading` with an error object while the
-/// model loads.
+/// model loads; then every other route asked at that moment answered 503 `unavailable_error`
+/// (or 200: loaded meanwhile; 401: no key given).
 fn check_first_health(s: &Server) {
     let (code, body) = &s.first_health;
     let j: Value = serde_json::from_str(body).expect("/health answers JSON");
-    if *code == 503 {
-        assert_eq!(j["status"], "loading", "{body}");
-        assert!(j["error"]["message"].is_string(), "{body}");
-        eprintln!("503 while loading seen: {body}");
-    } else {
+    if *code != 503 {
         assert_eq!(*code, 200, "{body}");
+        return;
+    }
+    assert_eq!(j["status"], "loading", "{body}");
+    assert!(j["error"]["message"].is_string(), "{body}");
+    for (route, code, body) in &s.loading_probe {
+        eprintln!("while loading: {route}: {code} {body}");
+        assert!(
+            [200, 401, 503].contains(code),
+            "{route} while loading: {code} {body}"
+        );
+        if *code == 503 {
+            let j: Value = serde_json::from_str(body).expect("a 503 answers JSON");
+            assert_eq!(j["error"]["type"], "unavailable_error", "{route}: {body}");
+        }
     }
 }
 
@@ -133,34 +147,6 @@ fn load_of_64_clients_on_4_slots() {
     s.stop();
 }
 
-/// Read server-sent events until `want` accepts one or the body ends; every event's data.
-fn read_events(
-    r: &mut std::io::BufReader<std::net::TcpStream>,
-    chunked: bool,
-    buf: &mut String,
-    mut want: impl FnMut(&str) -> bool,
-) -> Vec<String> {
-    let mut events = Vec::new();
-    loop {
-        while let Some(i) = buf.find("\n\n") {
-            let ev: String = buf.drain(..i + 2).collect();
-            for line in ev.lines() {
-                if let Some(d) = line.strip_prefix("data: ") {
-                    events.push(d.to_string());
-                    if want(d) {
-                        return events;
-                    }
-                }
-            }
-        }
-        match harness::body_piece(r, chunked) {
-            Ok(Some(p)) => buf.push_str(&String::from_utf8_lossy(&p)),
-            Ok(None) => return events,
-            Err(e) => panic!("reading the stream: {e} (events so far: {events:?})"),
-        }
-    }
-}
-
 #[cfg(unix)]
 #[test]
 fn sigterm_ends_streams_with_an_error_event_and_exits_zero() {
@@ -168,7 +154,7 @@ fn sigterm_ends_streams_with_an_error_event_and_exits_zero() {
     let mut s = Server::start(&[]);
     let body = r#"{"prompt":"1, 2, 3, 4, 5,","max_tokens":512,"stream":true,"temperature":0}"#;
     let (code, chunked, mut r) =
-        harness::send(&s.addr, "POST", "/v1/completions", &[], Some(body)).expect("stream");
+        client::send(&s.addr, "POST", "/v1/completions", &[], Some(body)).expect("stream");
     assert_eq!(code, 200);
     let mut buf = String::new();
     let first = read_events(&mut r, chunked, &mut buf, |d| {
@@ -282,27 +268,61 @@ fn health_models_and_metrics_shapes() {
             (Some(i as u64), Some(false))
         );
     }
-    let metrics = get("/metrics");
-    for name in [
-        "flint_slots_total",
-        "flint_slots_busy",
-        "flint_queue_depth",
-        "flint_requests_total",
-        "flint_requests_rejected_total",
-        "flint_prompt_tokens_total",
-        "flint_generated_tokens_total",
-        "flint_spec_draft_tokens_total",
-        "flint_spec_accepted_tokens_total",
-    ] {
-        let v = metrics
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| {
-                l.strip_prefix(name)
-                    .and_then(|r| r.trim().parse::<f64>().ok())
-            });
-        assert!(v.is_some(), "/metrics has no {name}: {metrics}");
+    let before = metrics(&s.addr);
+    for name in METRICS {
+        assert!(
+            before.contains_key(name),
+            "/metrics has no {name}: {before:?}"
+        );
     }
-    assert!(metrics.contains("flint_slots_total 4"), "{metrics}");
+    assert_eq!(before["flint_slots_total"], 4.0);
+    let body = r#"{"prompt":"Hi","max_tokens":3,"temperature":0}"#;
+    let (code, text) = http(&s.addr, "POST", "/v1/completions", &[], Some(body)).expect("POST");
+    assert_eq!(code, 200, "{text}");
+    let r: Value = serde_json::from_str(&text).expect("json");
+    let after = metrics(&s.addr);
+    let delta = |k: &str| after[k] - before[k];
+    assert!(
+        delta("flint_requests_total") >= 1.0,
+        "{before:?} -> {after:?}"
+    );
+    let usage = &r["usage"];
+    let prompt = usage["prompt_tokens"].as_f64().expect("prompt_tokens");
+    assert_eq!(delta("flint_prompt_tokens_total"), prompt, "{after:?}");
+    let generated = usage["completion_tokens"]
+        .as_f64()
+        .expect("completion_tokens");
+    assert_eq!(
+        delta("flint_generated_tokens_total"),
+        generated,
+        "{after:?}"
+    );
+    assert_eq!(after["flint_spec_draft_tokens_total"], 0.0, "no drafter");
     s.stop();
+}
+
+/// Every sample `/metrics` must have.
+const METRICS: [&str; 9] = [
+    "flint_slots_total",
+    "flint_slots_busy",
+    "flint_queue_depth",
+    "flint_requests_total",
+    "flint_requests_rejected_total",
+    "flint_prompt_tokens_total",
+    "flint_generated_tokens_total",
+    "flint_spec_draft_tokens_total",
+    "flint_spec_accepted_tokens_total",
+];
+
+/// The unlabelled samples of `/metrics`.
+fn metrics(addr: &str) -> std::collections::HashMap<String, f64> {
+    let (code, text) = http(addr, "GET", "/metrics", &[], None).expect("GET /metrics");
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
 }

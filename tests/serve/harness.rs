@@ -1,16 +1,16 @@
 //! Harness of the `flint serve` acceptance tests (tests/serve.rs): start a server on a free port
-//! and wait until it has loaded, talk raw HTTP/1.1 to it (server-sent events included), run the
-//! Python client scripts beside this file in their pinned environment (venv.sh), and stop the
-//! server with a signal.
+//! and wait until it has loaded, run the Python client scripts beside this file in their pinned
+//! environment (venv.sh), and stop the server with a signal.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::client::http;
 
 /// The line the server prints to stderr once its socket is bound.
 const LISTENING: &str = "flint serve: listening on http://";
@@ -100,6 +100,8 @@ pub struct Server {
     pub addr: String,
     /// Status and body of the first `/health` answer (503 while loading, if it was seen).
     pub first_health: (u16, String),
+    /// While `/health` said 503: (route, status, body) of other routes asked at once.
+    pub loading_probe: Vec<(String, u16, String)>,
 }
 
 impl Server {
@@ -113,6 +115,7 @@ impl Server {
             log,
             addr: String::new(),
             first_health: (0, String::new()),
+            loading_probe: Vec::new(),
         };
         match listening(&rx, Duration::from_secs(60)) {
             Some(addr) => s.addr = addr,
@@ -126,6 +129,9 @@ impl Server {
             if let Ok((code, body)) = s.get("/health", &[]) {
                 if s.first_health.0 == 0 {
                     s.first_health = (code, body.clone());
+                    if code == 503 {
+                        s.loading_probe = s.probe();
+                    }
                 }
                 if code == 200 {
                     break;
@@ -146,6 +152,24 @@ impl Server {
             t0.elapsed().as_secs_f64()
         );
         s
+    }
+
+    /// Ask every other route once (without a key).
+    fn probe(&self) -> Vec<(String, u16, String)> {
+        let chat = r#"{"messages":[{"role":"user","content":"Hi"}],"max_tokens":1}"#;
+        let routes = [
+            ("GET", "/v1/models", None),
+            ("GET", "/slots", None),
+            ("GET", "/metrics", None),
+            ("POST", "/v1/chat/completions", Some(chat)),
+        ];
+        let mut out = Vec::new();
+        for (method, path, body) in routes {
+            if let Ok((code, text)) = http(&self.addr, method, path, &[], body) {
+                out.push((format!("{method} {path}"), code, text));
+            }
+        }
+        out
     }
 
     pub fn url(&self) -> String {
@@ -213,86 +237,6 @@ impl Drop for Server {
             self.child.wait().ok();
         }
     }
-}
-
-/// Write one request (`Connection: close`) and return the stream, positioned after the
-/// response head, with the status and whether the body is chunked.
-pub fn send(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> std::io::Result<(u16, bool, BufReader<TcpStream>)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if let Some(b) = body {
-        req.push_str("Content-Type: application/json\r\n");
-        req.push_str(&format!("Content-Length: {}\r\n\r\n{b}", b.len()));
-    } else {
-        req.push_str("\r\n");
-    }
-    s.write_all(req.as_bytes())?;
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    let code = line.split_whitespace().nth(1).and_then(|c| c.parse().ok());
-    let code = code.ok_or_else(|| std::io::Error::other(format!("status line {line:?}")))?;
-    let mut chunked = false;
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 || line == "\r\n" {
-            break;
-        }
-        let l = line.to_ascii_lowercase();
-        chunked |= l.starts_with("transfer-encoding:") && l.contains("chunked");
-    }
-    Ok((code, chunked, r))
-}
-
-/// The next piece of a response body: a chunk when `chunked`, else what a read returns.
-/// None at the end of the body.
-pub fn body_piece(r: &mut BufReader<TcpStream>, chunked: bool) -> std::io::Result<Option<Vec<u8>>> {
-    if !chunked {
-        let mut buf = vec![0u8; 4096];
-        let n = r.read(&mut buf)?;
-        buf.truncate(n);
-        return Ok((n > 0).then_some(buf));
-    }
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Ok(None);
-    }
-    let size = line.trim().split(';').next().unwrap_or("");
-    let n = usize::from_str_radix(size, 16)
-        .map_err(|_| std::io::Error::other(format!("chunk size line {line:?}")))?;
-    if n == 0 {
-        return Ok(None);
-    }
-    let mut buf = vec![0u8; n + 2];
-    r.read_exact(&mut buf)?;
-    buf.truncate(n);
-    Ok(Some(buf))
-}
-
-/// One whole request: status and body text.
-pub fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> std::io::Result<(u16, String)> {
-    let (code, chunked, mut r) = send(addr, method, path, headers, body)?;
-    let mut all = Vec::new();
-    while let Some(p) = body_piece(&mut r, chunked)? {
-        all.extend_from_slice(&p);
-    }
-    Ok((code, String::from_utf8_lossy(&all).into_owned()))
 }
 
 /// The launcher of the pinned Python environment (tests/serve/venv.sh), made once per run.

@@ -63,64 +63,67 @@ def piece(event, chat):
     return (c.get("delta") or {}).get("content") if chat else c.get("text")
 
 
-def one_request(srv, chat, prompt, max_tokens, stream, drop, extra=None):
-    """Send one request; return a record dict. `drop`: close after the first content chunk."""
+def one_request(c, srv, chat, prompt, max_tokens, stream, drop, extra=None):
+    """Send one request on client `c`; return a record. `drop`: close the connection after the
+    first content chunk."""
     path, body = srv.body(chat, prompt, max_tokens, stream, **(extra or {}))
     rec = {"chat": chat, "prompt": prompt, "stream": stream, "drop": drop}
     t0 = time.monotonic()
-    c = srv.client()
-    try:
-        with c.stream("POST", path, json=body) as r:
-            rec["status"] = r.status_code
-            rec["latency"] = time.monotonic() - t0
-            if r.status_code != 200:
-                r.read()
-                check(r.status_code in (429, 503), f"{path}: HTTP {r.status_code}: {r.text[:300]}")
-                want = "unavailable_error" if r.status_code == 503 else None
-                error_shape(r.content, r.status_code, want)
-            elif not stream:
-                r.read()
-                j = r.json()
-                ch = j["choices"][0]
-                rec["text"] = ch["message"]["content"] if chat else ch["text"]
-                rec["usage"] = j["usage"]
+    with c.stream("POST", path, json=body) as r:
+        rec["status"] = r.status_code
+        rec["latency"] = time.monotonic() - t0
+        if r.status_code != 200:
+            r.read()
+            check(r.status_code in (429, 503), f"{path}: HTTP {r.status_code}: {r.text[:300]}")
+            want = "unavailable_error" if r.status_code == 503 else None
+            error_shape(r.content, r.status_code, want)
+        elif not stream:
+            r.read()
+            j = r.json()
+            ch = j["choices"][0]
+            rec["text"] = ch["message"]["content"] if chat else ch["text"]
+            rec["usage"] = j["usage"]
+        else:
+            ct = r.headers.get("content-type", "")
+            check(ct.startswith("text/event-stream"), f"{path}: stream Content-Type {ct!r}")
+            parts, done = [], False
+            for line in r.iter_lines():
+                if not line:
+                    continue
+                check(not done, f"{path}: data after [DONE]: {line!r}")
+                check(line.startswith("data: "), f"{path}: not an SSE data line: {line!r}")
+                data = line[len("data: ") :]
+                if data == "[DONE]":
+                    done = True
+                    continue
+                p = piece(json.loads(data), chat)
+                if p:
+                    parts.append(p)
+                    if drop:
+                        rec["first_chunk"] = time.monotonic()
+                        break
+            if drop:
+                check("first_chunk" in rec, f"{path}: stream ended with no content")
             else:
-                parts, done = [], False
-                for line in r.iter_lines():
-                    if not line:
-                        continue
-                    check(not done, f"{path}: data after [DONE]: {line!r}")
-                    check(line.startswith("data: "), f"{path}: not an SSE data line: {line!r}")
-                    data = line[len("data: ") :]
-                    if data == "[DONE]":
-                        done = True
-                        continue
-                    p = piece(json.loads(data), chat)
-                    if p:
-                        parts.append(p)
-                        if drop:
-                            rec["first_chunk"] = time.monotonic()
-                            break
-                if drop:
-                    check("first_chunk" in rec, f"{path}: stream ended with no content")
-                else:
-                    check(done, f"{path}: stream ended without data: [DONE]")
-                    rec["text"] = "".join(parts)
-    finally:
-        c.close()
+                check(done, f"{path}: stream ended without data: [DONE]")
+                rec["text"] = "".join(parts)
+    if drop:
+        c.close()  # the response is closed; make sure its connection is too
     rec["end"] = time.monotonic()
     return rec
 
 
-def in_threads(jobs):
-    """Run the callables `jobs` together (a barrier starts them); return results or raise."""
+def in_threads(srv, jobs):
+    """Run `jobs` (callables taking an httpx client) together, each in a thread with its own
+    client made beforehand, started by a barrier; return their results or raise."""
     out, errors = [None] * len(jobs), []
     barrier = threading.Barrier(len(jobs))
 
     def work(i):
         try:
-            barrier.wait()
-            out[i] = jobs[i]()
+            with srv.client() as c:
+                barrier.wait()
+                out[i] = jobs[i](c)
         except Exception as e:  # noqa: BLE001 - re-raised below with the job index
             errors.append(f"client {i}: {type(e).__name__}: {e}")
 
@@ -174,7 +177,7 @@ def burst(srv, a):
         prompts = CHAT_PROMPTS if chat else TEXT_PROMPTS
         drop = stream and i % 16 in (0, 10)
         p = prompts[(i // 4) % 2]
-        return lambda: one_request(srv, chat, p, a.max_tokens, stream, drop, {"temperature": 0})
+        return lambda c: one_request(c, srv, chat, p, a.max_tokens, stream, drop, {"temperature": 0})
 
     with srv.client() as c:
         rejected0 = metric(c.get("/metrics").text, "flint_requests_rejected_total")
@@ -182,7 +185,7 @@ def burst(srv, a):
     mon = threading.Thread(target=monitor, args=(srv, stop, seen, a.slots, a.queue))
     mon.start()
     try:
-        recs = in_threads([job(i) for i in range(a.clients)])
+        recs = in_threads(srv, [job(i) for i in range(a.clients)])
     finally:
         stop.set()
         mon.join()
@@ -222,10 +225,10 @@ def burst(srv, a):
 
 
 def disconnects(srv, a):
-    def job():
-        return one_request(srv, False, "1, 2, 3, 4, 5,", 256, True, True, {"temperature": 0})
+    def job(c):
+        return one_request(c, srv, False, "1, 2, 3, 4, 5,", 256, True, True, {"temperature": 0})
 
-    recs = in_threads([job] * a.slots)
+    recs = in_threads(srv, [job] * a.slots)
     for r in recs:
         check(r["status"] == 200, f"long stream: HTTP {r['status']}")
     return wait_free(srv, max(r["end"] for r in recs), a.slots)
@@ -235,13 +238,14 @@ def seeds(srv, a):
     extra = {"temperature": 0.8, "seed": 42}
     prompt = "Once upon a time"
 
-    def job():
-        r = one_request(srv, False, prompt, a.max_tokens, False, False, extra)
+    def job(c):
+        r = one_request(c, srv, False, prompt, a.max_tokens, False, False, extra)
         check(r["status"] == 200, f"seeded request: HTTP {r['status']}")
         return r["text"]
 
-    seq = [job() for _ in range(4)]
-    conc = in_threads([job] * 4)
+    with srv.client() as c:
+        seq = [job(c) for _ in range(4)]
+    conc = in_threads(srv, [job] * 4)
     check(len(set(seq + conc)) == 1, f"seed 42 gave different texts: {seq} / {conc}")
     return seq[0]
 
@@ -255,14 +259,20 @@ def main():
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=6)
     ap.add_argument("--reject-within", type=float, default=2.0, help="seconds a 429 may take")
+    ap.add_argument("--phases", default="burst,disconnect,seed", help="which parts to run")
     a = ap.parse_args()
     srv = Server(a.base_url, a.api_key)
     with srv.client() as c:
         h = c.get("/health")
         check(h.status_code == 200, f"/health: HTTP {h.status_code} {h.text[:200]}")
-    out = {"burst": burst(srv, a)}
-    out["disconnect_free_after_s"] = disconnects(srv, a)
-    out["seed_text"] = seeds(srv, a)
+    out = {}
+    phases = a.phases.split(",")
+    if "burst" in phases:
+        out["burst"] = burst(srv, a)
+    if "disconnect" in phases:
+        out["disconnect_free_after_s"] = disconnects(srv, a)
+    if "seed" in phases:
+        out["seed_text"] = seeds(srv, a)
     return out
 
 

@@ -3,7 +3,8 @@
     openai_client.py --base-url http://127.0.0.1:PORT [--api-key K] [--max-tokens 16]
 
 Lists the models, then runs a chat and a text completion at temperature 0, each once without and
-once with streaming (with `stream_options.include_usage`), and a completion from token ids.
+once with streaming (with `stream_options.include_usage`), a completion cut by a stop string
+taken from the greedy text, and a completion from token ids.
 Checks the OpenAI response shapes (ids, objects, model, choices, finish_reason, usage, the
 llama.cpp `timings`) and that the streamed text and usage equal the non-streamed ones. Prints
 {"model", "chat", "completion", "chat_finish", "completion_finish", "timings", ...} as JSON.
@@ -176,6 +177,31 @@ def completion(client, model, max_tokens, t0):
     return text, ch.finish_reason, usage, timings
 
 
+def stop_string(client, model, text, max_tokens):
+    """A stop string taken from the greedy text must cut it just before its first occurrence,
+    with finish_reason "stop", streamed (no piece of the stop string leaks) or not."""
+    cands = [text[i : i + 3] for i in range(len(text) // 2, len(text) - 2)]
+    cands = [c for c in cands if c.strip() and text.index(c) >= 2]
+    check(cands, f"stop: no stop string to take from {text!r}")
+    stop = cands[0]
+    want = text[: text.index(stop)]
+    kw = dict(model=model, prompt=PROMPT, temperature=0, max_tokens=max_tokens)
+    resp = client.completions.create(stop=[stop, "\u2603never"], **kw)
+    ch = resp.choices[0]
+    check(ch.text == want, f"stop {stop!r}: text {ch.text!r}, want {want!r}")
+    check(ch.finish_reason == "stop", f"stop {stop!r}: finish_reason {ch.finish_reason!r}")
+    parts, finishes = [], []
+    for chunk in client.completions.create(stop=stop, stream=True, **kw):
+        for c in chunk.choices:
+            parts.append(c.text or "")
+            if c.finish_reason is not None:
+                finishes.append(c.finish_reason)
+    s_text = "".join(parts)
+    check(s_text == want, f"stop {stop!r}: streamed {s_text!r}, want {want!r}")
+    check(finishes == ["stop"], f"stop {stop!r}: streamed finish_reason {finishes}")
+    return {"stop": stop, "text": want}
+
+
 def token_prompt(client, model):
     """A prompt given as token ids: the ids are the prompt, at most a BOS added."""
     ids = [504, 3458, 282, 4649, 314]
@@ -199,6 +225,7 @@ def main():
     try:
         c_text, c_fin, c_usage, c_timings = chat(client, model, a.max_tokens, t0)
         p_text, p_fin, p_usage, p_timings = completion(client, model, a.max_tokens, t0)
+        stopped = stop_string(client, model, p_text, a.max_tokens)
         tok_text = token_prompt(client, model)
     except openai.APIStatusError as e:
         raise Violation(f"HTTP {e.status_code} from {e.request.url}: {e.response.text[:500]}")
@@ -210,6 +237,7 @@ def main():
         "completion": p_text,
         "completion_finish": p_fin,
         "completion_usage": p_usage,
+        "stop": stopped,
         "token_prompt": tok_text,
         "timings": {"chat": c_timings, "completion": p_timings},
     }
