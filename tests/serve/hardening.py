@@ -13,7 +13,9 @@ OpenAI error shape (`{"error": {"message", "type", "param", "code"}}`), a 400 of
   Content-Length or chunked); 404 for an unknown route. The limits themselves are accepted.
 - D1: no key, a wrong key, a wrong scheme, a key with an extra space, an empty key: 401
   `authentication_error` on the generation routes, /metrics and /slots; the right key in
-  `Authorization: Bearer` or `X-Api-Key` gets through; /health and /v1/models are public.
+  `Authorization: Bearer` or `X-Api-Key` gets through; /health and /v1/models are public. (The
+  extra space goes before the key: HTTP parsers drop whitespace at the end of a header value,
+  RFC 9110 section 5.5, so `Bearer KEY ` reaches the server as `Bearer KEY`.)
 Prints the number of cases per status as JSON.
 """
 

@@ -188,10 +188,12 @@ impl Server {
     pub fn signal(&mut self, sig: &str) {
         #[cfg(unix)]
         {
-            let st = Command::new("kill")
-                .args(["-s", sig, &self.child.id().to_string()])
+            // The shell's own `kill`: a /bin/kill may be missing from small images.
+            let st = Command::new("sh")
+                .arg("-c")
+                .arg(format!("kill -s {sig} {}", self.child.id()))
                 .status()
-                .expect("run kill");
+                .expect("run sh -c kill");
             assert!(st.success(), "kill -s {sig} failed");
         }
         #[cfg(not(unix))]
