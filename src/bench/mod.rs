@@ -9,6 +9,7 @@
 
 pub mod compare;
 pub mod output;
+pub mod profile;
 pub mod spec;
 pub mod stats;
 

@@ -94,6 +94,10 @@ pub struct BenchArgs {
     /// Feed the prompts as they are instead of as a user turn of the model's chat template.
     #[arg(long = "spec-raw-prompts", requires = "model_draft")]
     pub spec_raw_prompts: bool,
+    /// Instead of the tests, profile a decode step and a prefill ubatch of the first `-p`
+    /// rows (at the first `-d` depth): time per kernel, dispatches, submits and readbacks.
+    #[arg(long = "profile")]
+    pub profile: bool,
 }
 
 fn parse_pg(s: &str) -> Result<(u32, u32)> {
@@ -187,6 +191,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         repetitions: args.repetitions,
         bandwidth_gbps: args.bandwidth,
     };
+    if args.profile {
+        return profile(args, &mut engine);
+    }
     let session = SessionInfo::from_engine(&engine, config, desc);
 
     let runs = tests.len() as u64 * (u64::from(args.repetitions) + 1);
@@ -216,6 +223,25 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             // Keep stdout parseable: the comparison table goes to stderr.
             eprint!("{cmp}");
         }
+    }
+    super::info::write_stdout(&text)
+}
+
+/// `--profile`: a decode step and a prefill ubatch, kernel by kernel.
+fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
+    let depth = args.n_depth.first().copied().unwrap_or(0);
+    let prefill = args
+        .n_prompt
+        .iter()
+        .copied()
+        .find(|&p| p > 0)
+        .unwrap_or(512)
+        .min(engine.fwd.max_rows());
+    let mut text = format!("adapter: {}\n\n", engine.ctx.info().name);
+    for rows in [1, prefill] {
+        let p = crate::bench::profile::profile_step(engine, rows, depth, args.repetitions)?;
+        text.push_str(&crate::bench::profile::render(&p));
+        text.push('\n');
     }
     super::info::write_stdout(&text)
 }

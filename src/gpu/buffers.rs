@@ -149,6 +149,8 @@ pub fn read_back(
         });
         encoder.copy_buffer_to_buffer(src, offset, &staging, 0, size);
         ctx.queue().submit([encoder.finish()]);
+        ctx.counters().submitted();
+        ctx.counters().read_back();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         });

@@ -96,6 +96,33 @@ pub struct GpuContext {
     lost: Arc<Mutex<Option<LostInfo>>>,
     pipelines: PipelineCache,
     poll_timeout: Duration,
+    counters: Counters,
+}
+
+/// Queue submissions and host readbacks since the context was created (`flint bench
+/// --profile` reports them per token).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub submits: std::sync::atomic::AtomicU64,
+    pub readbacks: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    /// (submits, readbacks) so far.
+    pub fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.submits.load(Relaxed), self.readbacks.load(Relaxed))
+    }
+
+    pub fn submitted(&self) {
+        self.submits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn read_back(&self) {
+        self.readbacks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl GpuContext {
@@ -184,6 +211,7 @@ impl GpuContext {
             lost,
             pipelines: PipelineCache::default(),
             poll_timeout: opts.poll_timeout,
+            counters: Counters::default(),
         })
     }
 
@@ -195,6 +223,9 @@ impl GpuContext {
     }
     pub fn device(&self) -> &wgpu::Device {
         &self.device
+    }
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
     pub fn queue(&self) -> &wgpu::Queue {
         &self.queue

@@ -21,7 +21,7 @@ pub mod pipelines;
 pub mod shaders;
 
 pub use adapters::{list_adapters, parse_backends, AdapterSummary, KeyLimits};
-pub use device::{CapturedError, DeviceOptions, GpuContext, LostInfo};
+pub use device::{CapturedError, Counters, DeviceOptions, GpuContext, LostInfo};
 pub use pipelines::{CachedPipeline, PipelineCache};
 pub use shaders::{preprocess, shader_source, BindingKind, BindingSpec, ShaderVariant};
 

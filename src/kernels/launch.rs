@@ -91,6 +91,7 @@ pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result
             }
         }
         ctx.queue().submit([encoder.finish()]);
+        ctx.counters().submitted();
     })?;
     ctx.check_alive()
 }

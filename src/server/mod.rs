@@ -155,6 +155,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
         };
         let tok = first.tok.clone();
         let drafter = first.drafter.is_some();
+        let planned = first.plan.total();
         let device = Arc::new(parking_lot::Mutex::new(()));
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> =
@@ -169,12 +170,14 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             std::thread::spawn(move || worker::run(slot, engine, shared));
         }
         eprintln!(
-            "flint serve: ready: {} as {:?}, {} slot(s) × {} context{}",
+            "flint serve: ready: {} as {:?}, {} slot(s) × {} context{}, {:.1} MiB planned \
+             (weights shared by the slots)",
             opts.engine.model.display(),
             opts.alias,
             opts.n_slots,
             limits.n_ctx,
-            if drafter { ", DSpark drafter" } else { "" }
+            if drafter { ", DSpark drafter" } else { "" },
+            planned as f64 / (1024.0 * 1024.0)
         );
         app.set_ready(Ready {
             tok,

@@ -32,6 +32,7 @@ pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
         let tx = job.tx.clone();
         let result = run_job(&mut engine, &mut cached, job, &shared);
         if let Err(e) = result {
+            Metrics::inc(&shared.metrics.errors);
             cached.clear();
             let _ = engine.reset();
             if let Some(lost) = engine.ctx.lost() {

@@ -1,0 +1,139 @@
+//! `flint bench --profile`: where one forward step spends its time. The step's dispatch list
+//! (the one a real step records into one pass) is timed whole, then dispatch by dispatch, each
+//! submitted alone and waited for, and grouped by kernel (the shader variant's key): count,
+//! milliseconds per step and share. A real step with its readback counts the submits and
+//! readbacks per token. Per-dispatch times include one submit and one wait each, so their sum
+//! exceeds the whole step by the dispatch overhead, which the table reports too.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::kernels::launch::submit;
+use crate::{Error, Result};
+
+/// One kernel's share of a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelTime {
+    /// Shader and variant key (`matmul_q4_1[…]`).
+    pub kernel: String,
+    pub count: usize,
+    /// Milliseconds per step, dispatches timed alone.
+    pub ms: f64,
+}
+
+/// The profile of a step of `rows` rows at depth `depth`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepProfile {
+    pub rows: u32,
+    pub depth: u32,
+    pub dispatches: usize,
+    /// The whole step as one pass and one submit (median of the repetitions).
+    pub whole_ms: f64,
+    /// Sum of the dispatches timed alone.
+    pub isolated_ms: f64,
+    /// Per step, counted on a real step with its argmax readback.
+    pub submits: u64,
+    pub readbacks: u64,
+    pub kernels: Vec<KernelTime>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn wait(engine: &Engine) -> Result<()> {
+    Ok(engine.ctx.poll("profile", true)?)
+}
+
+/// Profile a step of `rows` rows (1: a decode step; more: a prefill ubatch or verify batch)
+/// after `depth` cached tokens, over `reps` repetitions.
+pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Result<StepProfile> {
+    let n_vocab = engine.fwd.hp.n_vocab;
+    let mut rng = super::TokenRng::new(0x9A0F);
+    engine.reset()?;
+    if depth > 0 {
+        engine.prefill(&rng.tokens(depth, n_vocab))?;
+        engine.fwd.argmax(&engine.ctx)?;
+    }
+    let tokens = rng.tokens(rows, n_vocab);
+    // A real step: how many submits and readbacks a token costs.
+    let (s0, r0) = engine.ctx.counters().get();
+    engine.fwd.step(&engine.ctx, &tokens, 1)?;
+    engine.fwd.argmax(&engine.ctx)?;
+    let (s1, r1) = engine.ctx.counters().get();
+    engine.fwd.kv.truncate_to(0, depth)?;
+    engine.fwd.prepare(&engine.ctx, &tokens, depth, 1)?;
+    let (list, _) = engine.fwd.record(rows, 1)?;
+    let reps = reps.max(1);
+    let mut whole = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        submit(&engine.ctx, "profile step", &list)?;
+        wait(engine)?;
+        whole.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut by_kernel: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    for d in &list {
+        let mut times = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            submit(&engine.ctx, "profile dispatch", &[*d])?;
+            wait(engine)?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let v = &d.pipeline.variant;
+        let e = by_kernel
+            .entry(format!("{} [{}]", v.shader, v.key()))
+            .or_default();
+        e.0 += 1;
+        e.1 += median(times);
+    }
+    let mut kernels: Vec<KernelTime> = by_kernel
+        .into_iter()
+        .map(|(kernel, (count, ms))| KernelTime { kernel, count, ms })
+        .collect();
+    kernels.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    if list.is_empty() {
+        return Err(Error::Usage("the step recorded no dispatches".into()));
+    }
+    Ok(StepProfile {
+        rows,
+        depth,
+        dispatches: list.len(),
+        whole_ms: median(whole),
+        isolated_ms: kernels.iter().map(|k| k.ms).sum(),
+        submits: s1 - s0,
+        readbacks: r1 - r0,
+        kernels,
+    })
+}
+
+/// The profile as a markdown table.
+pub fn render(p: &StepProfile) -> String {
+    let mut out = format!(
+        "step of {} row(s) at depth {}: {} dispatches, {} submit(s) and {} readback(s) per \
+         step, whole step {:.2} ms (one pass, one submit); dispatches alone sum to {:.2} ms \
+         ({:.1} µs of overhead per dispatch)\n\n",
+        p.rows,
+        p.depth,
+        p.dispatches,
+        p.submits,
+        p.readbacks,
+        p.whole_ms,
+        p.isolated_ms,
+        1e3 * (p.isolated_ms - p.whole_ms).max(0.0) / p.dispatches as f64,
+    );
+    out.push_str("| kernel | dispatches | ms / step (alone) | share |\n|---|---:|---:|---:|\n");
+    for k in &p.kernels {
+        out.push_str(&format!(
+            "| {} | {} | {:.3} | {:.1} % |\n",
+            k.kernel,
+            k.count,
+            k.ms,
+            100.0 * k.ms / p.isolated_ms.max(1e-12)
+        ));
+    }
+    out
+}
