@@ -10,7 +10,8 @@ OpenAI error shape (`{"error": {"message", "type", "param", "code"}}`), a 400 of
   number, top_p outside (0, 1], penalties outside [-2, 2], more than 16 stop strings or one over
   256 bytes, logprobs, an unknown model, wrong types, malformed JSON, a non-UTF-8 body, JSON
   nested deeper than 64, out-of-vocabulary token ids; 413 for a body over 1 MiB (with a
-  Content-Length or chunked); 404 for an unknown route. The limits themselves are accepted.
+  Content-Length or chunked); 404 for an unknown route, 405 for a wrong method. The limits
+  themselves are accepted.
 - D1: no key, a wrong key, a wrong scheme, a key with an extra space, an empty key: 401
   `authentication_error` on the generation routes, /metrics and /slots; the right key in
   `Authorization: Bearer` or `X-Api-Key` gets through; /health and /v1/models are public. (The
@@ -75,14 +76,18 @@ def bad_params(slot_ctx, model):
             c.append((f"{ep} {name}", path, base(stop=v), "stop"))
         c.append((f"{ep} model=gpt-4", path, base(model="gpt-4"), "model"))
         c.append((f"{ep} model={model}x", path, base(model=model + "x"), "model"))
-        for f, v in (("stream", "yes"), ("seed", "x"), ("top_k", "a"), ("min_p", "a")):
+        odd = (("stream", "yes"), ("seed", "x"), ("top_k", "a"), ("min_p", "a"), ("min_p", 1.5))
+        for f, v in odd:
             c.append((f"{ep} {f}={v!r}", path, base(**{f: v}), f))
         c.append((f"{ep} deep unknown field", path, base(x=json.loads(nested(70))), None))
     mct = "max_tokens|max_completion_tokens"
-    c.append(("chat max_completion_tokens=0", CHAT, {"messages": MSGS, "max_completion_tokens": 0}, mct))
+    mct0 = {"messages": MSGS, "max_completion_tokens": 0}
+    c.append(("chat max_completion_tokens=0", CHAT, mct0, mct))
     c.append(("chat logprobs=true", CHAT, chat(logprobs=True), "logprobs"))
     c.append(("chat top_logprobs=2", CHAT, chat(logprobs=True, top_logprobs=2), "(top_)?logprobs"))
     c.append(("text logprobs=1", TEXT, text(logprobs=1), "logprobs"))
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    c.append(("chat tools", CHAT, chat(tools=[tool]), "tools"))
     c.append(("chat messages missing", CHAT, {"max_tokens": 1}, "messages"))
     c.append(("chat messages='hi'", CHAT, chat(messages="hi"), "messages"))
     c.append(("chat content=5", CHAT, chat(messages=[{"role": "user", "content": 5}]), None))
@@ -190,6 +195,8 @@ def d2(ck, a, model):
     ck.expect_error("prompt longer than the slot context", r, 400, "invalid_request_error")
     for method, path in (("GET", "/v1/nope"), ("POST", "/v1/engines"), ("POST", "/v2/chat")):
         ck.expect_error(f"{method} {path}", ck.send(method, path), 404)
+    for method, path in (("GET", CHAT), ("GET", TEXT), ("POST", "/v1/models")):
+        ck.expect_error(f"{method} {path}", ck.send(method, path), 405)
     for name, path, body in good_params(model):
         ck.expect_ok(name, ck.send("POST", path, body))
 

@@ -177,7 +177,8 @@ def burst(srv, a):
         prompts = CHAT_PROMPTS if chat else TEXT_PROMPTS
         drop = stream and i % 16 in (0, 10)
         p = prompts[(i // 4) % 2]
-        return lambda c: one_request(c, srv, chat, p, a.max_tokens, stream, drop, {"temperature": 0})
+        greedy = {"temperature": 0}
+        return lambda c: one_request(c, srv, chat, p, a.max_tokens, stream, drop, greedy)
 
     with srv.client() as c:
         rejected0 = metric(c.get("/metrics").text, "flint_requests_rejected_total")
