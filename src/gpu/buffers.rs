@@ -24,7 +24,8 @@ pub fn size_limit(ctx: &GpuContext, usage: wgpu::BufferUsages) -> u64 {
     if usage.contains(wgpu::BufferUsages::STORAGE) {
         limit = limit.min(limits.max_storage_buffer_binding_size);
     }
-    if usage.contains(wgpu::BufferUsages::UNIFORM) {
+    // A storage buffer that is also UNIFORM is bound as uniform only through windows.
+    if usage.contains(wgpu::BufferUsages::UNIFORM) && !usage.contains(wgpu::BufferUsages::STORAGE) {
         limit = limit.min(limits.max_uniform_buffer_binding_size);
     }
     limit
@@ -58,8 +59,11 @@ pub fn create_buffer(
 
 /// A storage buffer (read or read_write in shaders) that can be copied to and from.
 pub fn create_storage(ctx: &GpuContext, what: &str, bytes: u64) -> Result<wgpu::Buffer, GpuError> {
-    let usage =
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    // UNIFORM too: matmuls may bind a 64 KiB window of an activation as a uniform buffer.
+    let usage = wgpu::BufferUsages::STORAGE
+        | wgpu::BufferUsages::UNIFORM
+        | wgpu::BufferUsages::COPY_SRC
+        | wgpu::BufferUsages::COPY_DST;
     create_buffer(ctx, what, bytes, usage)
 }
 

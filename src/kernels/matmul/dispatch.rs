@@ -11,8 +11,10 @@ use crate::kernels::launch::{bind_group, submit, Dispatch};
 
 use super::variants::{
     baseline_variant, embed_variant, matmul_variant, Family, BATCH_TMS, STAGED_TM,
+    UNIFORM_X_MAX_TM, X_WINDOW,
 };
 use super::weights::{GpuWeight, WeightSplit};
+use super::window::{x_window, x_window_columns};
 use super::MatmulParams;
 
 /// Where X `[m, x_stride]` and Y `[m, y_stride]` (f32) live for `Y = X . W^T`.
@@ -112,8 +114,17 @@ fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError> {
 
 /// The column tile and staging the default path uses for `m` columns: the smallest tile of
 /// [`BATCH_TMS`] holding `m` up to 16 columns; past that the staged [`STAGED_TM`] tile when the
-/// family stages X, else the 16-column tile.
+/// family stages X, else the 16-column tile. Families reading X through uniform windows cap
+/// the tile at [`UNIFORM_X_MAX_TM`].
 pub fn path_for(family: Family, m: u32) -> (u32, bool) {
+    if family.x_uniform {
+        let tm = BATCH_TMS
+            .iter()
+            .copied()
+            .find(|&tm| tm >= m)
+            .unwrap_or(UNIFORM_X_MAX_TM);
+        return (tm.min(UNIFORM_X_MAX_TM), false);
+    }
     match BATCH_TMS.iter().find(|&&tm| tm >= m) {
         Some(&tm) => (tm, false),
         None if family.mm_staged => (STAGED_TM, true),
@@ -126,12 +137,25 @@ fn one_dispatch(
     variant: &ShaderVariant,
     label: String,
     params: &MatmulParams,
-    [w, a, b]: [&wgpu::Buffer; 3],
+    bufs: [&wgpu::Buffer; 3],
+    grid: [u32; 3],
+) -> Result<Dispatch, GpuError> {
+    let res = bufs.map(|b| b.as_entire_binding());
+    one_dispatch_with(ctx, variant, label, params, res, grid)
+}
+
+/// [`one_dispatch`] with explicit bindings for the weight, X and Y.
+fn one_dispatch_with(
+    ctx: &GpuContext,
+    variant: &ShaderVariant,
+    label: String,
+    params: &MatmulParams,
+    [w, a, b]: [wgpu::BindingResource<'_>; 3],
     grid: [u32; 3],
 ) -> Result<Dispatch, GpuError> {
     let pipeline = ctx.pipelines().get(ctx, variant)?;
     let uniform = create_uniform(ctx, &label, params)?;
-    let resources = [&uniform, w, a, b].map(|buf| buf.as_entire_binding());
+    let resources = [uniform.as_entire_binding(), w, a, b];
     let bg = bind_group(ctx, &pipeline, &label, &resources)?;
     Ok(Dispatch {
         label,
@@ -167,9 +191,16 @@ pub fn matmul_dispatches_with(
     if io.m == 0 {
         return Ok(Vec::new());
     }
-    let variant = matmul_variant(w.ty, family, tm, staged, ctx.has_f16())?;
     let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
-    let gz = io.m.div_ceil(tm);
+    // Columns per uniform window of X, when the family reads X that way and it fits here.
+    let window = if family.x_uniform && !staged {
+        x_window_columns(ctx, w, io)
+    } else {
+        None
+    };
+    let chunk = window.unwrap_or(io.m);
+    let variant = matmul_variant(w.ty, family, tm, staged, ctx.has_f16(), window.is_some())?;
+    let gz = chunk.min(io.m).div_ceil(tm);
     if gz > max_dim {
         return Err(GpuError::DispatchTooLarge {
             what: format!("matmul {} column tiles", w.name),
@@ -179,19 +210,39 @@ pub fn matmul_dispatches_with(
     }
     let mut out = Vec::with_capacity(w.splits.len());
     for (i, s) in w.splits.iter().enumerate() {
-        let params = io.params(w, s)?;
-        let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows));
+        let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows_per_group()));
         let (gx, gy) = dispatch_grid(&format!("matmul {}", w.name), blocks, max_dim)?;
         let label = format!("matmul {} split {i} [{}]", w.name, variant.key());
-        let bufs = [&s.buffer, io.x, io.y];
-        out.push(one_dispatch(
-            ctx,
-            &variant,
-            label,
-            &params,
-            bufs,
-            [gx, gy, gz],
-        )?);
+        let mut c0 = 0;
+        while c0 < io.m {
+            let m = chunk.min(io.m - c0);
+            let mut params = io.params(w, s)?;
+            params.m = m;
+            params.y_off = io.y_off + c0 * io.y_stride;
+            let x = if window.is_some() {
+                let first = 4 * (u64::from(io.x_off) + u64::from(c0) * u64::from(io.x_stride));
+                let (offset, x_off) = x_window(ctx, io.x, first);
+                params.x_off = x_off;
+                wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: io.x,
+                    offset,
+                    size: std::num::NonZeroU64::new(X_WINDOW),
+                })
+            } else {
+                params.x_off = io.x_off + c0 * io.x_stride;
+                io.x.as_entire_binding()
+            };
+            let grid = [gx, gy, m.div_ceil(tm)];
+            out.push(one_dispatch_with(
+                ctx,
+                &variant,
+                label.clone(),
+                &params,
+                [s.buffer.as_entire_binding(), x, io.y.as_entire_binding()],
+                grid,
+            )?);
+            c0 += m;
+        }
     }
     Ok(out)
 }

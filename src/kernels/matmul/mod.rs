@@ -13,6 +13,7 @@
 //! - [`variants`]: kernel [`Family`] per device, shader variants, the registry.
 //! - [`dispatch`]: [`Dispatch`](crate::kernels::launch::Dispatch) builders (one per split) and
 //!   run-now helpers.
+//! - `window`: X bound as 64 KiB uniform windows where CPU drivers load it faster.
 //!
 //! Batch invariance: within one [`Family`], an output row is bit-identical whether computed by
 //! mat-vec (M = 1), in a batch of 2..=16 or in a prefill tile (any M), because every path runs
@@ -23,6 +24,7 @@ pub mod dispatch;
 pub mod layout;
 pub mod variants;
 pub mod weights;
+mod window;
 
 pub use dispatch::{
     baseline_dispatches, baseline_now, embed_dispatches, embed_now, matmul_dispatches,
