@@ -173,15 +173,18 @@ pub fn fmt_params(n: u64) -> String {
     }
 }
 
-fn u64_of(r: &Map<String, Value>, k: &str) -> u64 {
+/// Field `k` of a result row (0 or "" when absent).
+pub(crate) fn u64_of(r: &Map<String, Value>, k: &str) -> u64 {
     r.get(k).and_then(Value::as_u64).unwrap_or(0)
 }
 
-fn f64_of(r: &Map<String, Value>, k: &str) -> f64 {
+/// Field `k` of a result row (0 or "" when absent).
+pub(crate) fn f64_of(r: &Map<String, Value>, k: &str) -> f64 {
     r.get(k).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
-fn str_of<'a>(r: &'a Map<String, Value>, k: &str) -> &'a str {
+/// Field `k` of a result row (0 or "" when absent).
+pub(crate) fn str_of<'a>(r: &'a Map<String, Value>, k: &str) -> &'a str {
     r.get(k).and_then(Value::as_str).unwrap_or("")
 }
 

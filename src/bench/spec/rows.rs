@@ -6,7 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{prompts, SpecBench, Tally};
-use crate::bench::output::table;
+use crate::bench::output::{f64_of, str_of, table, u64_of};
 use crate::engine::Engine;
 
 /// What every row repeats about the session.
@@ -146,18 +146,6 @@ pub fn records(s: &SpecSession, bench: &SpecBench) -> Vec<Map<String, Value>> {
     out
 }
 
-fn f(r: &Map<String, Value>, k: &str) -> f64 {
-    r.get(k).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-fn u(r: &Map<String, Value>, k: &str) -> u64 {
-    r.get(k).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn s<'a>(r: &'a Map<String, Value>, k: &str) -> &'a str {
-    r.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
 /// A prompt for a table cell: one line, at most 36 characters, `|` escaped.
 fn cell(prompt: &str) -> String {
     let one: String = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -176,12 +164,12 @@ pub fn markdown(rows: &[Map<String, Value>]) -> String {
     };
     let mut out = format!(
         "{} + drafter {} on wgpu/{} ({}): greedy, -n {}, n_max {}, bypass off{}\n\n",
-        s(first, "model_type"),
-        s(first, "draft_filename"),
-        s(first, "backend"),
-        s(first, "adapter"),
-        u(first, "n_gen"),
-        u(first, "n_max"),
+        str_of(first, "model_type"),
+        str_of(first, "draft_filename"),
+        str_of(first, "backend"),
+        str_of(first, "adapter"),
+        u64_of(first, "n_gen"),
+        u64_of(first, "n_max"),
         if first.get("chat_template") == Some(&Value::Bool(true)) {
             ", chat template"
         } else {
@@ -205,14 +193,14 @@ pub fn markdown(rows: &[Map<String, Value>]) -> String {
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            let prompt = match s(r, "row") {
-                "prompt" => cell(s(r, "prompt")),
-                _ => match u(r, "n_prompts") {
+            let prompt = match str_of(r, "row") {
+                "prompt" => cell(str_of(r, "prompt")),
+                _ => match u64_of(r, "n_prompts") {
                     1 => "(1 prompt)".to_string(),
                     n => format!("({n} prompts)"),
                 },
             };
-            let (pt, st) = (u(r, "plain_tokens"), u(r, "spec_tokens"));
+            let (pt, st) = (u64_of(r, "plain_tokens"), u64_of(r, "spec_tokens"));
             let slots: Vec<String> = r
                 .get("slot_acceptance")
                 .and_then(Value::as_array)
@@ -221,20 +209,20 @@ pub fn markdown(rows: &[Map<String, Value>]) -> String {
                 .map(|v| format!("{:.0}", 100.0 * v.as_f64().unwrap_or(0.0)))
                 .collect();
             vec![
-                s(r, "category").to_string(),
+                str_of(r, "category").to_string(),
                 prompt,
-                u(r, "prompt_tokens").to_string(),
+                u64_of(r, "prompt_tokens").to_string(),
                 if pt == st {
                     pt.to_string()
                 } else {
                     format!("{pt}/{st}")
                 },
-                format!("{:.2}", f(r, "plain_tps")),
-                format!("{:.2}", f(r, "spec_tps")),
-                format!("{:.2}", f(r, "speedup")),
-                format!("{:.2}", f(r, "tau")),
-                format!("{:.1}", 100.0 * f(r, "acceptance_rate")),
-                format!("{:.2}", f(r, "tokens_per_target_forward")),
+                format!("{:.2}", f64_of(r, "plain_tps")),
+                format!("{:.2}", f64_of(r, "spec_tps")),
+                format!("{:.2}", f64_of(r, "speedup")),
+                format!("{:.2}", f64_of(r, "tau")),
+                format!("{:.1}", 100.0 * f64_of(r, "acceptance_rate")),
+                format!("{:.2}", f64_of(r, "tokens_per_target_forward")),
                 slots.join(" "),
                 r.get("greedy_match")
                     .and_then(Value::as_bool)
@@ -305,8 +293,8 @@ mod tests {
             .iter()
             .map(|r| {
                 (
-                    s(r, "row"),
-                    s(r, "category"),
+                    str_of(r, "row"),
+                    str_of(r, "category"),
                     r["greedy_match"] == json!(true),
                 )
             })
@@ -322,8 +310,8 @@ mod tests {
                 ("all", "all", false)
             ]
         );
-        assert_eq!(u(&rows[3], "drafted"), 4);
-        assert_eq!(u(&rows[5], "n_prompts"), 3);
+        assert_eq!(u64_of(&rows[3], "drafted"), 4);
+        assert_eq!(u64_of(&rows[5], "n_prompts"), 3);
         let md = markdown(&rows);
         assert!(md.starts_with("llama 135M Q4_1 + drafter d.gguf"), "{md}");
         assert!(
