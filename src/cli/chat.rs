@@ -79,16 +79,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         history.push(ChatMessage::new("user", line));
         let text = template.render(&history, true)?;
         let ids = tok.encode(&text, true, true)?;
-        let keep = cached.iter().zip(&ids).take_while(|(a, b)| a == b).count();
-        // Re-run at least the last token so there are logits to start from.
-        let keep = keep.min(ids.len().saturating_sub(1));
-        // A drafter whose position window moved past the common prefix cannot keep it.
-        let keep = match &engine.drafter {
-            Some((d, _)) if (keep as u32) < d.base() => 0,
-            _ => keep,
-        };
-        engine.fwd.kv.truncate_to(0, keep as u32)?;
-        cached.truncate(keep);
+        let keep = engine.keep_prefix(&mut cached, &ids)?;
         let mut stream = tok.stream_decoder(false);
         let mut reply_ids = Vec::new();
         let stats = engine.generate(&ids[keep..], args.n_predict, sampler.as_mut(), |t| {
@@ -104,9 +95,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         if let Some(spec) = &stats.spec {
             eprintln!("[{}]", spec.summary(stats.generated_tokens));
         }
-        cached.extend_from_slice(&ids[keep..]);
-        // The last generated token was not run through the model.
-        cached.extend(reply_ids.iter().take(reply_ids.len().saturating_sub(1)));
+        Engine::note_cached(&mut cached, &ids[keep..], &reply_ids);
         let reply = tok.decode(&reply_ids, false)?;
         history.push(ChatMessage::new("assistant", reply));
     }

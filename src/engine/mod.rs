@@ -349,6 +349,31 @@ impl Engine {
         Ok(stats)
     }
 
+    /// Keep the K/V rows of the longest common prefix of `cached` (the token ids whose rows the
+    /// cache holds, in order) and the next prompt `ids`: at most `ids.len() - 1` rows (the last
+    /// prompt token runs again for its logits), none when a drafter's position window moved past
+    /// the prefix. Truncates the cache and `cached`; returns the rows kept. `chat` and the
+    /// server's slots reuse their previous turn this way.
+    pub fn keep_prefix(&mut self, cached: &mut Vec<u32>, ids: &[u32]) -> Result<usize> {
+        let common = cached.iter().zip(ids).take_while(|(a, b)| a == b).count();
+        let mut keep = common.min(ids.len().saturating_sub(1));
+        if let Some((d, _)) = &self.drafter {
+            if (keep as u32) < d.base() {
+                keep = 0;
+            }
+        }
+        self.fwd.kv.truncate_to(0, keep as u32)?;
+        cached.truncate(keep);
+        Ok(keep)
+    }
+
+    /// Record in `cached` what a generation left in the cache: the prompt rows it ran and every
+    /// generated token but the last (which was never run through the model).
+    pub fn note_cached(cached: &mut Vec<u32>, prompt_run: &[u32], generated: &[u32]) {
+        cached.extend_from_slice(prompt_run);
+        cached.extend(generated.iter().take(generated.len().saturating_sub(1)));
+    }
+
     /// Empty the KV cache (and the drafter's).
     pub fn reset(&mut self) -> Result<()> {
         if let Some((d, _)) = &mut self.drafter {

@@ -12,6 +12,7 @@ use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::Engine;
 use crate::sampling::Sampler;
+use crate::tokenizer::Tokenizer;
 use crate::Result;
 
 /// What the worker of one slot shares with the server.
@@ -28,9 +29,11 @@ pub struct Shared {
 pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
     // Token ids whose K/V rows the slot's cache holds, in order.
     let mut cached: Vec<u32> = Vec::new();
+    // The generation borrows the engine mutably; the detokenizer needs its own tokenizer.
+    let tok = engine.tok.clone();
     while let Some(job) = shared.slots.next(slot) {
         let tx = job.tx.clone();
-        let result = run_job(&mut engine, &mut cached, job, &shared);
+        let result = run_job(&mut engine, &tok, &mut cached, job, &shared);
         if let Err(e) = result {
             Metrics::inc(&shared.metrics.errors);
             cached.clear();
@@ -53,26 +56,21 @@ enum Cut {
     Shutdown,
 }
 
-fn run_job(engine: &mut Engine, cached: &mut Vec<u32>, job: Job, shared: &Shared) -> Result<()> {
+fn run_job(
+    engine: &mut Engine,
+    tok: &Tokenizer,
+    cached: &mut Vec<u32>,
+    job: Job,
+    shared: &Shared,
+) -> Result<()> {
     shared.metrics.record_wait(job.queued_at.elapsed());
     let mut device = shared.device.lock();
     let ids = &job.prompt;
-    let keep = cached.iter().zip(ids).take_while(|(a, b)| a == b).count();
-    // Re-run at least the last prompt token so there are logits to start from.
-    let mut keep = keep.min(ids.len().saturating_sub(1));
-    // A drafter whose position window moved past the common prefix cannot keep it.
-    if let Some((d, _)) = &engine.drafter {
-        if (keep as u32) < d.base() {
-            keep = 0;
-        }
-    }
-    engine.fwd.kv.truncate_to(0, keep as u32)?;
-    cached.truncate(keep);
+    let keep = engine.keep_prefix(cached, ids)?;
     let mut sampler = match job.sampling {
         Some(p) => Some(Sampler::new(p, engine.fwd.hp.n_vocab)?),
         None => None,
     };
-    let tok = engine.tok.clone();
     let mut decoder = tok.stream_decoder(false);
     let mut stop = StopMatcher::new(job.stop.clone());
     let mut generated: Vec<u32> = Vec::new();
@@ -108,9 +106,7 @@ fn run_job(engine: &mut Engine, cached: &mut Vec<u32>, job: Job, shared: &Shared
         Ok(true)
     })?;
     drop(device);
-    cached.extend_from_slice(&ids[keep..]);
-    // The last generated token was not run through the model.
-    cached.extend(generated.iter().take(generated.len().saturating_sub(1)));
+    Engine::note_cached(cached, &ids[keep..], &generated);
     shared.metrics.record(&stats);
     match cut {
         Cut::ClientGone => return Ok(()),
