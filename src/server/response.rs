@@ -139,8 +139,8 @@ pub async fn collect(meta: Meta, mut rx: UnboundedReceiver<Event>) -> Result<Res
         match ev {
             Event::Text(t) => text.push_str(&t),
             Event::Done(o) => return Ok(axum::Json(meta.whole(text, &o)).into_response()),
-            Event::Error(m) if m.contains("shutting down") => return Err(ApiError::unavailable(m)),
             Event::Error(m) => return Err(ApiError::internal(m)),
+            Event::Shutdown => return Err(shutting_down()),
         }
     }
     Err(ApiError::internal("the generation ended without a result"))
@@ -174,9 +174,10 @@ pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
                     last["timings"] = timings(&o);
                     (data(&last), Stage::Usage(Box::new(o)))
                 }
-                Some(Event::Error(m)) => (data(&error_body(&m)), Stage::End),
+                Some(Event::Error(m)) => (data(&ApiError::internal(m).body()), Stage::End),
+                Some(Event::Shutdown) => (data(&shutting_down().body()), Stage::End),
                 None => (
-                    data(&error_body("the generation ended without a result")),
+                    data(&ApiError::internal("the generation ended without a result").body()),
                     Stage::End,
                 ),
             },
@@ -193,11 +194,6 @@ pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
     Sse::new(events).into_response()
 }
 
-fn error_body(message: &str) -> Value {
-    let e = if message.contains("shutting down") {
-        ApiError::unavailable(message)
-    } else {
-        ApiError::internal(message)
-    };
-    e.body()
+fn shutting_down() -> ApiError {
+    ApiError::unavailable("the server is shutting down")
 }

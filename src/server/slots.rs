@@ -18,8 +18,10 @@ pub enum Event {
     Text(String),
     /// The generation ended.
     Done(Outcome),
-    /// The generation failed or was cut short (shutdown, device loss).
+    /// The generation failed (engine error, device loss).
     Error(String),
+    /// The server is shutting down: the generation was cut short or never ran.
+    Shutdown,
 }
 
 /// How a generation ended, with its counters.
@@ -151,9 +153,7 @@ impl Slots {
         let mut g = self.lock();
         g.shutdown = true;
         for job in g.queue.drain(..) {
-            let _ = job
-                .tx
-                .send(Event::Error("the server is shutting down".into()));
+            let _ = job.tx.send(Event::Shutdown);
         }
         drop(g);
         self.wake.notify_all();
@@ -213,7 +213,7 @@ mod tests {
         s.submit(j).unwrap();
         s.shutdown();
         assert!(s.next(0).is_none());
-        assert!(matches!(waiting.try_recv(), Ok(Event::Error(_))));
+        assert!(matches!(waiting.try_recv(), Ok(Event::Shutdown)));
         assert!(rx.try_recv().is_err());
         drop(got);
     }

@@ -111,9 +111,7 @@ fn run_job(
     match cut {
         Cut::ClientGone => return Ok(()),
         Cut::Shutdown => {
-            let _ = job
-                .tx
-                .send(Event::Error("the server is shutting down".into()));
+            let _ = job.tx.send(Event::Shutdown);
             return Ok(());
         }
         Cut::StopString | Cut::None => {}
