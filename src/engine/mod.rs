@@ -200,7 +200,6 @@ impl Engine {
         let model_bytes = file.file_len();
         drop(file);
         let mut policy: Option<VerifyPolicy> = None;
-        let mut policy_seen: Option<VerifyPolicy> = None;
         let mut slots = Vec::with_capacity(n_slots as usize);
         for _ in 0..n_slots {
             let mut alloc = Allocator::new(&ctx, &slot_plan);
@@ -224,23 +223,23 @@ impl Engine {
                     }
                     fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
                     // Measured once (the slots are identical).
-                    let policy = match &policy {
-                        Some(p) => VerifyPolicy::clone(p),
-                        None => verify_policy(&ctx, &mut fwd, d, dp.n_draft)?,
+                    let policy = match policy.clone() {
+                        Some(p) => p,
+                        None => {
+                            let p = verify_policy(&ctx, &mut fwd, d, dp.n_draft)?;
+                            policy = Some(p.clone());
+                            p
+                        }
                     };
                     let spec = SpecOptions {
                         n_max: dp.n_draft,
-                        policy: policy.clone(),
+                        policy,
                         bypass: d.bypass.then(crate::spec::bypass::BypassConfig::default),
                     };
-                    policy_seen = Some(policy);
                     Some((dspark, spec))
                 }
                 _ => None,
             };
-            if policy.is_none() {
-                policy = policy_seen.take();
-            }
             let allocated = std::mem::take(&mut alloc.records);
             drop(alloc);
             slots.push(Engine {
