@@ -145,13 +145,7 @@ fn bench_type(
         let io = MatmulIo::dense(&pw, &x, &y, m);
         let flops = 2.0 * f64::from(m) * f64::from(pk) * f64::from(pn);
         let base = time(ctx, &baseline_dispatches(ctx, &pw, &io)?, 1, 2)?;
-        // Families with several rows per invocation never stage X: time the one-row family's.
-        let stager = if family.tr > 1 {
-            Family::serial(1)
-        } else {
-            family
-        };
-        let staged = matmul_dispatches_with(ctx, stager, STAGED_TM, true, &pw, &io)?;
+        let staged = matmul_dispatches_with(ctx, family, STAGED_TM, true, &pw, &io)?;
         let staged = time(ctx, &staged, 1, 2)?;
         let flat = matmul_dispatches_with(ctx, family, 16, false, &pw, &io)?;
         let flat = time(ctx, &flat, 1, 2)?;

@@ -15,9 +15,6 @@
 //   STAGE_X, BK   prefill: X is staged through workgroup memory in tiles of TM columns x BK
 //                 elements (BK a multiple of every UNIT), shared by all rows of the workgroup
 //   X_UNIFORM     X is bound as a 64 KiB uniform window (the host splits the columns)
-//   XCACHE, TR    LANES = 1 only: each invocation computes TR consecutive rows; per unit, the
-//                 X of its TM columns is loaded once into private memory and shared by the TR
-//                 rows (CPU drivers turn every X load into a gather, so this divides them by TR)
 //
 // Work split: workgroup (wid.x, wid.y) -> row block rb = wid.y * nwg.x + wid.x (2D past the
 // per-dimension limit), wid.z -> columns [TM * wid.z, TM * wid.z + TM). Local invocation
@@ -54,16 +51,6 @@ const WG: u32 = LANES * ROWS;
 // First column of this workgroup.
 var<private> col0: u32;
 
-#ifdef XCACHE
-const UNIT4: u32 = UNIT / 4u;
-// X of the current unit: xc[t * UNIT4 + j] = elements kunit + 4j .. + 3 of column col0 + t.
-var<private> xc: array<vec4<f32>, TM * UNIT4>;
-var<private> kunit: u32;
-
-fn xq(t: u32, k: u32) -> vec4<f32> {
-    return xc[t * UNIT4 + ((k - kunit) >> 2u)];
-}
-#else
 #ifdef STAGE_X
 const BK4: u32 = BK / 4u;
 // X tile: columns col0..col0+TM, elements kbase..kbase+BK.
@@ -81,56 +68,11 @@ fn xq(t: u32, k: u32) -> vec4<f32> {
     return x[(params.x_off + c * params.x_stride + k) >> 2u];
 }
 #endif
-#endif
 
 #ifdef RED_SHARED
 var<workgroup> red: array<f32, WG * TM>;
 #endif
 
-#ifdef XCACHE
-@compute @workgroup_size(WG)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    // Rows row0 .. row0 + TR of this invocation; the same per-output order as LANES = 1.
-    let row0 = ((wid.y * nwg.x + wid.x) * ROWS + lid) * TR;
-    col0 = wid.z * TM;
-    var acc: array<vec4<f32>, TM * TR>;
-    for (var i = 0u; i < TM * TR; i++) {
-        acc[i] = vec4<f32>(0.0);
-    }
-    for (var u = 0u; u < params.n_units; u++) {
-        kunit = u * UNIT;
-        for (var t = 0u; t < TM; t++) {
-            let c = min(col0 + t, params.m - 1u);
-            let base = (params.x_off + c * params.x_stride + kunit) >> 2u;
-            for (var j = 0u; j < UNIT4; j++) {
-                xc[t * UNIT4 + j] = x[base + j];
-            }
-        }
-        for (var i = 0u; i < TR; i++) {
-            let wu = wu_load(min(row0 + i, params.n_rows - 1u), u);
-            for (var t = 0u; t < TM; t++) {
-                acc[i * TM + t] = wu_dot(wu, t, kunit, acc[i * TM + t]);
-            }
-        }
-    }
-    for (var i = 0u; i < TR; i++) {
-        let row = row0 + i;
-        if (row < params.n_rows) {
-            for (var t = 0u; t < TM; t++) {
-                let c = col0 + t;
-                if (c < params.m) {
-                    let a = acc[i * TM + t];
-                    y[params.y_off + c * params.n_out + params.row0 + row] = (a.x + a.y) + (a.z + a.w);
-                }
-            }
-        }
-    }
-}
-#else
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -222,4 +164,3 @@ fn main(
         }
     }
 }
-#endif

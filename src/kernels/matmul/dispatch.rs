@@ -210,7 +210,7 @@ pub fn matmul_dispatches_with(
     }
     let mut out = Vec::with_capacity(w.splits.len());
     for (i, s) in w.splits.iter().enumerate() {
-        let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows_per_group()));
+        let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows));
         let (gx, gy) = dispatch_grid(&format!("matmul {}", w.name), blocks, max_dim)?;
         let label = format!("matmul {} split {i} [{}]", w.name, variant.key());
         let mut c0 = 0;

@@ -40,9 +40,6 @@ pub struct Family {
     /// otherwise it runs the unstaged 16-column tile over all columns (faster where workgroup
     /// memory is ordinary memory and barriers are costly, as on lavapipe). Same bits either way.
     pub mm_staged: bool,
-    /// Rows per invocation (`lanes == 1` only; > 1 caches each unit's X in private memory and
-    /// shares it by the rows: `XCACHE`). Same bits as 1.
-    pub tr: u32,
     /// Bind X as a uniform window where it fits ([`X_WINDOW`]); same bits as storage.
     pub x_uniform: bool,
 }
@@ -50,20 +47,13 @@ pub struct Family {
 impl Family {
     /// One invocation per row, vec4 accumulation, no barrier outside prefill staging: what CPU
     /// Vulkan drivers (lavapipe) run fastest.
-    pub const SERIAL: Family = Family::serial(SERIAL_TR);
-
-    /// One lane per row, `tr` rows per invocation (the tests compare `tr` = 1 with
-    /// [`Family::SERIAL`] bit for bit).
-    pub const fn serial(tr: u32) -> Family {
-        Family {
-            lanes: 1,
-            rows: 64,
-            reduce: Reduce::None,
-            mm_staged: false,
-            tr,
-            x_uniform: true,
-        }
-    }
+    pub const SERIAL: Family = Family {
+        lanes: 1,
+        rows: 64,
+        reduce: Reduce::None,
+        mm_staged: false,
+        x_uniform: true,
+    };
 
     /// `lanes` invocations per row (a warp on NVIDIA when 32), 128 invocations per workgroup,
     /// reduced by subgroup shuffles or through workgroup memory.
@@ -77,14 +67,8 @@ impl Family {
                 Reduce::Shared
             },
             mm_staged: true,
-            tr: 1,
             x_uniform: false,
         }
-    }
-
-    /// Rows one workgroup covers.
-    pub const fn rows_per_group(&self) -> u32 {
-        self.rows * self.tr
     }
 
     /// The family for this device: [`Family::SERIAL`] on CPU adapters, otherwise 32 lanes with
@@ -105,9 +89,8 @@ impl Family {
 
 /// The families the runtime may pick, plus the 8-lane subgroup family the tests run on lavapipe
 /// (subgroups of 8) and the 8-lane shared family it must match.
-pub const REGISTERED_FAMILIES: [Family; 6] = [
+pub const REGISTERED_FAMILIES: [Family; 5] = [
     Family::SERIAL,
-    Family::serial(4),
     Family::wide(32, true),
     Family::wide(32, false),
     Family::wide(8, true),
@@ -116,10 +99,6 @@ pub const REGISTERED_FAMILIES: [Family; 6] = [
 
 /// Bytes of the uniform window through which `X_UNIFORM` variants read X.
 pub const X_WINDOW: u64 = 65536;
-
-/// Rows per invocation of [`Family::SERIAL`] (measured on lavapipe: 4 is faster for K = 576
-/// and slower for K = 1536 than 1, so the default stays 1; `serial(4)` is kept, tested).
-pub const SERIAL_TR: u32 = 1;
 
 /// The widest column tile of families that read X through uniform windows (wider tiles were
 /// slower on lavapipe: 8 and 16 columns cost 1.5–2× the 4-column tile at M = 8 and 64).
@@ -200,17 +179,6 @@ pub fn matmul_variant(
     defines.push(("LANES", format!("{}u", family.lanes)));
     defines.push(("ROWS", format!("{}u", family.rows)));
     defines.push(("TM", format!("{tm}u")));
-    if family.tr > 1 {
-        if staged || family.lanes != 1 {
-            return Err(GpuError::BadInput {
-                what: "matmul variant".to_string(),
-                expected: "rows per invocation > 1 only with one lane and no staging".to_string(),
-                actual: format!("{family:?}, staged {staged}"),
-            });
-        }
-        defines.push(("XCACHE", String::new()));
-        defines.push(("TR", format!("{}u", family.tr)));
-    }
     match family.reduce {
         Reduce::None => {}
         Reduce::Subgroup => defines.push(("RED_SUBGROUP", String::new())),
