@@ -12,6 +12,7 @@ pub mod info;
 pub mod plan;
 pub mod serve;
 pub mod spec_args;
+pub mod tokenize;
 
 use clap::{Parser, Subcommand};
 
@@ -46,6 +47,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// DSpark drafter tools (`init`: a random drafter for a target, to test the drafter path).
     Dspark(dspark::DsparkArgs),
+    /// Print the token ids of a JSONL prompt file, chat-templated as `bench -md` feeds them.
+    Tokenize(tokenize::TokenizeArgs),
 }
 
 /// Run a parsed command line.
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => bench::run(&args),
         Command::Dspark(args) => dspark::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Tokenize(args) => tokenize::run(&args),
     }
 }
 
