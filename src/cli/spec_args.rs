@@ -2,14 +2,15 @@
 //! model, the speculation type, drafts per cycle, the confidence threshold, the drafter's
 //! context and injection chunk, its KV types, and `--no-spec`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::engine::DraftOptions;
+use crate::engine::{DraftOptions, DEFAULT_DRAFTER, DEFAULT_MODEL};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SpecArgs {
-    /// DSpark drafter GGUF (`-md`; `dflash` or legacy `dspark` format).
+    /// DSpark drafter GGUF (`-md`; `dflash` or legacy `dspark` format). Default with the default
+    /// model in `generate` and `chat`: its shipped drafter (models/, train/dspark/).
     #[arg(long = "spec-draft-model", visible_alias = "model-draft")]
     pub draft_model: Option<PathBuf>,
     /// Speculation type: `draft-dspark` (the only one).
@@ -45,24 +46,44 @@ pub struct SpecArgs {
     /// Always draft, even while drafting does not pay.
     #[arg(long = "spec-no-bypass")]
     pub no_bypass: bool,
-    /// Decode without the drafter even when one is given.
+    /// Decode without a drafter, the default model's shipped one included.
     #[arg(long = "no-spec")]
     pub no_spec: bool,
 }
 
 impl SpecArgs {
-    /// The drafter options, or `None` without a drafter or with `--no-spec`.
+    /// The drafter `-md` names; else, when `default_drafter` and the target is the default
+    /// model, the shipped drafter ([`DEFAULT_DRAFTER`], when present).
+    fn drafter_path(&self, target: &Path, default_drafter: bool) -> Option<PathBuf> {
+        if let Some(m) = &self.draft_model {
+            return Some(m.clone());
+        }
+        if !default_drafter || target != Path::new(DEFAULT_MODEL) {
+            return None;
+        }
+        let path = PathBuf::from(DEFAULT_DRAFTER);
+        if path.exists() {
+            Some(path)
+        } else {
+            eprintln!("note: {DEFAULT_DRAFTER} is missing; decoding without speculation");
+            None
+        }
+    }
+
+    /// The drafter options, or `None` without a drafter or with `--no-spec`. `target` is the
+    /// `-m` path; `default_drafter` lets the default model bring its shipped drafter.
     pub fn draft_options(
         &self,
         kv: impl Fn(&str, &str) -> Result<crate::gguf::GgmlType>,
-        n_ctx: u32,
+        target: &Path,
+        default_drafter: bool,
     ) -> Result<Option<DraftOptions>> {
-        let Some(model) = &self.draft_model else {
-            return Ok(None);
-        };
         if self.no_spec {
             return Ok(None);
         }
+        let Some(model) = self.drafter_path(target, default_drafter) else {
+            return Ok(None);
+        };
         if self.spec_type != "draft-dspark" {
             return Err(Error::Usage(format!(
                 "--spec-type {}: flint speculates with draft-dspark",
@@ -78,9 +99,8 @@ impl SpecArgs {
         if self.ctx_draft == Some(0) {
             return Err(Error::Usage("-cd 0: the drafter needs context rows".into()));
         }
-        let _ = n_ctx;
         Ok(Some(DraftOptions {
-            model: model.clone(),
+            model,
             n_max: self.n_max,
             p_min: self.p_min,
             inject_chunk: self.inject_chunk,

@@ -24,6 +24,9 @@ pub use draft::{draft_params, DraftOptions};
 
 /// The default model (fetched by `models/fetch.sh`).
 pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The DSpark drafter trained for [`DEFAULT_MODEL`] (train/dspark/, shipped in the repository):
+/// `generate` and `chat` speculate with it when neither `-m` nor `-md` is given.
+pub const DEFAULT_DRAFTER: &str = "models/SmolLM2-135M-Instruct.dspark-Q8_0.gguf";
 
 /// How to load a session.
 #[derive(Debug, Clone)]

@@ -1,0 +1,146 @@
+//! The DSpark drafter shipped in models/ for the default model (train/dspark/): the speculative
+//! benchmark on the eight builtin prompts (chat, code, math, prose) gives `greedy_match = true`
+//! on every prompt, and the drafter really drafts for this target (acceptance well above what
+//! a random drafter gets, which is about zero); `flint generate` with no `-m` speculates with
+//! it and `--no-spec` turns it off, with the same greedy tokens. Never asserts on speed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use flint::engine::{DEFAULT_DRAFTER, DEFAULT_MODEL};
+use serde_json::{Map, Value};
+
+/// Tokens per prompt and mode: short enough for CI, long enough to draft a few blocks.
+const N_GEN: &str = "16";
+
+/// Acceptance the trained drafter must keep on the builtin prompts. The model card
+/// (models/SmolLM2-135M-Instruct.dspark-Q8_0.md) measures 0.163 on them at 48 tokens; a random
+/// drafter gets 0.003 (docs/BENCHMARKS.md). The floor sits between, far from both, so it
+/// catches a drafter or a drafter path that stopped matching the target (wrong taps, RoPE,
+/// norms, Markov chain) without tripping on near-ties.
+const MIN_ACCEPTANCE: f64 = 0.05;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn flint(args: &[&str]) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("flint-xdg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_flint"))
+        .current_dir(root())
+        .env("XDG_RUNTIME_DIR", &dir)
+        .args(args)
+        .output()
+        .expect("run flint")
+}
+
+fn drafter() -> PathBuf {
+    let p = root().join(DEFAULT_DRAFTER);
+    assert!(
+        p.exists(),
+        "{} is missing (it ships in the repository)",
+        p.display()
+    );
+    p
+}
+
+fn f64_of(r: &Map<String, Value>, k: &str) -> f64 {
+    r[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} is not a number in {r:?}"))
+}
+
+#[test]
+fn builtin_benchmark_matches_plain_decoding_and_accepts() {
+    let model = common::model_path();
+    let out = flint(&[
+        "bench",
+        "-m",
+        model.to_str().unwrap(),
+        "-md",
+        drafter().to_str().unwrap(),
+        "--spec-prompts",
+        "builtin",
+        "-n",
+        N_GEN,
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "flint bench -md failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Map<String, Value>> =
+        serde_json::from_slice(&out.stdout).expect("a json array of objects");
+    let prompts: Vec<&Map<String, Value>> = rows.iter().filter(|r| r["row"] == "prompt").collect();
+    assert_eq!(prompts.len(), 8, "eight builtin prompts");
+    for r in &prompts {
+        assert_eq!(
+            r["greedy_match"],
+            Value::Bool(true),
+            "speculative output differs from plain decoding: {r:?}"
+        );
+    }
+    let all = rows
+        .iter()
+        .find(|r| r["row"] == "all")
+        .expect("an `all` row");
+    let acceptance = f64_of(all, "acceptance_rate");
+    eprintln!(
+        "shipped drafter, builtin prompts × {N_GEN}: acceptance {acceptance:.3}, tau {:.2}",
+        f64_of(all, "tau")
+    );
+    assert!(
+        acceptance >= MIN_ACCEPTANCE,
+        "the shipped drafter accepts {acceptance:.3} < {MIN_ACCEPTANCE}: {all:?}"
+    );
+}
+
+fn generate(extra: &[&str], stats: &Path) -> Value {
+    let mut args = vec![
+        "generate",
+        "-p",
+        "The three primary colors are",
+        "-n",
+        "12",
+        "--temp",
+        "0",
+        "--spec-no-bypass",
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = flint(&args);
+    assert!(
+        out.status.success(),
+        "flint generate {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(stats).unwrap()).unwrap()
+}
+
+#[test]
+fn generate_speculates_with_the_default_drafter_unless_no_spec() {
+    assert!(
+        root().join(DEFAULT_MODEL).exists(),
+        "run `bash models/fetch.sh` first"
+    );
+    drafter();
+    let dir = std::env::temp_dir().join(format!("flint-default-draft-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let with = generate(&[], &dir.join("with.json"));
+    let without = generate(&["--no-spec"], &dir.join("without.json"));
+    assert!(with.get("spec").is_some(), "no spec stats: {with}");
+    assert!(
+        without.get("spec").is_none(),
+        "--no-spec still drafted: {without}"
+    );
+    assert_eq!(
+        with["generated_token_ids"], without["generated_token_ids"],
+        "greedy output changed with the drafter"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
