@@ -2,7 +2,8 @@
 user turns. `train` and `eval` draw their fillers from disjoint lists, so no held-out prompt (nor
 any of flint's builtin benchmark prompts, which are excluded explicitly) is ever trained on.
 
-    python3 prompts.py OUT_DIR [--train N]   writes OUT_DIR/prompts_{train,eval}.jsonl
+    python3 prompts.py OUT_DIR [--train N]   writes OUT_DIR/prompts_{train,eval,eval24}.jsonl
+(eval24: flint's 8 builtin prompts, then 4 held-out prompts per category)
 """
 import argparse
 import json
@@ -120,17 +121,21 @@ def prose(r, chars, events, places, topics):
     ])
 
 
+# flint's builtin benchmark prompts (src/bench/spec/prompts.rs): never trained on.
+BUILTIN = [
+    ("chat", "What is a good way to start learning to play the guitar?"),
+    ("chat", "Suggest three names for a small grey cat and say why."),
+    ("code", "Write a Python function that returns the n-th Fibonacci number."),
+    ("code", "Write a Rust function that reverses the order of the words in a sentence."),
+    ("math", "A train travels 60 km in 45 minutes. What is its average speed in km/h?"),
+    ("math", "Solve for x: 3x + 7 = 22. Show each step."),
+    ("prose", "Write a short story about an old lighthouse keeper on his last night at work."),
+    ("prose", "Describe a small mountain village on the first cold morning of autumn."),
+]
+
+
 def build(seed, n_train, n_eval_per_category=8):
-    builtin = {  # flint's builtin benchmark prompts: never trained on
-        "What is a good way to start learning to play the guitar?",
-        "Suggest three names for a small grey cat and say why.",
-        "Write a Python function that returns the n-th Fibonacci number.",
-        "Write a Rust function that reverses the order of the words in a sentence.",
-        "A train travels 60 km in 45 minutes. What is its average speed in km/h?",
-        "Solve for x: 3x + 7 = 22. Show each step.",
-        "Write a short story about an old lighthouse keeper on his last night at work.",
-        "Describe a small mountain village on the first cold morning of autumn.",
-    }
+    seen, ev = {p for _, p in BUILTIN}, []
     r = random.Random(seed)
     makers = {
         "chat": lambda: chat(r, ACTIVITIES, CONCEPTS), "code": lambda: code(r, TASKS),
@@ -141,7 +146,6 @@ def build(seed, n_train, n_eval_per_category=8):
         "math": lambda: math(r),
         "prose": lambda: prose(r, CHARACTERS_EVAL, EVENTS_EVAL, PLACES_EVAL, TOPICS_EVAL),
     }
-    seen, ev = set(builtin), []
     for cat, make in eval_makers.items():
         got = 0
         while got < n_eval_per_category:
@@ -170,7 +174,14 @@ def main():
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     train, ev = build(a.seed, a.train)
-    for name, rows in (("train", train), ("eval", ev)):
+    # The benchmark set: the builtin prompts, then the first 4 held-out prompts per category.
+    bench = [{"category": c, "prompt": p} for c, p in BUILTIN]
+    per = {}
+    for r in ev:
+        if per.setdefault(r["category"], 0) < 4:
+            bench.append(r)
+            per[r["category"]] += 1
+    for name, rows in (("train", train), ("eval", ev), ("eval24", bench)):
         with open(out / f"prompts_{name}.jsonl", "w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")

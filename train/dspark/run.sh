@@ -8,7 +8,8 @@
 # keeps its outputs in train/dspark/work/ and is skipped when they exist; the wall time of each
 # stage is appended to work/times.txt. Knobs (environment): SHARDS (batches of 128 answers),
 # STEPS, LAYERS, BLOCK, RANK, MINUTES (stop training after this many minutes of one run; run
-# again to continue), EVAL_N (tokens per held-out prompt).
+# again to continue), EVAL_N (tokens per evaluation prompt), LLAMA_SERVER (a llama-server
+# binary: also measure llama.cpp's acceptance with the drafter, lcpp_check.py).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 here="$root/train/dspark"
@@ -16,7 +17,7 @@ work="$here/work"
 mkdir -p "$work"
 cd "$root"
 SHARDS="${SHARDS:-11}"; STEPS="${STEPS:-1700}"; LAYERS="${LAYERS:-2}"; BLOCK="${BLOCK:-6}"
-RANK="${RANK:-64}"; MINUTES="${MINUTES:-0}"; EVAL_N="${EVAL_N:-64}"
+RANK="${RANK:-64}"; MINUTES="${MINUTES:-0}"; EVAL_N="${EVAL_N:-48}"
 model="models/SmolLM2-135M-Instruct.Q4_1.gguf"
 out="models/SmolLM2-135M-Instruct.dspark-Q8_0.gguf"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
@@ -40,7 +41,7 @@ flint="$root/target/release/flint"
 if [[ ! -f "$work/train_ids.jsonl" ]]; then
   stage prompts bash -c "'$py' '$here/prompts.py' '$work' &&
     '$flint' tokenize -m '$model' --prompts '$work/prompts_train.jsonl' > '$work/train_ids.jsonl' &&
-    '$flint' tokenize -m '$model' --prompts '$work/prompts_eval.jsonl' > '$work/eval_ids.jsonl'"
+    '$flint' tokenize -m '$model' --prompts '$work/prompts_eval24.jsonl' > '$work/eval24_ids.jsonl'"
 fi
 (cd "$here" && stage generate "$py" gen.py --model "$root/$model" --prompts "$work/train_ids.jsonl" \
   --out "$work/data" --shards "$SHARDS")
@@ -50,6 +51,10 @@ fi
 ckpt="$(ls "$work"/ckpt/step_*.pkl | tail -n1)"
 (cd "$here" && stage export "$py" export.py --model "$root/$model" --ckpt "$ckpt" --out "$root/$out")
 sha256sum "$out"
-stage evaluate "$flint" bench -m "$model" -md "$out" --spec-prompts "$work/prompts_eval.jsonl" \
+stage evaluate "$flint" bench -m "$model" -md "$out" --spec-prompts "$work/prompts_eval24.jsonl" \
   -n "$EVAL_N" -o md | tee "$work/eval.md"
+if [[ -n "${LLAMA_SERVER:-}" ]]; then # llama.cpp's acceptance with the same drafter and ids
+  (cd "$work" && stage llama.cpp "$py" "$here/lcpp_check.py" --server "$LLAMA_SERVER" \
+    --model "$root/$model" --draft "$root/$out" --prompts "$work/eval24_ids.jsonl" --n "$EVAL_N")
+fi
 cat "$work/times.txt"
