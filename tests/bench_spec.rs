@@ -167,28 +167,9 @@ fn cli_json_reports_greedy_match_for_every_prompt() {
         .map(|p| serde_json::json!({"category": p.category, "prompt": p.prompt}).to_string() + "\n")
         .collect();
     std::fs::write(&prompts, lines).unwrap();
-    let model = common::model_path();
     let n = N_GEN.to_string();
-    let out = flint(&[
-        "bench",
-        "-m",
-        model.to_str().unwrap(),
-        "-md",
-        draft.to_str().unwrap(),
-        "--spec-prompts",
-        prompts.to_str().unwrap(),
-        "-n",
-        &n,
-        "-o",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "flint bench -md failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Map<String, Value>> =
-        serde_json::from_slice(&out.stdout).expect("a json array of objects");
+    let rows =
+        common::spec_bench_rows(&common::model_path(), &draft, prompts.to_str().unwrap(), &n);
     check_rows(&rows);
     for r in &rows {
         assert_eq!(r["chat_template"], Value::Bool(true));

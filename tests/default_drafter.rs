@@ -54,27 +54,7 @@ fn f64_of(r: &Map<String, Value>, k: &str) -> f64 {
 
 #[test]
 fn builtin_benchmark_matches_plain_decoding_and_accepts() {
-    let model = common::model_path();
-    let out = flint(&[
-        "bench",
-        "-m",
-        model.to_str().unwrap(),
-        "-md",
-        drafter().to_str().unwrap(),
-        "--spec-prompts",
-        "builtin",
-        "-n",
-        N_GEN,
-        "-o",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "flint bench -md failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Map<String, Value>> =
-        serde_json::from_slice(&out.stdout).expect("a json array of objects");
+    let rows = common::spec_bench_rows(&common::model_path(), &drafter(), "builtin", N_GEN);
     let prompts: Vec<&Map<String, Value>> = rows.iter().filter(|r| r["row"] == "prompt").collect();
     assert_eq!(prompts.len(), 8, "eight builtin prompts");
     for r in &prompts {

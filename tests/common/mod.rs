@@ -124,3 +124,25 @@ pub fn model_path() -> std::path::PathBuf {
     );
     p
 }
+
+/// Runs `flint bench -m MODEL -md DRAFT --spec-prompts PROMPTS -n N -o json` as a process and
+/// returns its rows; panics with flint's stderr when it fails.
+pub fn spec_bench_rows(
+    model: &std::path::Path,
+    draft: &std::path::Path,
+    prompts: &str,
+    n: &str,
+) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["bench", "-m", model.to_str().unwrap(), "-md"])
+        .arg(draft)
+        .args(["--spec-prompts", prompts, "-n", n, "-o", "json"])
+        .output()
+        .expect("run flint");
+    assert!(
+        out.status.success(),
+        "flint bench -md failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a json array of objects")
+}

@@ -129,7 +129,8 @@ def main():
     taps_ids = [int(t) for t in np.load(sorted(pathlib.Path(a.data).glob("shard_*.npz"))[0])["taps_ids"]]
     vocab, remap = active_vocab(seqs, hp.n_vocab, mask_id)
     held = [i for i, q in enumerate(seqs) if not q["sampled"] and i % 25 == 0]
-    train_idx = np.array([i for i in range(len(seqs)) if i not in set(held)])
+    held_set = set(held)
+    train_idx = np.array([i for i in range(len(seqs)) if i not in held_set])
     print(f"{len(seqs)} sequences ({sum(len(q['tokens']) for q in seqs)} tokens), "
           f"{len(held)} held out, active vocabulary {len(vocab)}", flush=True)
     m = len(taps_ids)
