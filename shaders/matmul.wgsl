@@ -63,9 +63,11 @@ fn xq(t: u32, k: u32) -> vec4<f32> {
 #else
 // Elements k..k+3 of column col0 + t (clamped to the last column: surplus columns are computed
 // and not written).
+// xrow[t]: the vec4 index of element 0 of that column, set once per invocation.
+var<private> xrow: array<u32, TM>;
+
 fn xq(t: u32, k: u32) -> vec4<f32> {
-    let c = min(col0 + t, params.m - 1u);
-    return x[(params.x_off + c * params.x_stride + k) >> 2u];
+    return x[xrow[t] + (k >> 2u)];
 }
 #endif
 
@@ -85,6 +87,12 @@ fn main(
     // Surplus invocations compute the last row again (barriers need everyone) and write nothing.
     let r = min(row, params.n_rows - 1u);
     col0 = wid.z * TM;
+#ifndef STAGE_X
+    for (var t = 0u; t < TM; t++) {
+        let c = min(col0 + t, params.m - 1u);
+        xrow[t] = (params.x_off + c * params.x_stride) >> 2u;
+    }
+#endif
 
     var acc: array<vec4<f32>, TM>;
     for (var t = 0u; t < TM; t++) {

@@ -2,7 +2,9 @@
 //! speculative decoding). For every type and kernel family, a row of Y computed alone (mat-vec,
 //! M = 1), inside a small batch (M = 2, 5, 8, 16) or inside a prefill tile (M = 17, 64, 512)
 //! must have identical bits; so must the staged and unstaged prefill paths, and the subgroup and
-//! workgroup-memory reductions of the same lane count. The M = 512 result is also checked
+//! workgroup-memory reductions of the same lane count (for the SERIAL family the staged path is
+//! matmul.wgsl and the others matmul_rows.wgsl for the block formats, so the two shaders must
+//! agree bit for bit). The M = 512 result is also checked
 //! against the CPU oracle, so a kernel that is invariant but wrong still fails.
 
 mod common;

@@ -16,7 +16,7 @@ mod build_script {
 }
 
 /// The optional features the runtime requests, and the naga capability each one grants (as
-/// wgpu-core's `features_to_naga_capabilities` maps them). Baseline = no capability at all,
+/// wgpu-core's `features_to_naga_capabilities` maps them). Baseline = [`BASELINE`] only,
 /// stricter than any real adapter's downlevel set.
 const OPTIONAL: [(&str, Capabilities); 2] = [
     ("shader-f16", Capabilities::SHADER_FLOAT16),
@@ -31,9 +31,14 @@ fn wants(v: &ShaderVariant, feature: &str) -> bool {
     }
 }
 
+/// What every variant may assume: f16 pack/unpack in f32 code (wgpu's `SHADER_F16_IN_F32`
+/// downlevel flag, set on every Vulkan, Metal and DX12 adapter; `Family::for_context` checks it
+/// before choosing `matmul_rows.wgsl`, the one shader that uses it).
+const BASELINE: Capabilities = Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+
 fn validate(source: &str, caps: Capabilities) -> Result<naga::Module, String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
-    Validator::new(ValidationFlags::all(), caps)
+    Validator::new(ValidationFlags::all(), caps | BASELINE)
         .validate(&module)
         .map_err(|e| e.emit_to_string(source))?;
     Ok(module)

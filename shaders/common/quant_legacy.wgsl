@@ -16,23 +16,7 @@
 // acc = fma(d, s, acc); with a minimum also sx = x[0..4] + x[4..8] + ... (in order) and then
 // acc = fma(m, sx, acc).
 
-#ifdef TYPE_Q8_0
-#define LEGACY_BLOCK
-#endif
-#ifdef TYPE_Q4_0
-#define LEGACY_BLOCK
-#endif
-#ifdef TYPE_Q4_1
-#define LEGACY_BLOCK
-#define LEGACY_MIN
-#endif
-#ifdef TYPE_Q5_0
-#define LEGACY_BLOCK
-#endif
-#ifdef TYPE_Q5_1
-#define LEGACY_BLOCK
-#define LEGACY_MIN
-#endif
+#include "common/quant_legacy_units.wgsl"
 
 #ifdef LEGACY_BLOCK
 const UNIT: u32 = 32u;
@@ -41,12 +25,6 @@ struct WU {
     d: f32,
     m: f32,
     q: array<vec4<f32>, 8>,
-}
-
-// The fifth bits of elements s..s+3 (bits s..s+3 of qh), times 16.
-fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
-    let bits = (vec4<u32>(qh) >> vec4<u32>(s, s + 1u, s + 2u, s + 3u)) & vec4<u32>(1u);
-    return vec4<f32>(bits * 16u);
 }
 
 // Elements 4i..4i+3 (i = 0..7) of block g, as exact integers (before d, m).
@@ -88,15 +66,45 @@ fn legacy_dm(g: u32) -> vec2<f32> {
 #endif
 }
 
+// Each qs word is loaded once: for the nibble formats word j holds elements 4j..4j+3 (low
+// nibbles) and 16+4j..16+4j+3 (high nibbles), i.e. q[j] and q[j + 4].
 fn wu_load(r: u32, u: u32) -> WU {
     let g = r * params.nb + u;
     let dm = legacy_dm(g);
     var out: WU;
     out.d = dm.x;
     out.m = dm.y;
+#ifdef TYPE_Q8_0
     for (var i = 0u; i < 8u; i++) {
-        out.q[i] = legacy_q4(g, i);
+        out.q[i] = bytes_i8x4(w[g * 8u + i]);
     }
+#else
+#ifdef TYPE_Q5_0
+    let qh = w[params.plane1 + g];
+#endif
+#ifdef TYPE_Q5_1
+    let qh = w[params.plane1 + g];
+#endif
+    for (var j = 0u; j < 4u; j++) {
+        let word = vec4<u32>(w[g * 4u + j]);
+        var lo = vec4<f32>((word >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
+        var hi = vec4<f32>((word >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
+#ifdef TYPE_Q5_0
+        lo = lo + qh_high4(qh, 4u * j) - vec4<f32>(16.0);
+        hi = hi + qh_high4(qh, 16u + 4u * j) - vec4<f32>(16.0);
+#endif
+#ifdef TYPE_Q5_1
+        lo = lo + qh_high4(qh, 4u * j);
+        hi = hi + qh_high4(qh, 16u + 4u * j);
+#endif
+#ifdef TYPE_Q4_0
+        lo = lo - vec4<f32>(8.0);
+        hi = hi - vec4<f32>(8.0);
+#endif
+        out.q[j] = lo;
+        out.q[j + 4u] = hi;
+    }
+#endif
     return out;
 }
 

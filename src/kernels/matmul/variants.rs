@@ -42,6 +42,10 @@ pub struct Family {
     pub mm_staged: bool,
     /// Bind X as a uniform window where it fits ([`X_WINDOW`]); same bits as storage.
     pub x_uniform: bool,
+    /// The 32-element block formats run `matmul_rows.wgsl` (lanes = 1 only): 4 rows per
+    /// invocation, `rows / 4` invocations per workgroup, so each load of X serves 4 rows.
+    /// Same bits as this family's `matmul.wgsl` variants.
+    pub multi_row: bool,
 }
 
 impl Family {
@@ -49,10 +53,11 @@ impl Family {
     /// Vulkan drivers (lavapipe) run fastest.
     pub const SERIAL: Family = Family {
         lanes: 1,
-        rows: 64,
+        rows: 32,
         reduce: Reduce::None,
         mm_staged: false,
         x_uniform: true,
+        multi_row: true,
     };
 
     /// `lanes` invocations per row (a warp on NVIDIA when 32), 128 invocations per workgroup,
@@ -68,6 +73,7 @@ impl Family {
             },
             mm_staged: true,
             x_uniform: false,
+            multi_row: false,
         }
     }
 
@@ -76,7 +82,16 @@ impl Family {
     pub fn for_context(ctx: &GpuContext) -> Family {
         let info = ctx.info();
         if info.device_type == "Cpu" {
-            return Family::SERIAL;
+            // matmul_rows.wgsl unpacks f16 scales with unpack2x16float.
+            let f16_in_f32 = ctx
+                .adapter()
+                .get_downlevel_capabilities()
+                .flags
+                .contains(wgpu::DownlevelFlags::SHADER_F16_IN_F32);
+            return Family {
+                multi_row: f16_in_f32,
+                ..Family::SERIAL
+            };
         }
         let subgroups = ctx.has_subgroups() && info.limits.min_subgroup_size >= 32;
         Family::wide(32, subgroups)
@@ -165,6 +180,17 @@ fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError
     Ok((defines, f16))
 }
 
+/// Rows per invocation of `matmul_rows.wgsl` (written out in the shader).
+pub const ROWS_PER_INVOCATION: u32 = 4;
+
+/// The 32-element block formats `matmul_rows.wgsl` decodes.
+pub fn is_legacy_block(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0
+    )
+}
+
 /// The `matmul.wgsl` variant for `ty` in `family` with `tm` columns per invocation, staged
 /// (prefill) or not.
 pub fn matmul_variant(
@@ -176,6 +202,33 @@ pub fn matmul_variant(
     x_uniform: bool,
 ) -> Result<ShaderVariant, GpuError> {
     let (mut defines, f16) = type_defines(ty, use_f16)?;
+    if family.multi_row && family.lanes == 1 && !staged && is_legacy_block(ty) && tm <= 4 && tm != 3
+    {
+        defines.push(("WG", format!("{}u", family.rows / ROWS_PER_INVOCATION)));
+        defines.push(("TM", format!("{tm}u")));
+        if tm >= 2 {
+            defines.push(("TM_2", String::new()));
+        }
+        if tm == 4 {
+            defines.push(("TM_4", String::new()));
+        }
+        if x_uniform {
+            defines.push(("X_UNIFORM", String::new()));
+        }
+        return Ok(ShaderVariant {
+            shader: "matmul_rows",
+            entry_point: "main",
+            defines,
+            overrides: Vec::new(),
+            requires_f16: false,
+            requires_subgroups: false,
+            bindings: if x_uniform {
+                MATMUL_BINDINGS_XU
+            } else {
+                MATMUL_BINDINGS
+            },
+        });
+    }
     defines.push(("LANES", format!("{}u", family.lanes)));
     defines.push(("ROWS", format!("{}u", family.rows)));
     defines.push(("TM", format!("{tm}u")));

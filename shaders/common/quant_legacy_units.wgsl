@@ -1,0 +1,57 @@
+// common/quant_legacy_units.wgsl: what the 32-element block decoders share between
+// common/quant_legacy.wgsl (the generic decoder interface) and matmul_rows.wgsl (CPU drivers):
+// the LEGACY_BLOCK / LEGACY_MIN defines, the fifth-bit helper and the fast scale load (used by
+// matmul_rows.wgsl only).
+// Needs common/quant_common.wgsl (params, w) first.
+
+#ifdef TYPE_Q8_0
+#define LEGACY_BLOCK
+#endif
+#ifdef TYPE_Q4_0
+#define LEGACY_BLOCK
+#endif
+#ifdef TYPE_Q4_1
+#define LEGACY_BLOCK
+#define LEGACY_MIN
+#endif
+#ifdef TYPE_Q5_0
+#define LEGACY_BLOCK
+#endif
+#ifdef TYPE_Q5_1
+#define LEGACY_BLOCK
+#define LEGACY_MIN
+#endif
+
+#ifdef LEGACY_BLOCK
+// The fifth bits of elements s..s+3 (bits s..s+3 of qh), times 16.
+fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
+    let bits = (vec4<u32>(qh) >> vec4<u32>(s, s + 1u, s + 2u, s + 3u)) & vec4<u32>(1u);
+    return vec4<f32>(bits * 16u);
+}
+
+// (d, m) of block g for matmul_rows.wgsl: unpack2x16float converts every finite f16 exactly
+// (one instruction on CPU drivers), where quant_legacy.wgsl's integer decode also keeps NaN
+// payloads and costs a few dozen operations per block. Needs wgpu's SHADER_F16_IN_F32 downlevel
+// flag (every Vulkan, Metal and DX12 adapter has it).
+fn legacy_dm_fast(g: u32) -> vec2<f32> {
+#ifdef TYPE_Q8_0
+    let h = unpack2x16float(w[params.plane1 + (g >> 1u)]);
+    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
+#endif
+#ifdef TYPE_Q4_0
+    let h = unpack2x16float(w[params.plane1 + (g >> 1u)]);
+    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
+#endif
+#ifdef TYPE_Q4_1
+    return unpack2x16float(w[params.plane1 + g]);
+#endif
+#ifdef TYPE_Q5_0
+    let h = unpack2x16float(w[params.plane2 + (g >> 1u)]);
+    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
+#endif
+#ifdef TYPE_Q5_1
+    return unpack2x16float(w[params.plane2 + g]);
+#endif
+}
+
+#endif
