@@ -287,7 +287,7 @@ fn fused_attention_checks_its_inputs_and_steps() {
 }
 
 /// Long contexts take several passes (lavapipe's loop budget); every row still has decode's
-/// bits. Worst-case work per split: head dim 256 with 8 query heads per KV head. At 8192 keys
+/// bits (on lavapipe the f16 cases run `attn_serial.wgsl`, the others `attn_fused.wgsl`). Worst-case work per split: head dim 256 with 8 query heads per KV head. At 8192 keys
 /// one pass returns wrong values on lavapipe (measured: loops cut at 65535 iterations).
 #[test]
 fn fused_long_contexts_run_in_passes_with_decode_bits() {
@@ -297,6 +297,8 @@ fn fused_long_contexts_run_in_passes_with_decode_bits() {
             (KvType::F16, (8, 1, 256), 8192u32),
             (KvType::Q4_0, (8, 1, 256), 2600),
             (KvType::F16, (16, 2, 128), 4608),
+            // The default model's shape: on CPU adapters the serial kernel, 7 splits a pass.
+            (KvType::F16, (9, 3, 64), 8192),
         ] {
             let f = Fixture::new(ctx, ty, heads, kv_len);
             let rl = f.row_len();

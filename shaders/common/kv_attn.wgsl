@@ -41,16 +41,6 @@ fn attn_task(task: u32) -> AttnTask {
                     min(ATTN_MAX_GROUP, params.group - first));
 }
 
-// (start, n): the keys of split `s` that `row` sees (n == 0 past its last split).
-fn attn_split_range(row: u32, s: u32) -> vec2<u32> {
-    let n_vis = attn_visible(row);
-    let start = s * ATTN_SPLIT;
-    if (start >= n_vis) {
-        return vec2<u32>(start, 0u);
-    }
-    return vec2<u32>(start, min(ATTN_SPLIT, n_vis - start));
-}
-
 // The values of quant word w of the K (is_v false) or V row starting at word `row`.
 fn attn_word(is_v: bool, row: u32, w: u32) -> array<f32, 8> {
 #ifdef USE_F16

@@ -49,6 +49,16 @@ fn attn_n_splits(n_vis: u32) -> u32 {
     return (n_vis + ATTN_SPLIT - 1u) / ATTN_SPLIT;
 }
 
+// (start, n): the keys of split `s` that `row` sees (n == 0 past its last split).
+fn attn_split_range(row: u32, s: u32) -> vec2<u32> {
+    let n_vis = attn_visible(row);
+    let start = s * ATTN_SPLIT;
+    if (start >= n_vis) {
+        return vec2<u32>(start, 0u);
+    }
+    return vec2<u32>(start, min(ATTN_SPLIT, n_vis - start));
+}
+
 // One fold step: state (m, l) with a split partial (m_s, l_s); l_s > 0 (a split with nothing
 // visible has l_s == 0 and is skipped by the caller). Returns (m', l', a, b): every acc element
 // becomes fma(acc, a, acc_s * b).

@@ -27,6 +27,7 @@ use crate::kernels::launch::{bind_group, Dispatch};
 use crate::kernels::{dispatch_grid, spec};
 
 use super::layout::{KvLayout, KvType};
+use super::serial::{serial_pass_splits, serial_variant, use_serial, SERIAL_WG_SIZE};
 use super::shape::{check_io, need, AttnIo, AttnShape, SPLIT_SIZE};
 
 /// Invocations per workgroup of the fused pass (one key each in the score phase).
@@ -97,6 +98,8 @@ pub struct FusedAttention {
     pub next: Dispatch,
     /// Passes the current step records (`first` once, then `next`).
     pub passes: u32,
+    /// Runs `attn_serial.wgsl` (CPU adapters, f16 cache) instead of `attn_fused.wgsl`.
+    pub serial: bool,
 }
 
 impl FusedAttention {
@@ -124,8 +127,13 @@ impl FusedAttention {
             b.out.as_entire_binding(),
             state.as_entire_binding(),
         ];
+        let serial = use_serial(ctx, shape.kv.ty);
         let [first, next] = [true, false].map(|first| -> Result<Dispatch, GpuError> {
-            let variant = fused_variant(shape.kv.ty, ctx.has_f16(), first);
+            let variant = if serial {
+                serial_variant(shape.kv.head_dim, ctx.has_f16(), first)
+            } else {
+                fused_variant(shape.kv.ty, ctx.has_f16(), first)
+            };
             let pipeline = ctx.pipelines().get(ctx, &variant)?;
             let label = format!("fused attention {:?} first={first}", shape.kv.ty);
             Ok(Dispatch {
@@ -141,6 +149,7 @@ impl FusedAttention {
             first: first?,
             next: next?,
             passes: 0,
+            serial,
         };
         attn.set_step(ctx, shape.max_q, shape.max_kv_len)?;
         Ok(attn)
@@ -148,9 +157,16 @@ impl FusedAttention {
 
     /// Sets the next recording to `n_q` rows over `kv_len` keys (params uniform, grid, passes).
     pub fn set_step(&mut self, ctx: &GpuContext, n_q: u32, kv_len: u32) -> Result<(), GpuError> {
-        let p = self.shape.params(n_q, kv_len)?;
+        let mut p = self.shape.params(n_q, kv_len)?;
+        let groups = if self.serial {
+            // One invocation per (row, head); the shader derives its tasks from n_q, n_head.
+            p.pass_splits = serial_pass_splits(self.shape.kv.head_dim);
+            (u64::from(n_q) * u64::from(p.n_head)).div_ceil(u64::from(SERIAL_WG_SIZE))
+        } else {
+            u64::from(p.n_tasks)
+        };
         let max = ctx.limits().max_compute_workgroups_per_dimension;
-        let (x, y) = dispatch_grid("fused attention", u64::from(p.n_tasks), max)?;
+        let (x, y) = dispatch_grid("fused attention", groups, max)?;
         if let Some(uniform) = &self.first.params {
             upload(
                 ctx,

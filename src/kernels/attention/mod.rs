@@ -14,6 +14,8 @@
 //!   the same per-split code and fold in one workgroup per (row, KV head, head chunk), no
 //!   partials (a 16-byte state per row and head), in passes of [`pass_splits`] splits
 //!   (`shaders/attn_fused.wgsl`). Bit-identical per row to [`attend`].
+//! - [`serial`]: the fused pass's CPU-driver form (`shaders/attn_serial.wgsl`): one invocation
+//!   per (row, head), same contract and bits, chosen on CPU adapters for the f16 cache.
 //! - [`oneshot`]: run-now convenience for tests (either path).
 //!
 //! Both attention paths handle grouped-query heads and causal / explicit / no mask, and are
@@ -25,6 +27,7 @@ pub mod attend;
 pub mod fused;
 pub mod layout;
 pub mod oneshot;
+pub mod serial;
 pub mod shape;
 pub mod store;
 
@@ -53,6 +56,11 @@ pub fn variants() -> Vec<ShaderVariant> {
                 .map(|&t| fused::fused_variant(t, false, first)),
         );
         out.push(fused::fused_variant(KvType::F16, true, first));
+        for d in [64, 128] {
+            for f16 in [false, true] {
+                out.push(serial::serial_variant(d, f16, first));
+            }
+        }
     }
     out
 }

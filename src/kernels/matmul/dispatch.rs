@@ -10,7 +10,7 @@ use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, submit, Dispatch};
 
 use super::variants::{
-    baseline_variant, embed_variant, matmul_variant, Family, BATCH_TMS, STAGED_TM,
+    baseline_variant, embed_variant, matmul_variant, workgroup_rows, Family, BATCH_TMS, STAGED_TM,
     UNIFORM_X_MAX_TM, X_WINDOW,
 };
 use super::weights::{GpuWeight, WeightSplit};
@@ -200,6 +200,7 @@ pub fn matmul_dispatches_with(
     };
     let chunk = window.unwrap_or(io.m);
     let variant = matmul_variant(w.ty, family, tm, staged, ctx.has_f16(), window.is_some())?;
+    let wg_rows = workgroup_rows(family, w.ty, tm, staged);
     let gz = chunk.min(io.m).div_ceil(tm);
     if gz > max_dim {
         return Err(GpuError::DispatchTooLarge {
@@ -210,7 +211,7 @@ pub fn matmul_dispatches_with(
     }
     let mut out = Vec::with_capacity(w.splits.len());
     for (i, s) in w.splits.iter().enumerate() {
-        let blocks = s.plan.n_rows.div_ceil(u64::from(family.rows));
+        let blocks = s.plan.n_rows.div_ceil(u64::from(wg_rows));
         let (gx, gy) = dispatch_grid(&format!("matmul {}", w.name), blocks, max_dim)?;
         let label = format!("matmul {} split {i} [{}]", w.name, variant.key());
         let mut c0 = 0;

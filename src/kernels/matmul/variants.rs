@@ -42,9 +42,9 @@ pub struct Family {
     pub mm_staged: bool,
     /// Bind X as a uniform window where it fits ([`X_WINDOW`]); same bits as storage.
     pub x_uniform: bool,
-    /// The 32-element block formats run `matmul_rows.wgsl` (lanes = 1 only): 4 rows per
-    /// invocation, `rows / 4` invocations per workgroup, so each load of X serves 4 rows.
-    /// Same bits as this family's `matmul.wgsl` variants.
+    /// The 32-element block formats run `matmul_rows.wgsl` (lanes = 1 only): 4 or 8 rows per
+    /// invocation ([`rows_per_invocation`]), [`ROWS_WG`] invocations per workgroup, so each
+    /// load of X serves several rows. Same bits as this family's `matmul.wgsl` variants.
     pub multi_row: bool,
 }
 
@@ -180,8 +180,39 @@ fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError
     Ok((defines, f16))
 }
 
-/// Rows per invocation of `matmul_rows.wgsl` (written out in the shader).
-pub const ROWS_PER_INVOCATION: u32 = 4;
+/// Invocations per workgroup of `matmul_rows.wgsl` (one SIMD group of lavapipe's 256-bit
+/// vectors).
+pub const ROWS_WG: u32 = 8;
+
+/// Rows per invocation of `matmul_rows.wgsl` (written out in the shader): 8 for the 4-column
+/// tile (prefill, verify: X loads are most of the cost there), 4 for mat-vec and 2 columns (a
+/// workgroup of 32 rows keeps the 192-row K/V projections spread over the CPU's threads; 8
+/// rows per invocation measured 3 % slower on a decode step even for the LM head).
+pub fn rows_per_invocation(tm: u32) -> u32 {
+    if tm == 4 {
+        8
+    } else {
+        4
+    }
+}
+
+/// Whether this choice runs `matmul_rows.wgsl` (else `matmul.wgsl`).
+pub fn uses_rows_kernel(family: Family, ty: GgmlType, tm: u32, staged: bool) -> bool {
+    family.multi_row
+        && family.lanes == 1
+        && !staged
+        && is_legacy_block(ty)
+        && matches!(tm, 1 | 2 | 4)
+}
+
+/// Rows one workgroup covers for this choice.
+pub fn workgroup_rows(family: Family, ty: GgmlType, tm: u32, staged: bool) -> u32 {
+    if uses_rows_kernel(family, ty, tm, staged) {
+        ROWS_WG * rows_per_invocation(tm)
+    } else {
+        family.rows
+    }
+}
 
 /// The 32-element block formats `matmul_rows.wgsl` decodes.
 pub fn is_legacy_block(ty: GgmlType) -> bool {
@@ -191,8 +222,8 @@ pub fn is_legacy_block(ty: GgmlType) -> bool {
     )
 }
 
-/// The `matmul.wgsl` variant for `ty` in `family` with `tm` columns per invocation, staged
-/// (prefill) or not.
+/// The matmul variant for `ty` in `family` with `tm` columns per invocation, staged (prefill)
+/// or not: `matmul_rows.wgsl` where [`uses_rows_kernel`], else `matmul.wgsl`.
 pub fn matmul_variant(
     ty: GgmlType,
     family: Family,
@@ -202,9 +233,11 @@ pub fn matmul_variant(
     x_uniform: bool,
 ) -> Result<ShaderVariant, GpuError> {
     let (mut defines, f16) = type_defines(ty, use_f16)?;
-    if family.multi_row && family.lanes == 1 && !staged && is_legacy_block(ty) && tm <= 4 && tm != 3
-    {
-        defines.push(("WG", format!("{}u", family.rows / ROWS_PER_INVOCATION)));
+    if uses_rows_kernel(family, ty, tm, staged) {
+        defines.push(("WG", format!("{ROWS_WG}u")));
+        if rows_per_invocation(tm) == 8 {
+            defines.push(("R8", String::new()));
+        }
         defines.push(("TM", format!("{tm}u")));
         if tm >= 2 {
             defines.push(("TM_2", String::new()));

@@ -1,0 +1,185 @@
+// attn_serial.wgsl: attn_fused.wgsl for CPU drivers (lavapipe): the same contract
+// (common/kv_attn_common.wgsl), the same passes and state protocol, the same bits, but one
+// invocation per (query row, query head) walking its keys alone, with no workgroup memory and no
+// barrier. On llvmpipe workgroup memory is reached one invocation at a time and a barrier
+// switches coroutines, which made the workgroup kernel cost 60 % of a 512-row prefill.
+//
+// Per split s of the row's visible keys (ascending), exactly the phases of common/kv_attn.wgsl:
+//   scores  score_j = fma(q.k_j, scale, mask) with q.k_j = fma chain over dims 0..D in order
+//           (starting from 0), m_s = max(ATTN_NEG_BIG, scores)
+//   exp/PV  p_j = exp(score_j - m_s) (0 for hidden scores); l_s = sum p_j and
+//           acc_s[dim] = fma(p_j, v_j[dim], acc_s[dim]), j ascending
+//   fold    when l_s != 0: attn_fold into the running (m, l, acc) as attn_fused.wgsl does.
+// Scores of the split wait in a private array (256 floats).
+//
+// Lanes: invocation f = (row-major over query heads, then rows) → head f / n_q, row f % n_q, so
+// the invocations of a SIMD group are consecutive rows of one head and walk the same keys.
+// Loops over dims run in blocks of 8 written out, so an invocation's loop iterations per split
+// stay near 2 * 256 * (D / 16 + 1), far below lavapipe's budget of 65535 per invocation (the
+// host sizes params.pass_splits for this kernel, src/kernels/attention/fused.rs).
+//
+// Variants: KV_F16 only (the default cache); USE_F16 binds the caches as array<vec2<f16>>
+// (shader-f16), else as array<u32> with the exact integer f16 decode. HEAD_DIM = D (a multiple
+// of 32, at most 256) is a define so every loop bound is a constant; WG_SIZE and FIRST_PASS are
+// overrides as in attn_fused.wgsl.
+// Shapes and bindings: as attn_fused.wgsl (out and state [n_q, n_head]).
+
+#ifdef USE_F16
+enable f16;
+#endif
+
+#include "common/kv_layout.wgsl"
+#include "common/kv_attn_common.wgsl"
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q_in: array<f32>;
+#ifdef USE_F16
+@group(0) @binding(2) var<storage, read> k_cache: array<vec2<f16>>;
+@group(0) @binding(3) var<storage, read> v_cache: array<vec2<f16>>;
+#else
+@group(0) @binding(2) var<storage, read> k_cache: array<u32>;
+@group(0) @binding(3) var<storage, read> v_cache: array<u32>;
+#endif
+@group(0) @binding(4) var<storage, read> positions: array<u32>;
+@group(0) @binding(5) var<storage, read> mask: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(7) var<storage, read_write> state: array<vec4<u32>>;
+
+override WG_SIZE: u32 = 8u;
+override FIRST_PASS: bool = true;
+
+const D: u32 = HEAD_DIM;
+
+// Dims 2w and 2w + 1 of the K (is_v false) or V row starting at word `row`.
+fn pair(is_v: bool, row: u32, w: u32) -> vec2<f32> {
+#ifdef USE_F16
+    var h = k_cache[row + w];
+    if (is_v) {
+        h = v_cache[row + w];
+    }
+    return vec2<f32>(f32(h.x), f32(h.y));
+#else
+    var word = k_cache[row + w];
+    if (is_v) {
+        word = v_cache[row + w];
+    }
+    return kv_half2(word);
+#endif
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let f = (wid.y * nwg.x + wid.x) * WG_SIZE + lid;
+    if (f >= params.n_q * params.n_head) {
+        return;
+    }
+    let head = f / params.n_q;
+    let row = f % params.n_q;
+    let kv_head = head / params.group;
+    let rec = row * params.n_head + head;
+    let base = rec * D;
+    let n_splits = attn_n_splits(attn_visible(row));
+
+    var first = 0u;
+    if (!FIRST_PASS) {
+        first = state[rec].z;
+        if (first >= n_splits) {
+            return; // finished by an earlier pass
+        }
+    }
+    let end = min(n_splits, first + params.pass_splits);
+
+    var q: array<f32, HEAD_DIM>;
+    var acc: array<f32, HEAD_DIM>;
+    for (var i = 0u; i < D; i += 8u) {
+        for (var k = 0u; k < 8u; k++) {
+            q[i + k] = q_in[base + i + k];
+            acc[i + k] = select(out[base + i + k], 0.0, FIRST_PASS);
+        }
+    }
+    var ml = vec2<f32>(ATTN_NEG_BIG, 0.0);
+    if (!FIRST_PASS) {
+        ml = bitcast<vec2<f32>>(state[rec].xy);
+    }
+
+    var sc: array<f32, 256>; // ATTN_SPLIT
+    for (var s = first; s < end; s++) {
+        let range = attn_split_range(row, s);
+        let start = range.x;
+        let n = range.y;
+
+        var m_s = ATTN_NEG_BIG;
+        for (var jj = 0u; jj < n; jj++) {
+            let j = start + jj;
+            let krow = kv_row_base(j, kv_head, params.n_kv_heads, D);
+            var dot = 0.0;
+            for (var w = 0u; w < D / 2u; w += 4u) {
+                let a = pair(false, krow, w);
+                let b = pair(false, krow, w + 1u);
+                let c = pair(false, krow, w + 2u);
+                let e = pair(false, krow, w + 3u);
+                dot = fma(q[2u * w], a.x, dot);
+                dot = fma(q[2u * w + 1u], a.y, dot);
+                dot = fma(q[2u * w + 2u], b.x, dot);
+                dot = fma(q[2u * w + 3u], b.y, dot);
+                dot = fma(q[2u * w + 4u], c.x, dot);
+                dot = fma(q[2u * w + 5u], c.y, dot);
+                dot = fma(q[2u * w + 6u], e.x, dot);
+                dot = fma(q[2u * w + 7u], e.y, dot);
+            }
+            var add = 0.0;
+            if (params.mask_mode == 2u) {
+                add = mask[row * params.mask_stride + j];
+            }
+            let score = fma(dot, params.scale, add);
+            sc[jj] = score;
+            m_s = max(m_s, score);
+        }
+
+        var l_s = 0.0;
+        var acc_s: array<f32, HEAD_DIM>;
+        for (var jj = 0u; jj < n; jj++) {
+            let score = sc[jj];
+            let p = select(exp(score - m_s), 0.0, score <= ATTN_NEG_BIG);
+            let vrow = kv_row_base(start + jj, kv_head, params.n_kv_heads, D);
+            for (var w = 0u; w < D / 2u; w += 4u) {
+                let a = pair(true, vrow, w);
+                let b = pair(true, vrow, w + 1u);
+                let c = pair(true, vrow, w + 2u);
+                let e = pair(true, vrow, w + 3u);
+                acc_s[2u * w] = fma(p, a.x, acc_s[2u * w]);
+                acc_s[2u * w + 1u] = fma(p, a.y, acc_s[2u * w + 1u]);
+                acc_s[2u * w + 2u] = fma(p, b.x, acc_s[2u * w + 2u]);
+                acc_s[2u * w + 3u] = fma(p, b.y, acc_s[2u * w + 3u]);
+                acc_s[2u * w + 4u] = fma(p, c.x, acc_s[2u * w + 4u]);
+                acc_s[2u * w + 5u] = fma(p, c.y, acc_s[2u * w + 5u]);
+                acc_s[2u * w + 6u] = fma(p, e.x, acc_s[2u * w + 6u]);
+                acc_s[2u * w + 7u] = fma(p, e.y, acc_s[2u * w + 7u]);
+            }
+            l_s += p;
+        }
+
+        if (l_s != 0.0) {
+            let g = attn_fold(ml.x, ml.y, m_s, l_s);
+            for (var i = 0u; i < D; i += 8u) {
+                for (var k = 0u; k < 8u; k++) {
+                    acc[i + k] = fma(acc[i + k], g.z, acc_s[i + k] * g.w);
+                }
+            }
+            ml = g.xy;
+        }
+    }
+
+    // Save the state, or finish: acc / l.
+    let done = end >= n_splits;
+    for (var i = 0u; i < D; i += 8u) {
+        for (var k = 0u; k < 8u; k++) {
+            out[base + i + k] = select(acc[i + k], attn_finish(acc[i + k], ml.y), done);
+        }
+    }
+    state[rec] = vec4<u32>(bitcast<vec2<u32>>(ml), end, 0u);
+}

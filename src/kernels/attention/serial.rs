@@ -1,0 +1,76 @@
+//! The CPU-driver form of the fused pass (`shaders/attn_serial.wgsl`): one invocation per
+//! (query row, query head), no workgroup memory, no barrier, the same contract, passes and
+//! state protocol as `attn_fused.wgsl` and the same bits ([`super::FusedAttention`] picks it by
+//! [`use_serial`]). On lavapipe a 512-row prefill spent 60 % of its time in the workgroup
+//! kernel, whose shared-memory phases llvmpipe runs one invocation at a time.
+//!
+//! It handles the f16 cache only (the default); quantized caches keep the workgroup kernel.
+
+use crate::gpu::{GpuContext, ShaderVariant};
+
+use super::fused::FUSED_BINDINGS;
+use super::layout::KvType;
+use super::shape::SPLIT_SIZE;
+
+/// Invocations per workgroup (one SIMD group of lavapipe's 256-bit vectors).
+pub const SERIAL_WG_SIZE: u32 = 8;
+
+/// Loop iterations a pass may run per invocation: half of lavapipe's 65535.
+const LOOP_BUDGET: u64 = 65535 / 2;
+
+/// Whether multi-row attention over a `ty` cache runs the serial kernel here: CPU adapters
+/// with the f16 cache.
+pub fn use_serial(ctx: &GpuContext, ty: KvType) -> bool {
+    ctx.info().device_type == "Cpu" && ty == KvType::F16
+}
+
+/// Splits one serial invocation folds per pass: the budget over an upper bound of its loop
+/// iterations per split (every loop counted as if not unrolled, with its exit test): two key
+/// loops of at most 256 keys, each key a loop of `head_dim / 8` blocks. At least 1. Head dim
+/// 64: 7 splits (1792 keys) per pass; 128: 3; 256: 1.
+pub fn serial_pass_splits(head_dim: u32) -> u32 {
+    let blocks = u64::from(head_dim / 8);
+    let split = u64::from(SPLIT_SIZE);
+    let per_split = 2 * split * (blocks + 2) + blocks * 9 + 8;
+    let fixed = 3 * blocks * 9 + 16;
+    let n = LOOP_BUDGET.saturating_sub(fixed) / per_split;
+    u32::try_from(n.max(1)).unwrap_or(u32::MAX)
+}
+
+/// The serial variant for an f16 cache with `head_dim` dims; `use_f16` binds the caches as
+/// `vec2<f16>` (as the workgroup kernel does); `first` starts from the empty state.
+pub fn serial_variant(head_dim: u32, use_f16: bool, first: bool) -> ShaderVariant {
+    let (mut defines, use_f16) = KvType::F16.cache_defines(use_f16);
+    defines.push(("HEAD_DIM", format!("{head_dim}u")));
+    ShaderVariant {
+        shader: "attn_serial",
+        entry_point: "main",
+        defines,
+        overrides: vec![
+            ("WG_SIZE", f64::from(SERIAL_WG_SIZE)),
+            ("FIRST_PASS", f64::from(u8::from(first))),
+        ],
+        requires_f16: use_f16,
+        requires_subgroups: false,
+        bindings: FUSED_BINDINGS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_splits_fit_the_budget() {
+        for d in [32u32, 64, 128, 256] {
+            let n = u64::from(serial_pass_splits(d));
+            let blocks = u64::from(d / 8);
+            let per_split = 2 * 256 * (blocks + 2) + blocks * 9 + 8;
+            assert!(n >= 1);
+            assert!(
+                n * per_split + 3 * blocks * 9 + 16 <= 65535,
+                "head_dim {d}: {n} splits"
+            );
+        }
+    }
+}
