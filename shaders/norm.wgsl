@@ -2,6 +2,9 @@
 //   y[r, c] = (x[r, c] * s_r) * w[c],  s_r = 1 / sqrt(Σ_c x[r, c]² / n_cols + eps)
 // as ggml_rms_norm followed by ggml_mul (the product x * s_r is rounded before w multiplies).
 // Without HAS_WEIGHT, y = x * s_r (q/k norm per head: n_cols = head_dim, rows = tokens × heads).
+// With ADD_RESIDUAL (a residual add fused into the next norm): binding 1 is the residual stream
+// r, updated first, x = r + y_in (y_in: what binding 2 holds on entry), stored back to r, and
+// then normed into binding 2: the bits of binary.wgsl's in-place add followed by this norm.
 //
 // One workgroup per row; lane l accumulates x² over columns l, l + WG_SIZE, … in that order and
 // the lane partials are combined by common/reduce.wgsl in a fixed order: a row gives the same
@@ -10,6 +13,7 @@
 // Variants (Rust side: src/kernels/ops/norm.rs):
 //   HAS_WEIGHT     multiply by w [n_cols] (binding 3).
 //   IN_PLACE       x is read from and y written to binding 2 (binding 1 absent).
+//   ADD_RESIDUAL   as above (binding 1 read_write; not with IN_PLACE).
 //   USE_SUBGROUPS  subgroup reductions (needs the subgroups feature).
 // Dispatch: one workgroup per row, 1D or 2D (row = wid.y * nwg.x + wid.x; surplus groups exit).
 // Bindings: 0 uniform Params, 1 src x (read), 2 dst y (read_write), 3 w (read).
@@ -25,8 +29,12 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+#ifdef ADD_RESIDUAL
+@group(0) @binding(1) var<storage, read_write> src: array<f32>; // residual [n_rows, n_cols]
+#else
 #ifndef IN_PLACE
 @group(0) @binding(1) var<storage, read> src: array<f32>; // [n_rows, n_cols]
+#endif
 #endif
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>; // [n_rows, n_cols]
 #ifdef HAS_WEIGHT
@@ -67,7 +75,13 @@ fn main(
     let base = row * n;
     var acc = 0.0;
     for (var c = lid; c < n; c += WG_SIZE) {
+#ifdef ADD_RESIDUAL
+        // Each lane reads and writes only its own columns: no barrier needed.
+        let v = src[base + c] + dst[base + c];
+        src[base + c] = v;
+#else
         let v = load_x(base + c);
+#endif
         acc += v * v;
     }
     let sum = reduce_sum(acc, lane);

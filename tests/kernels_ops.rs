@@ -56,6 +56,28 @@ fn rms_norm_matches_the_oracle_in_every_feature_set() {
     }
 }
 
+/// The residual add fused into the norm after it: the residual must be the single-rounding sum,
+/// bit for bit, and the norm must have the bits of the plain norm of that sum.
+#[test]
+fn add_then_norm_has_the_bits_of_add_then_norm() {
+    let mut rng = Rng::new(11);
+    for (label, ctx) in all_feature_contexts() {
+        for &(rows, cols) in &ROW_SHAPES {
+            let r = random(&mut rng, rows * cols, 3.0);
+            let y = random(&mut rng, rows * cols, 3.0);
+            let w = random(&mut rng, cols, 2.0);
+            let what = format!("{label} [{rows}, {cols}]");
+            let (sum, got) = norm::add_rms_norm_on_gpu(&ctx, &r, &y, cols, &w, 1e-6).unwrap();
+            assert_bits_eq(&format!("{what} residual"), &sum, &oracle::add(&r, &y));
+            let want = norm::rms_norm_on_gpu(&ctx, &sum, cols, Some(&w), 1e-6, false).unwrap();
+            assert_bits_eq(&format!("{what} norm"), &got, &want);
+            let oracle_norm = oracle::rms_norm(&sum, cols, Some(&w), 1e-6);
+            check_nmse(&what, &got, &oracle_norm, 1e-7);
+        }
+        assert_clean(&ctx);
+    }
+}
+
 #[test]
 fn softmax_matches_the_oracle_in_every_feature_set() {
     let mut rng = Rng::new(2);

@@ -5,9 +5,10 @@
 //! on the number of rows, so row i computed alone or inside any batch gives the same bits.
 //! Without a weight it is the per-head q/k norm (`n_cols = head_dim`, rows = tokens × heads).
 //!
-//! Variants: `HAS_WEIGHT`, `IN_PLACE`, `USE_SUBGROUPS` (when the device has `SUBGROUP`).
+//! Variants: `HAS_WEIGHT`, `IN_PLACE`, `USE_SUBGROUPS` (when the device has `SUBGROUP`), and
+//! `ADD_RESIDUAL` ([`RmsNorm::add_then_norm`]: a residual add fused into the norm after it).
 
-use crate::gpu::{GpuContext, GpuError, ShaderVariant};
+use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
 
 use crate::kernels::launch::Dispatch;
 
@@ -38,9 +39,27 @@ pub fn variant(weight: bool, in_place: bool, subgroups: bool) -> ShaderVariant {
     row_variant("norm", "HAS_WEIGHT", WG_SIZE, weight, in_place, subgroups)
 }
 
+/// Bindings of the `ADD_RESIDUAL` variant: params, residual (read_write), y (read_write), w.
+const ADD_BINDINGS: &[BindingSpec] = &[
+    crate::kernels::spec(0, BindingKind::Uniform),
+    crate::kernels::spec(1, BindingKind::StorageReadWrite),
+    crate::kernels::spec(2, BindingKind::StorageReadWrite),
+    crate::kernels::spec(3, BindingKind::StorageRead),
+];
+
+/// The `ADD_RESIDUAL` variant (always with a weight, never in place).
+pub fn add_variant(subgroups: bool) -> ShaderVariant {
+    let mut v = variant(true, false, subgroups);
+    v.defines.push(("ADD_RESIDUAL", String::new()));
+    v.bindings = ADD_BINDINGS;
+    v
+}
+
 /// Every variant this kernel may use, on any device.
 pub fn variants() -> Vec<ShaderVariant> {
-    row_variants(variant)
+    let mut out = row_variants(variant);
+    out.extend([false, true].map(add_variant));
+    out
 }
 
 /// A built RMSNorm over at most `max_rows` rows.
@@ -91,6 +110,43 @@ impl RmsNorm {
         })
     }
 
+    /// `residual += y; y = RMSNorm(residual) * weight` over `[n_rows, n_cols]` in one dispatch:
+    /// the residual add of a layer and the norm that follows it (the next layer's, or the
+    /// output norm). Same bits as an in-place add then [`RmsNorm::new`].
+    pub fn add_then_norm(
+        ctx: &GpuContext,
+        residual: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        weight: &wgpu::Buffer,
+        n_rows: u32,
+        n_cols: u32,
+        eps: f32,
+    ) -> Result<RmsNorm, GpuError> {
+        let mut op = RmsNorm::new(
+            ctx,
+            Io::Out {
+                src: residual,
+                dst: y,
+            },
+            Some(weight),
+            n_rows,
+            n_cols,
+            eps,
+        )?;
+        let v = add_variant(ctx.has_subgroups());
+        let buffers = [residual, y, weight];
+        op.dispatch = build_rows(
+            ctx,
+            &v,
+            "add_rms_norm",
+            &op.params,
+            &buffers,
+            n_rows,
+            WG_SIZE,
+        )?;
+        Ok(op)
+    }
+
     /// Norms the first `n_rows` rows from the next submission on (at most the built count).
     pub fn set_rows(&mut self, ctx: &GpuContext, n_rows: u32) -> Result<(), GpuError> {
         check_rows("RMSNorm rows", n_rows, self.max_rows)?;
@@ -130,4 +186,29 @@ pub fn rms_norm_on_gpu(
         .transpose()?;
     let op = RmsNorm::new(ctx, host.io(), w.as_ref(), n_rows, n_cols, eps)?;
     super::run_and_read_f32(ctx, "rms_norm", &[&op.dispatch], host.out(), x.len())
+}
+
+/// Runs [`RmsNorm::add_then_norm`] now: `residual` and `y` `[rows, n_cols]`, `weight`
+/// `[n_cols]`; returns (`residual + y`, the norm of it times `weight`).
+pub fn add_rms_norm_on_gpu(
+    ctx: &GpuContext,
+    residual: &[f32],
+    y: &[f32],
+    n_cols: usize,
+    weight: &[f32],
+    eps: f32,
+) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+    let (n_rows, n_cols) = rows_of(residual.len(), n_cols, "add+RMSNorm residual")?;
+    if y.len() != residual.len() || weight.len() != n_cols as usize {
+        let expected = format!("y of {} and a weight of {n_cols} elements", residual.len());
+        let actual = format!("{} and {}", y.len(), weight.len());
+        return Err(bad_input("add+RMSNorm inputs", expected, actual));
+    }
+    let r = super::upload_f32(ctx, "add_rms_norm residual", residual)?;
+    let yb = super::upload_f32(ctx, "add_rms_norm y", y)?;
+    let w = super::upload_f32(ctx, "add_rms_norm weight", weight)?;
+    let op = RmsNorm::add_then_norm(ctx, &r, &yb, &w, n_rows, n_cols, eps)?;
+    let normed = super::run_and_read_f32(ctx, "add_rms_norm", &[&op.dispatch], &yb, y.len())?;
+    let bytes = crate::gpu::buffers::read_back(ctx, &r, 0, residual.len() as u64 * 4)?;
+    Ok((bytemuck::pod_collect_to_vec(&bytes), normed))
 }

@@ -193,6 +193,9 @@ impl Forward {
         let norm = |src: &wgpu::Buffer, w: &wgpu::Buffer| {
             RmsNorm::new(ctx, Io::Out { src, dst: &b.xn }, Some(w), max_rows, d, eps)
         };
+        // x += xn, then xn = rms_norm(x) * w: a residual add fused into the norm after it.
+        let add_norm =
+            |w: &wgpu::Buffer| RmsNorm::add_then_norm(ctx, &b.x, &b.xn, w, max_rows, d, eps);
         let mut layers = Vec::with_capacity(hp.n_layer as usize);
         for (il, lw) in weights.layers.iter().enumerate() {
             let [kc, vc] = &b.kv[il];
@@ -256,7 +259,11 @@ impl Forward {
             };
             let attn_multi = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
             layers.push(LayerOps {
-                attn_norm: norm(&b.x, &lw.attn_norm)?,
+                attn_norm: if il == 0 {
+                    norm(&b.x, &lw.attn_norm)?
+                } else {
+                    add_norm(&lw.attn_norm)?
+                },
                 bias,
                 qk_norm,
                 rope_q: rope(&b.q, hp.n_head)?,
@@ -265,11 +272,11 @@ impl Forward {
                 store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
                 attn_decode,
                 attn_multi,
-                ffn_norm: norm(&b.x, &lw.ffn_norm)?,
+                ffn_norm: add_norm(&lw.ffn_norm)?,
                 glu: GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, max_rows * hp.n_ff)?,
             });
         }
-        let final_norm = norm(&b.x, &weights.output_norm)?;
+        let final_norm = add_norm(&weights.output_norm)?;
         let argmax = if spec.argmax {
             let out = alloc.storage(&spec.name("io.argmax"))?;
             let op = Select::argmax(ctx, &b.logits, &out, max_logit_rows, hp.n_vocab)?;

@@ -11,6 +11,8 @@
 //! ```
 //! then `xn = rms_norm(x) * output_norm`, logits `[n_out, V]` = the last `n_out` rows of xn ·
 //! LM head, and the argmax of each logits row. Every buffer is created from the memory plan.
+//! Each `x += xn` runs inside the norm that follows it (`RmsNorm::add_then_norm`: one dispatch,
+//! the same bits), the last one inside the output norm.
 //! Ops are built once for the plan's largest batch and resized per step; matmul dispatches
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
@@ -23,13 +25,12 @@ use crate::gpu::GpuContext;
 use crate::kernels::attention::{Attention, FusedAttention, KvStore};
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
-use crate::kernels::ops::binary::{Binary, BinaryOp};
+use crate::kernels::ops::binary::BinaryOp;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kernels::ops::glu::GluOp;
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::rope::Rope;
 use crate::kernels::ops::select::Select;
-use crate::kernels::ops::Io;
 use crate::kv_cache::KvCache;
 pub use crate::memory::alloc::Allocator;
 use crate::{Error, Result};
@@ -60,15 +61,13 @@ pub(crate) struct LayerOps {
     glu: GluOp,
 }
 
-/// Dispatches that depend on the row count: matmuls, the embedding gather and the residual adds
-/// (whose operand length is fixed at build), for one (rows, logit rows) shape.
+/// Dispatches that depend on the row count: matmuls and the embedding gather, for one (rows,
+/// logit rows) shape.
 #[derive(Debug)]
 struct MatmulSet {
     embed: Vec<Dispatch>,
     /// Per layer: q, k, v, o, gate, up, down.
     layers: Vec<[Vec<Dispatch>; 7]>,
-    /// Per layer: x += attention output, x += FFN output.
-    adds: Vec<[BinaryOp; 2]>,
     lm_head: Vec<Dispatch>,
 }
 
@@ -151,12 +150,8 @@ impl Forward {
         let mm = |w: &GpuWeight, x: &wgpu::Buffer, y: &wgpu::Buffer| {
             matmul_dispatches(ctx, self.family, w, &MatmulIo::dense(w, x, y, m))
         };
-        let n = m * self.hp.n_embd;
-        let add = || BinaryOp::new(ctx, Io::InPlace(&b.x), Binary::Add { b: &b.xn, n_b: n }, n);
-        let mut adds = Vec::with_capacity(self.weights.layers.len());
         let mut layers = Vec::with_capacity(self.weights.layers.len());
         for lw in &self.weights.layers {
-            adds.push([add()?, add()?]);
             layers.push([
                 mm(&lw.wq, &b.xn, &b.q)?,
                 mm(&lw.wk, &b.xn, &b.k)?,
@@ -181,7 +176,6 @@ impl Forward {
         Ok(MatmulSet {
             embed: embed_dispatches(ctx, &self.weights.token_embd, &b.tokens, 0, m, &b.x, 0)?,
             layers,
-            adds,
             lm_head: matmul_dispatches(ctx, self.family, head, &io)?,
         })
     }
@@ -336,10 +330,17 @@ impl Forward {
                 .map(|t| &t.1.dispatch)
         };
         list.extend(taps_at(0));
+        // A layer's residual adds are fused into the norm after each (`add_then_norm`): the
+        // attention's into ffn_norm, the FFN's into the next layer's attn_norm or the output
+        // norm. So layer il ends (x complete) with the first dispatch of layer il + 1.
         let mut layer_ends = Vec::with_capacity(self.layers.len());
-        for ((l, mm), [add_attn, add_ffn]) in self.layers.iter().zip(&set.layers).zip(&set.adds) {
+        for (il, (l, mm)) in self.layers.iter().zip(&set.layers).enumerate() {
             let [q, k, v, o, gate, up, down] = mm;
             list.push(&l.attn_norm.dispatch);
+            if il > 0 {
+                layer_ends.push(list.len());
+                list.extend(taps_at(il as u32));
+            }
             list.extend(q.iter().chain(k).chain(v));
             list.extend(l.bias.iter().map(|op| &op.dispatch));
             list.extend(l.qk_norm.iter().map(|op| &op.dispatch));
@@ -352,17 +353,16 @@ impl Forward {
                 _ => list.extend(l.attn_multi.dispatches()),
             }
             list.extend(o);
-            list.push(&add_attn.dispatch);
             list.push(&l.ffn_norm.dispatch);
             list.extend(gate.iter().chain(up));
             list.push(&l.glu.dispatch);
             list.extend(down);
-            list.push(&add_ffn.dispatch);
-            list.extend(taps_at(layer_ends.len() as u32 + 1));
-            layer_ends.push(list.len());
         }
+        // The output norm also completes the last layer, so it runs even without logits.
+        list.push(&self.final_norm.dispatch);
+        layer_ends.push(list.len());
+        list.extend(taps_at(self.layers.len() as u32));
         if n_logits > 0 {
-            list.push(&self.final_norm.dispatch);
             list.extend(&set.lm_head);
             if let Some((op, _)) = &self.argmax {
                 list.extend(op.dispatches());
