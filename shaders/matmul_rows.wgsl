@@ -24,6 +24,7 @@
 // (split-local), wid.z -> columns [TM * wid.z, TM * wid.z + TM).
 // Bindings (as matmul.wgsl): 0 uniform Params, 1 w (read), 2 x (read, vec4), 3 y (read_write).
 
+#define W_VEC4
 #include "common/bytes.wgsl"
 #include "common/quant_common.wgsl"
 #include "common/quant_legacy_units.wgsl"

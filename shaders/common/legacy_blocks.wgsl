@@ -3,8 +3,9 @@
 // one block of one column of X (xblk_load, blk_dot) in the fixed order of
 // common/quant_legacy.wgsl. Every index that picks a register is a constant: the helpers are
 // written out rather than looped, so the driver's compiler keeps blocks in registers.
-// Needs common/quant_common.wgsl (params, w), common/quant_legacy_units.wgsl and, from the
-// includer, `x` (array<vec4<f32>>, storage or uniform).
+// Needs common/quant_common.wgsl with W_VEC4 (params, w4: qs plane 0 starts at word 0 and a
+// block's qs is one vec4, two for Q8_0), common/quant_legacy_units.wgsl and, from the includer,
+// `x` (array<vec4<f32>>, storage or uniform).
 
 // One block of one row as loaded: scales and quant words (Q8_0 fills q[0..8]; the nibble
 // formats q[0..4] and, for Q5_*, qh).
@@ -23,27 +24,28 @@ fn blk_load(r: u32, b: u32) -> Blk {
     o.d = dm.x;
     o.m = dm.y;
 #ifdef TYPE_Q8_0
-    let base = g * 8u;
-    o.q[0] = w[base];
-    o.q[1] = w[base + 1u];
-    o.q[2] = w[base + 2u];
-    o.q[3] = w[base + 3u];
-    o.q[4] = w[base + 4u];
-    o.q[5] = w[base + 5u];
-    o.q[6] = w[base + 6u];
-    o.q[7] = w[base + 7u];
+    let a = w4[2u * g];
+    let c = w4[2u * g + 1u];
+    o.q[0] = a.x;
+    o.q[1] = a.y;
+    o.q[2] = a.z;
+    o.q[3] = a.w;
+    o.q[4] = c.x;
+    o.q[5] = c.y;
+    o.q[6] = c.z;
+    o.q[7] = c.w;
 #else
-    let base = g * 4u;
-    o.q[0] = w[base];
-    o.q[1] = w[base + 1u];
-    o.q[2] = w[base + 2u];
-    o.q[3] = w[base + 3u];
+    let a = w4[g];
+    o.q[0] = a.x;
+    o.q[1] = a.y;
+    o.q[2] = a.z;
+    o.q[3] = a.w;
 #endif
 #ifdef TYPE_Q5_0
-    o.qh = w[params.plane1 + g];
+    o.qh = w_word(params.plane1 + g);
 #endif
 #ifdef TYPE_Q5_1
-    o.qh = w[params.plane1 + g];
+    o.qh = w_word(params.plane1 + g);
 #endif
     return o;
 }

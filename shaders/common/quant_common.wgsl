@@ -38,6 +38,15 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+#ifdef W_VEC4
+// matmul_rows.wgsl: the same words as vec4s (CPU drivers load a vec4 per invocation for about
+// the cost of one word; the split buffer is a multiple of 16 bytes, so every vec4 is in it).
+@group(0) @binding(1) var<storage, read> w4: array<vec4<u32>>;
+
+fn w_word(i: u32) -> u32 {
+    return w4[i >> 2u][i & 3u];
+}
+#else
 #ifdef USE_F16
 // TYPE_F16 on shader-f16 devices (matmul only): the halves typed as such.
 @group(0) @binding(1) var<storage, read> w: array<vec2<f16>>;
@@ -75,4 +84,10 @@ fn bytes_i8x4(word: u32) -> vec4<f32> {
 fn w_byte(base: u32, i: u32) -> u32 {
     return bytes_u8(w[base + (i >> 2u)], i & 3u);
 }
+
+// Word i of w.
+fn w_word(i: u32) -> u32 {
+    return w[i];
+}
+#endif
 #endif

@@ -35,22 +35,22 @@ fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
 // flag (every Vulkan, Metal and DX12 adapter has it).
 fn legacy_dm_fast(g: u32) -> vec2<f32> {
 #ifdef TYPE_Q8_0
-    let h = unpack2x16float(w[params.plane1 + (g >> 1u)]);
+    let h = unpack2x16float(w_word(params.plane1 + (g >> 1u)));
     return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
 #endif
 #ifdef TYPE_Q4_0
-    let h = unpack2x16float(w[params.plane1 + (g >> 1u)]);
+    let h = unpack2x16float(w_word(params.plane1 + (g >> 1u)));
     return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
 #endif
 #ifdef TYPE_Q4_1
-    return unpack2x16float(w[params.plane1 + g]);
+    return unpack2x16float(w_word(params.plane1 + g));
 #endif
 #ifdef TYPE_Q5_0
-    let h = unpack2x16float(w[params.plane2 + (g >> 1u)]);
+    let h = unpack2x16float(w_word(params.plane2 + (g >> 1u)));
     return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
 #endif
 #ifdef TYPE_Q5_1
-    return unpack2x16float(w[params.plane2 + g]);
+    return unpack2x16float(w_word(params.plane2 + g));
 #endif
 }
 

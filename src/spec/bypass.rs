@@ -4,7 +4,9 @@
 //! deterministic and testable.
 //!
 //! Two rules, both leading to `plain_steps` plain decode steps and then a probe of
-//! `probe_cycles` speculative cycles that refreshes the estimates before the next decision:
+//! `probe_cycles` speculative cycles that refreshes the estimates before the next decision
+//! (each probe that ends in a bypass again doubles the plain stretch, up to `max_plain_steps`,
+//! so a drafter that never pays costs ever less; a longer run of drafting resets it):
 //! - cost model (vllm-metal #766, sparkinfer): draft while the expected speculative rate
 //!   `τ / (t_draft + t_verify)` is at least `margin / t_plain`, from exponential moving averages
 //!   of the accepted length τ (tokens committed per cycle, the bonus included), the draft and
@@ -40,6 +42,10 @@ pub struct BypassConfig {
     pub margin: f64,
     /// Plain steps per bypass before probing again. Default 64 (FreeToken #71).
     pub plain_steps: u32,
+    /// The plain stretch doubles after each probe that ends in a bypass again, up to this.
+    /// Default 1024 (a probe of 8 cycles then costs under 1 % of the steps with a drafter
+    /// that never pays).
+    pub max_plain_steps: u32,
     /// Speculative cycles of a probe (and of the warm-up at the start) before the next decision.
     /// Default 8.
     pub probe_cycles: u32,
@@ -60,6 +66,7 @@ impl Default for BypassConfig {
             ema_alpha: 0.2,
             margin: 1.05,
             plain_steps: 64,
+            max_plain_steps: 1024,
             probe_cycles: 8,
             window: 32,
             min_acceptance: 0.1,
@@ -88,6 +95,10 @@ impl BypassConfig {
         }
         if self.plain_steps == 0 {
             return invalid("plain_steps", 0.0, "it must be >= 1");
+        }
+        if self.max_plain_steps < self.plain_steps {
+            let v = f64::from(self.max_plain_steps);
+            return invalid("max_plain_steps", v, "it must be >= plain_steps");
         }
         if !(0.0..=1.0).contains(&self.min_acceptance) {
             return invalid(
@@ -140,6 +151,11 @@ pub struct Bypass {
     plain_left: u32,
     /// Cycles left in the current probe (or warm-up) before the rules are consulted.
     probe_left: u32,
+    /// Whether any bypass happened yet, the cycles drafted since the last one ended, and how
+    /// many times the plain stretch has doubled.
+    bypassed: bool,
+    drafted_since: u32,
+    doublings: u32,
 }
 
 impl Bypass {
@@ -156,6 +172,9 @@ impl Bypass {
             accepted: 0,
             plain_left: 0,
             probe_left: config.probe_cycles,
+            bypassed: false,
+            drafted_since: 0,
+            doublings: 0,
         })
     }
 
@@ -178,8 +197,20 @@ impl Bypass {
         if !bypass {
             return true;
         }
-        // Bypass: this step is the first plain one; then probe with fresh estimates.
-        self.plain_left = self.config.plain_steps.saturating_sub(1);
+        // Bypass: this step is the first plain one; then probe with fresh estimates. A probe
+        // that lost again (no more than twice its cycles drafted since the last bypass)
+        // doubles the stretch; a longer run of drafting resets it.
+        let lost_probe = self.bypassed && self.drafted_since <= 2 * self.config.probe_cycles;
+        self.doublings = if lost_probe {
+            (self.doublings + 1).min(31)
+        } else {
+            0
+        };
+        let stretch = u64::from(self.config.plain_steps) << self.doublings;
+        let stretch = stretch.min(u64::from(self.config.max_plain_steps));
+        self.plain_left = u32::try_from(stretch).unwrap_or(u32::MAX).saturating_sub(1);
+        self.bypassed = true;
+        self.drafted_since = 0;
         self.probe_left = self.config.probe_cycles;
         self.proposed = 0;
         self.accepted = 0;
@@ -213,6 +244,7 @@ impl Bypass {
         self.proposed = self.proposed.saturating_add(u64::from(proposed));
         self.accepted = self.accepted.saturating_add(u64::from(accepted));
         self.probe_left = self.probe_left.saturating_sub(1);
+        self.drafted_since = self.drafted_since.saturating_add(1);
     }
 
     /// Whether the planner is in a bypass (plain steps left).
@@ -289,15 +321,23 @@ mod tests {
         let config = BypassConfig::default();
         let mut b = seeded(config, 0.010);
         let d = run(&mut b, 1000, (0.005, 0.012, 7, 0), 0.010);
-        // Warm-up, then bypasses of 64 plain steps, each followed by an 8-cycle probe.
+        // Warm-up, then bypasses of 64, 128, 256, 512 plain steps (each probe lost again),
+        // each followed by an 8-cycle probe.
         assert!(d[..8].iter().all(|&x| x));
         assert!(d[8..72].iter().all(|&x| !x));
         let starts = probe_starts(&d);
-        assert!(starts.len() >= 10, "probes at {starts:?}");
-        for pair in starts.windows(2) {
-            assert_eq!(pair[1] - pair[0], 72, "probes at {starts:?}");
-        }
+        assert_eq!(starts, [72, 72 + 136, 72 + 136 + 264, 72 + 136 + 264 + 520]);
         assert_eq!(d.iter().filter(|&&x| x).count(), 8 * (1 + starts.len()));
+        // The stretch stops doubling at max_plain_steps.
+        let mut b = seeded(config, 0.010);
+        let d = run(&mut b, 12000, (0.005, 0.012, 7, 0), 0.010);
+        let starts = probe_starts(&d);
+        let gaps: Vec<usize> = starts.windows(2).map(|p| p[1] - p[0]).collect();
+        assert_eq!(
+            gaps[..5],
+            [136, 264, 520, 1032, 1032],
+            "probes at {starts:?}"
+        );
     }
 
     #[test]
@@ -362,6 +402,10 @@ mod tests {
                 min_acceptance: 1.5,
                 ..BypassConfig::default()
             },
+            BypassConfig {
+                max_plain_steps: 8,
+                ..BypassConfig::default()
+            },
         ];
         let names: Vec<_> = bad
             .iter()
@@ -372,7 +416,13 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["ema_alpha", "margin", "plain_steps", "min_acceptance"]
+            [
+                "ema_alpha",
+                "margin",
+                "plain_steps",
+                "min_acceptance",
+                "max_plain_steps"
+            ]
         );
     }
 }
