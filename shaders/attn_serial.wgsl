@@ -31,17 +31,7 @@ enable f16;
 #include "common/kv_layout.wgsl"
 #include "common/kv_attn_common.wgsl"
 
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q_in: array<f32>;
-#ifdef USE_F16
-@group(0) @binding(2) var<storage, read> k_cache: array<vec2<f16>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec2<f16>>;
-#else
-@group(0) @binding(2) var<storage, read> k_cache: array<u32>;
-@group(0) @binding(3) var<storage, read> v_cache: array<u32>;
-#endif
-@group(0) @binding(4) var<storage, read> positions: array<u32>;
-@group(0) @binding(5) var<storage, read> mask: array<f32>;
+#include "common/attn_inputs.wgsl"
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 @group(0) @binding(7) var<storage, read_write> state: array<vec4<u32>>;
 

@@ -24,17 +24,7 @@ enable f16;
 
 #include "common/kv_attn.wgsl"
 
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q_in: array<f32>;
-#ifdef USE_F16
-@group(0) @binding(2) var<storage, read> k_cache: array<vec2<f16>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec2<f16>>;
-#else
-@group(0) @binding(2) var<storage, read> k_cache: array<u32>;
-@group(0) @binding(3) var<storage, read> v_cache: array<u32>;
-#endif
-@group(0) @binding(4) var<storage, read> positions: array<u32>;
-@group(0) @binding(5) var<storage, read> mask: array<f32>;
+#include "common/attn_inputs.wgsl"
 @group(0) @binding(6) var<storage, read_write> partials: array<f32>;
 
 override WG_SIZE: u32 = 64u;

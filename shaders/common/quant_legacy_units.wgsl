@@ -34,23 +34,22 @@ fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
 // payloads and costs a few dozen operations per block. Needs wgpu's SHADER_F16_IN_F32 downlevel
 // flag (every Vulkan, Metal and DX12 adapter has it).
 fn legacy_dm_fast(g: u32) -> vec2<f32> {
-#ifdef TYPE_Q8_0
-    let h = unpack2x16float(w_word(params.plane1 + (g >> 1u)));
-    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
-#endif
-#ifdef TYPE_Q4_0
-    let h = unpack2x16float(w_word(params.plane1 + (g >> 1u)));
-    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
-#endif
+#ifdef LEGACY_MIN
+    // d | m << 16, one word per block: plane 1 (Q4_1) or plane 2 (Q5_1).
 #ifdef TYPE_Q4_1
     return unpack2x16float(w_word(params.plane1 + g));
-#endif
-#ifdef TYPE_Q5_0
-    let h = unpack2x16float(w_word(params.plane2 + (g >> 1u)));
-    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
-#endif
-#ifdef TYPE_Q5_1
+#else
     return unpack2x16float(w_word(params.plane2 + g));
+#endif
+#else
+    // d alone, f16 entry g of its plane: plane 2 for Q5_0 (after qh), else plane 1.
+#ifdef TYPE_Q5_0
+    let plane = params.plane2;
+#else
+    let plane = params.plane1;
+#endif
+    let h = unpack2x16float(w_word(plane + (g >> 1u)));
+    return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
 #endif
 }
 
