@@ -81,6 +81,51 @@ impl RmsNorm {
         n_cols: u32,
         eps: f32,
     ) -> Result<RmsNorm, GpuError> {
+        let v = variant(weight.is_some(), io.in_place(), ctx.has_subgroups());
+        RmsNorm::build(ctx, &v, "rms_norm", io, weight, n_rows, n_cols, eps)
+    }
+
+    /// `residual += y; y = RMSNorm(residual) * weight` over `[n_rows, n_cols]` in one dispatch:
+    /// the residual add of a layer and the norm that follows it (the next layer's, or the
+    /// output norm). Same bits as an in-place add then [`RmsNorm::new`].
+    pub fn add_then_norm(
+        ctx: &GpuContext,
+        residual: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        weight: &wgpu::Buffer,
+        n_rows: u32,
+        n_cols: u32,
+        eps: f32,
+    ) -> Result<RmsNorm, GpuError> {
+        let v = add_variant(ctx.has_subgroups());
+        let io = Io::Out {
+            src: residual,
+            dst: y,
+        };
+        RmsNorm::build(
+            ctx,
+            &v,
+            "add_rms_norm",
+            io,
+            Some(weight),
+            n_rows,
+            n_cols,
+            eps,
+        )
+    }
+
+    /// Checks the shapes and builds variant `v` over `io` (bindings 1, 2) and `weight` (3).
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        ctx: &GpuContext,
+        v: &ShaderVariant,
+        label: &str,
+        io: Io<'_>,
+        weight: Option<&wgpu::Buffer>,
+        n_rows: u32,
+        n_cols: u32,
+        eps: f32,
+    ) -> Result<RmsNorm, GpuError> {
         if n_cols == 0 {
             return Err(bad_input("RMSNorm columns", "at least 1", 0));
         }
@@ -101,50 +146,12 @@ impl RmsNorm {
             eps,
             _pad: 0,
         };
-        let v = variant(weight.is_some(), io.in_place(), ctx.has_subgroups());
-        let dispatch = build_rows(ctx, &v, "rms_norm", &params, &buffers, n_rows, WG_SIZE)?;
+        let dispatch = build_rows(ctx, v, label, &params, &buffers, n_rows, WG_SIZE)?;
         Ok(RmsNorm {
             dispatch,
             params,
             max_rows: n_rows,
         })
-    }
-
-    /// `residual += y; y = RMSNorm(residual) * weight` over `[n_rows, n_cols]` in one dispatch:
-    /// the residual add of a layer and the norm that follows it (the next layer's, or the
-    /// output norm). Same bits as an in-place add then [`RmsNorm::new`].
-    pub fn add_then_norm(
-        ctx: &GpuContext,
-        residual: &wgpu::Buffer,
-        y: &wgpu::Buffer,
-        weight: &wgpu::Buffer,
-        n_rows: u32,
-        n_cols: u32,
-        eps: f32,
-    ) -> Result<RmsNorm, GpuError> {
-        let mut op = RmsNorm::new(
-            ctx,
-            Io::Out {
-                src: residual,
-                dst: y,
-            },
-            Some(weight),
-            n_rows,
-            n_cols,
-            eps,
-        )?;
-        let v = add_variant(ctx.has_subgroups());
-        let buffers = [residual, y, weight];
-        op.dispatch = build_rows(
-            ctx,
-            &v,
-            "add_rms_norm",
-            &op.params,
-            &buffers,
-            n_rows,
-            WG_SIZE,
-        )?;
-        Ok(op)
     }
 
     /// Norms the first `n_rows` rows from the next submission on (at most the built count).
