@@ -99,7 +99,7 @@ pub struct FusedAttention {
     /// Passes the current step records (`first` once, then `next`).
     pub passes: u32,
     /// Runs `attn_serial.wgsl` (CPU adapters, f16 cache) instead of `attn_fused.wgsl`.
-    pub serial: bool,
+    serial: bool,
 }
 
 impl FusedAttention {

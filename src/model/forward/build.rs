@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::gguf::GgmlType;
 use crate::gpu::GpuContext;
+use crate::kernels::attention::serial::use_serial;
 use crate::kernels::attention::{
     Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
 };
@@ -104,7 +105,13 @@ fn kv_type(t: GgmlType) -> Result<KvType> {
     Ok(KvType::from_ggml(t)?)
 }
 
-fn buffers(hp: &Hparams, spec: &ForwardSpec, alloc: &mut Allocator<'_>) -> Result<Buffers> {
+/// `fused_only`: every step runs the fused attention, so no split partials are created.
+fn buffers(
+    hp: &Hparams,
+    spec: &ForwardSpec,
+    fused_only: bool,
+    alloc: &mut Allocator<'_>,
+) -> Result<Buffers> {
     let mut get = |base: &str| alloc.storage(&spec.name(base));
     let mut kv = Vec::with_capacity(hp.n_layer as usize);
     for il in 0..hp.n_layer {
@@ -120,7 +127,7 @@ fn buffers(hp: &Hparams, spec: &ForwardSpec, alloc: &mut Allocator<'_>) -> Resul
         gate: get("act.gate")?,
         up: get("act.up")?,
         glu: get("act.glu")?,
-        partials: if spec.fused_only {
+        partials: if fused_only {
             None
         } else {
             Some(get("act.attn_partials")?)
@@ -169,7 +176,10 @@ impl Forward {
         alloc: &mut Allocator<'_>,
     ) -> Result<Forward> {
         let (max_rows, max_logit_rows) = (spec.max_rows, spec.max_logit_rows);
-        let b = buffers(&hp, spec, alloc)?;
+        // On CPU adapters the fused pass is the serial kernel, which also decodes faster than
+        // split + reduce (same bits): every step takes it there.
+        let fused_only = spec.fused_only || use_serial(ctx, kv_type(spec.type_k)?);
+        let b = buffers(&hp, spec, fused_only, alloc)?;
         let rope_cfg = rope_config(&hp);
         let freqs = rope_freqs(&rope_cfg, weights.rope_freqs.as_deref())?;
         let freqs = crate::gpu::buffers::create_storage_init(

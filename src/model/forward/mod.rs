@@ -298,11 +298,8 @@ impl Forward {
         let positions: Vec<u32> = (start..end).collect();
         self.resize(ctx, m, n_logits)?;
         for l in &mut self.layers {
-            // Decode keeps the two-pass split attention (its splits run in parallel), except
-            // where the multi-row pass is the serial CPU kernel: on a CPU driver that is the
-            // faster one for a single row too (same bits either way).
             match &mut l.attn_decode {
-                Some(decode) if m == 1 && !l.attn_multi.serial => decode.set_step(ctx, 1, end)?,
+                Some(decode) if m == 1 => decode.set_step(ctx, 1, end)?,
                 _ => l.attn_multi.set_step(ctx, m, end)?,
             }
         }
@@ -352,7 +349,7 @@ impl Forward {
             list.push(&l.store_k.dispatch);
             list.push(&l.store_v.dispatch);
             match &l.attn_decode {
-                Some(decode) if m == 1 && !l.attn_multi.serial => list.extend(decode.dispatches()),
+                Some(decode) if m == 1 => list.extend(decode.dispatches()),
                 _ => list.extend(l.attn_multi.dispatches()),
             }
             list.extend(o);
