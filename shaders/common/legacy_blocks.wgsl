@@ -53,21 +53,9 @@ fn blk_load(r: u32, b: u32) -> Blk {
 // Elements 4i..4i+3 of the block as exact integers in f32 (i is a constant at every call).
 fn blk_q(k: Blk, i: u32) -> vec4<f32> {
 #ifdef TYPE_Q8_0
-    return vec4<f32>(unpack4xI8(k.q[i]));
+    return legacy_elems(k.q[i], 0u, i);
 #else
-    let word = vec4<u32>(k.q[i & 3u]);
-    let sh = 4u * (i >> 2u);
-    var v = vec4<f32>((word >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(15u));
-#ifdef TYPE_Q5_0
-    v = v + qh_high4(k.qh, 4u * i) - vec4<f32>(16.0);
-#endif
-#ifdef TYPE_Q5_1
-    v = v + qh_high4(k.qh, 4u * i);
-#endif
-#ifdef TYPE_Q4_0
-    v = v - vec4<f32>(8.0);
-#endif
-    return v;
+    return legacy_elems(k.q[i & 3u], k.qh, i);
 #endif
 }
 

@@ -75,11 +75,6 @@ fn byte_bits(word: u32, s: u32) -> vec4<u32> {
     return (v >> vec4<u32>(s)) & vec4<u32>(1u);
 }
 
-// The four signed bytes of `word` as f32.
-fn bytes_i8x4(word: u32) -> vec4<f32> {
-    return vec4<f32>(unpack4xI8(word));
-}
-
 // Byte i (0..) of the byte array starting at word `base` of w.
 fn w_byte(base: u32, i: u32) -> u32 {
     return bytes_u8(w[base + (i >> 2u)], i & 3u);

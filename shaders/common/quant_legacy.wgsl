@@ -27,23 +27,25 @@ struct WU {
     q: array<vec4<f32>, 8>,
 }
 
+// The fifth bits of block g (Q5_*; 0 for the other formats).
+fn legacy_qh(g: u32) -> u32 {
+#ifdef TYPE_Q5_0
+    return w[params.plane1 + g];
+#else
+#ifdef TYPE_Q5_1
+    return w[params.plane1 + g];
+#else
+    return 0u;
+#endif
+#endif
+}
+
 // Elements 4i..4i+3 (i = 0..7) of block g, as exact integers (before d, m).
 fn legacy_q4(g: u32, i: u32) -> vec4<f32> {
 #ifdef TYPE_Q8_0
-    return bytes_i8x4(w[g * 8u + i]);
+    return legacy_elems(w[g * 8u + i], 0u, i);
 #else
-    let word = w[g * 4u + (i & 3u)];
-    var q = bytes_field(word, 4u * (i >> 2u), 15u);
-#ifdef TYPE_Q5_0
-    q = q + qh_high4(w[params.plane1 + g], 4u * i) - vec4<f32>(16.0);
-#endif
-#ifdef TYPE_Q5_1
-    q = q + qh_high4(w[params.plane1 + g], 4u * i);
-#endif
-#ifdef TYPE_Q4_0
-    q = q - vec4<f32>(8.0);
-#endif
-    return q;
+    return legacy_elems(w[g * 4u + (i & 3u)], legacy_qh(g), i);
 #endif
 }
 
@@ -66,8 +68,7 @@ fn legacy_dm(g: u32) -> vec2<f32> {
 #endif
 }
 
-// Each qs word is loaded once: for the nibble formats word j holds elements 4j..4j+3 (low
-// nibbles) and 16+4j..16+4j+3 (high nibbles), i.e. q[j] and q[j + 4].
+// Each qs word is loaded once (a nibble word holds q[j] and q[j + 4]).
 fn wu_load(r: u32, u: u32) -> WU {
     let g = r * params.nb + u;
     let dm = legacy_dm(g);
@@ -76,33 +77,14 @@ fn wu_load(r: u32, u: u32) -> WU {
     out.m = dm.y;
 #ifdef TYPE_Q8_0
     for (var i = 0u; i < 8u; i++) {
-        out.q[i] = bytes_i8x4(w[g * 8u + i]);
+        out.q[i] = legacy_elems(w[g * 8u + i], 0u, i);
     }
 #else
-#ifdef TYPE_Q5_0
-    let qh = w[params.plane1 + g];
-#endif
-#ifdef TYPE_Q5_1
-    let qh = w[params.plane1 + g];
-#endif
+    let qh = legacy_qh(g);
     for (var j = 0u; j < 4u; j++) {
-        let word = vec4<u32>(w[g * 4u + j]);
-        var lo = vec4<f32>((word >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
-        var hi = vec4<f32>((word >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
-#ifdef TYPE_Q5_0
-        lo = lo + qh_high4(qh, 4u * j) - vec4<f32>(16.0);
-        hi = hi + qh_high4(qh, 16u + 4u * j) - vec4<f32>(16.0);
-#endif
-#ifdef TYPE_Q5_1
-        lo = lo + qh_high4(qh, 4u * j);
-        hi = hi + qh_high4(qh, 16u + 4u * j);
-#endif
-#ifdef TYPE_Q4_0
-        lo = lo - vec4<f32>(8.0);
-        hi = hi - vec4<f32>(8.0);
-#endif
-        out.q[j] = lo;
-        out.q[j + 4u] = hi;
+        let word = w[g * 4u + j];
+        out.q[j] = legacy_elems(word, qh, j);
+        out.q[j + 4u] = legacy_elems(word, qh, j + 4u);
     }
 #endif
     return out;

@@ -1,7 +1,7 @@
 // common/quant_legacy_units.wgsl: what the 32-element block decoders share between
 // common/quant_legacy.wgsl (the generic decoder interface) and matmul_rows.wgsl (CPU drivers):
-// the LEGACY_BLOCK / LEGACY_MIN defines, the fifth-bit helper and the fast scale load (used by
-// matmul_rows.wgsl only).
+// the LEGACY_BLOCK / LEGACY_MIN defines, the element decode (legacy_elems) and the fast scale
+// load (legacy_dm_fast, used by matmul_rows.wgsl only).
 // Needs common/quant_common.wgsl (params, w) first.
 
 #ifdef TYPE_Q8_0
@@ -27,6 +27,29 @@
 fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
     let bits = (vec4<u32>(qh) >> vec4<u32>(s, s + 1u, s + 2u, s + 3u)) & vec4<u32>(1u);
     return vec4<f32>(bits * 16u);
+}
+
+// Elements 4i..4i+3 (i = 0..7) of a block as exact integers in f32 (before d, m), from the qs
+// word that holds them: word i for Q8_0; word i % 4 for the nibble formats, whose word j holds
+// elements 4j..4j+3 in its low nibbles and 16+4j..16+4j+3 in its high ones. `qh` is the
+// block's fifth bits (Q5_*; ignored by the other formats).
+fn legacy_elems(word: u32, qh: u32, i: u32) -> vec4<f32> {
+#ifdef TYPE_Q8_0
+    return vec4<f32>(unpack4xI8(word));
+#else
+    let sh = 4u * (i >> 2u);
+    var v = vec4<f32>((vec4<u32>(word) >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(15u));
+#ifdef TYPE_Q5_0
+    v = v + qh_high4(qh, 4u * i) - vec4<f32>(16.0);
+#endif
+#ifdef TYPE_Q5_1
+    v = v + qh_high4(qh, 4u * i);
+#endif
+#ifdef TYPE_Q4_0
+    v = v - vec4<f32>(8.0);
+#endif
+    return v;
+#endif
 }
 
 // (d, m) of block g for matmul_rows.wgsl: unpack2x16float converts every finite f16 exactly
