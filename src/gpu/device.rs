@@ -248,6 +248,11 @@ impl GpuContext {
     pub fn has_subgroups(&self) -> bool {
         self.features.contains(wgpu::Features::SUBGROUP)
     }
+    /// Whether the adapter is a CPU driver (lavapipe, WARP, SwiftShader): kernels that suit
+    /// CPUs are chosen by this.
+    pub fn is_cpu(&self) -> bool {
+        self.adapter.get_info().device_type == wgpu::DeviceType::Cpu
+    }
     /// The pipeline cache of this device.
     pub fn pipelines(&self) -> &PipelineCache {
         &self.pipelines

@@ -75,7 +75,7 @@ impl Budget {
 
 /// Memory the adapter can use, where it can be known: a CPU adapter uses host memory.
 fn adapter_memory(ctx: &GpuContext) -> Option<u64> {
-    if ctx.adapter().get_info().device_type == wgpu::DeviceType::Cpu {
+    if ctx.is_cpu() {
         host_available_memory()
     } else {
         None

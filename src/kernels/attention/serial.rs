@@ -21,7 +21,7 @@ const LOOP_BUDGET: u64 = 65535 / 2;
 /// Whether multi-row attention over a `ty` cache runs the serial kernel here: CPU adapters
 /// with the f16 cache.
 pub fn use_serial(ctx: &GpuContext, ty: KvType) -> bool {
-    ctx.info().device_type == "Cpu" && ty == KvType::F16
+    ctx.is_cpu() && ty == KvType::F16
 }
 
 /// Splits one serial invocation folds per pass: the budget over an upper bound of its loop

@@ -81,7 +81,7 @@ impl Family {
     /// subgroup reduction when every subgroup holds at least 32 invocations.
     pub fn for_context(ctx: &GpuContext) -> Family {
         let info = ctx.info();
-        if info.device_type == "Cpu" {
+        if ctx.is_cpu() {
             // matmul_rows.wgsl unpacks f16 scales with unpack2x16float.
             let f16_in_f32 = ctx
                 .adapter()
