@@ -105,13 +105,7 @@ fn kv_type(t: GgmlType) -> Result<KvType> {
     Ok(KvType::from_ggml(t)?)
 }
 
-/// `fused_only`: every step runs the fused attention, so no split partials are created.
-fn buffers(
-    hp: &Hparams,
-    spec: &ForwardSpec,
-    fused_only: bool,
-    alloc: &mut Allocator<'_>,
-) -> Result<Buffers> {
+fn buffers(hp: &Hparams, spec: &ForwardSpec, alloc: &mut Allocator<'_>) -> Result<Buffers> {
     let mut get = |base: &str| alloc.storage(&spec.name(base));
     let mut kv = Vec::with_capacity(hp.n_layer as usize);
     for il in 0..hp.n_layer {
@@ -127,7 +121,7 @@ fn buffers(
         gate: get("act.gate")?,
         up: get("act.up")?,
         glu: get("act.glu")?,
-        partials: if fused_only {
+        partials: if spec.fused_only {
             None
         } else {
             Some(get("act.attn_partials")?)
@@ -176,10 +170,11 @@ impl Forward {
         alloc: &mut Allocator<'_>,
     ) -> Result<Forward> {
         let (max_rows, max_logit_rows) = (spec.max_rows, spec.max_logit_rows);
+        let b = buffers(&hp, spec, alloc)?;
         // On CPU adapters the fused pass is the serial kernel, which also decodes faster than
-        // split + reduce (same bits): every step takes it there.
-        let fused_only = spec.fused_only || use_serial(ctx, kv_type(spec.type_k)?);
-        let b = buffers(&hp, spec, fused_only, alloc)?;
+        // split + reduce (same bits): every step takes it there and no split ops are built.
+        // (The plan, made without the adapter, still holds the small decode partials buffer.)
+        let split_decode = !use_serial(ctx, kv_type(spec.type_k)?);
         let rope_cfg = rope_config(&hp);
         let freqs = rope_freqs(&rope_cfg, weights.rope_freqs.as_deref())?;
         let freqs = crate::gpu::buffers::create_storage_init(
@@ -260,12 +255,12 @@ impl Forward {
                 out: &b.attn,
             };
             let attn_decode = match &b.partials {
-                Some(partials) => Some(Attention::new(
+                Some(partials) if split_decode => Some(Attention::new(
                     ctx,
                     AttnShape { max_q: 1, ..shape },
                     AttnBuffers::new(io, partials),
                 )?),
-                None => None,
+                _ => None,
             };
             let attn_multi = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
             layers.push(LayerOps {
