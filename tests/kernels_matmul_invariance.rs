@@ -16,7 +16,7 @@ use data::{assert_bits, min_k, random_f32, random_weight};
 use flint::gguf::GgmlType;
 use flint::gpu::GpuContext;
 use flint::kernels::matmul::{
-    matmul_now, matmul_now_with, Family, GpuWeight, STAGED_TM, SUPPORTED_TYPES,
+    matmul_now, matmul_now_with, Family, GpuWeight, SERIAL_INT64, STAGED_TM, SUPPORTED_TYPES,
 };
 use flint::reference::matmul as oracle;
 
@@ -86,6 +86,49 @@ fn check_family(ctx: &GpuContext, family: Family) -> Vec<Vec<f32>> {
 fn serial_family_is_batch_invariant() {
     let _serial = data::gpu_lock();
     check_family(&ctx_features(true, true), Family::SERIAL);
+}
+
+#[test]
+fn serial_family_with_64_bit_loads_is_invariant_and_agrees_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    assert!(ctx.has_int64(), "lavapipe offers SHADER_INT64");
+    let wide = check_family(&ctx, SERIAL_INT64);
+    let narrow = check_family(&ctx, Family::SERIAL);
+    for ((ty, a), b) in SUPPORTED_TYPES.iter().zip(&wide).zip(&narrow) {
+        assert_bits(&format!("{ty}: 64-bit vs 32-bit loads"), a, b);
+    }
+}
+
+/// Rows of an odd block count take the unpaired 64-bit loads (no `PAIRS`): the same bits as the
+/// 32-bit loads for every block format, alone and in batches.
+#[test]
+fn serial_64_bit_loads_of_odd_block_rows_agree_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    let (k, n) = (5 * 32, 37);
+    for (i, ty) in SUPPORTED_TYPES.into_iter().enumerate() {
+        if !matches!(
+            ty,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0
+        ) {
+            continue;
+        }
+        let bytes = random_weight(ty, k, n, 500 + i as u64, true);
+        let w = GpuWeight::upload(&ctx, "w", ty, [k as u64, n as u64], &bytes).unwrap();
+        let x = random_f32(64 * k, 600 + i as u64);
+        for m in [1, 2, 5, 64] {
+            let xm = &x[..m * k];
+            let wide = matmul_now(&ctx, SERIAL_INT64, &w, xm, m as u32).unwrap();
+            let narrow = matmul_now(&ctx, Family::SERIAL, &w, xm, m as u32).unwrap();
+            assert_bits(
+                &format!("{ty} K={k} M={m}: 64-bit vs 32-bit"),
+                &wide,
+                &narrow,
+            );
+        }
+    }
+    assert_clean(&ctx);
 }
 
 #[test]

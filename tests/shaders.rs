@@ -1,6 +1,6 @@
 //! Shader registry checks, no GPU needed: every registered (shader, variant) is preprocessed,
 //! parsed by naga's WGSL front end and validated under exactly the capabilities the runtime can
-//! request (baseline, +f16, +subgroups, both); its global bindings are reflected and compared
+//! request (baseline and every combination of +f16, +subgroups, +int64); its global bindings are reflected and compared
 //! with the Rust-side spec. Also: the preprocessor's rules and errors, and build.rs's include
 //! expansion (cycle check, include-once, path rules), which this file includes directly.
 
@@ -18,15 +18,17 @@ mod build_script {
 /// The optional features the runtime requests, and the naga capability each one grants (as
 /// wgpu-core's `features_to_naga_capabilities` maps them). Baseline = [`BASELINE`] only,
 /// stricter than any real adapter's downlevel set.
-const OPTIONAL: [(&str, Capabilities); 2] = [
+const OPTIONAL: [(&str, Capabilities); 3] = [
     ("shader-f16", Capabilities::SHADER_FLOAT16),
     ("subgroups", Capabilities::SUBGROUP),
+    ("shader-int64", Capabilities::SHADER_INT64),
 ];
 
 fn wants(v: &ShaderVariant, feature: &str) -> bool {
     match feature {
         "shader-f16" => v.requires_f16,
         "subgroups" => v.requires_subgroups,
+        "shader-int64" => v.requires_int64,
         other => panic!("no requirement flag for {other}"),
     }
 }

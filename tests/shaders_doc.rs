@@ -32,6 +32,9 @@ fn table() -> String {
         if v.requires_subgroups {
             needs.push("subgroups");
         }
+        if v.requires_int64 {
+            needs.push("int64");
+        }
         by_shader.entry(v.shader).or_default().push(format!(
             "| `{}` | `{}` | {} | {} |",
             v.shader,

@@ -4,8 +4,10 @@
 // common/quant_legacy.wgsl. Every index that picks a register is a constant: the helpers are
 // written out rather than looped, so the driver's compiler keeps blocks in registers.
 // Needs common/quant_common.wgsl with W_VEC4 (params, w4: qs plane 0 starts at word 0 and a
-// block's qs is one vec4, two for Q8_0), common/quant_legacy_units.wgsl and, from the includer,
-// `x` (array<vec4<f32>>, storage or uniform).
+// block's qs is one vec4, two for Q8_0) or W_U64 (w8: 32 bytes per entry, so two blocks' qs or
+// one Q8_0 block's),
+// common/quant_legacy_units.wgsl and, from the includer, `x` (storage or uniform): vec4<f32>
+// entries, or with X_U64 the same 16 bytes as vec2<u64>.
 
 // One block of one row as loaded: scales and quant words (Q8_0 fills q[0..8]; the nibble
 // formats q[0..4] and, for Q5_*, qh).
@@ -16,6 +18,16 @@ struct Blk {
     qh: u32,
 }
 
+#ifdef W_U64
+// The 8 quant words of a Q8_0 block from its 32 bytes.
+fn q8_words(a: vec4<u64>) -> array<u32, 8> {
+    return array<u32, 8>(
+        u32(a.x), u32(a.x >> 32u), u32(a.y), u32(a.y >> 32u),
+        u32(a.z), u32(a.z >> 32u), u32(a.w), u32(a.w >> 32u),
+    );
+}
+#endif
+
 // Block b of split-local row r.
 fn blk_load(r: u32, b: u32) -> Blk {
     let g = r * params.nb + b;
@@ -23,19 +35,30 @@ fn blk_load(r: u32, b: u32) -> Blk {
     var o: Blk;
     o.d = dm.x;
     o.m = dm.y;
+#ifdef W_U64
+#ifdef TYPE_Q8_0
+    o.q = q8_words(w8[g]);
+#else
+    // Half g & 1 of entry g >> 1 (two components; PAIRS loads both halves at once).
+    let h = 2u * (g & 1u);
+    let lo = w8[g >> 1u][h];
+    let hi = w8[g >> 1u][h + 1u];
+    o.q[0] = u32(lo);
+    o.q[1] = u32(lo >> 32u);
+    o.q[2] = u32(hi);
+    o.q[3] = u32(hi >> 32u);
+#endif
+#else
 #ifdef TYPE_Q8_0
     let a = w4[2u * g];
     let c = w4[2u * g + 1u];
-    o.q[0] = a.x;
-    o.q[1] = a.y;
-    o.q[2] = a.z;
-    o.q[3] = a.w;
     o.q[4] = c.x;
     o.q[5] = c.y;
     o.q[6] = c.z;
     o.q[7] = c.w;
 #else
     let a = w4[g];
+#endif
     o.q[0] = a.x;
     o.q[1] = a.y;
     o.q[2] = a.z;
@@ -49,6 +72,50 @@ fn blk_load(r: u32, b: u32) -> Blk {
 #endif
     return o;
 }
+
+#ifdef PAIRS
+// Blocks b and b + 1 of split-local row r, where r * nb + b is even (nb and b even): the
+// quants, scales and fifth bits of both in one load each (two for Q8_0's quants).
+struct Blk2 {
+    lo: Blk,
+    hi: Blk,
+}
+
+fn blk_load2(r: u32, b: u32) -> Blk2 {
+    let g = r * params.nb + b;
+    var o: Blk2;
+    let dm = legacy_dm_pair(g);
+    o.lo.d = dm.x;
+    o.lo.m = dm.y;
+    o.hi.d = dm.z;
+    o.hi.m = dm.w;
+#ifdef TYPE_Q8_0
+    o.lo.q = q8_words(w8[g]);
+    o.hi.q = q8_words(w8[g + 1u]);
+#else
+    let a = w8[g >> 1u];
+    o.lo.q[0] = u32(a.x);
+    o.lo.q[1] = u32(a.x >> 32u);
+    o.lo.q[2] = u32(a.y);
+    o.lo.q[3] = u32(a.y >> 32u);
+    o.hi.q[0] = u32(a.z);
+    o.hi.q[1] = u32(a.z >> 32u);
+    o.hi.q[2] = u32(a.w);
+    o.hi.q[3] = u32(a.w >> 32u);
+#endif
+#ifdef TYPE_Q5_0
+    let qh = w_u64(params.plane1 + g);
+    o.lo.qh = u32(qh);
+    o.hi.qh = u32(qh >> 32u);
+#endif
+#ifdef TYPE_Q5_1
+    let qh = w_u64(params.plane1 + g);
+    o.lo.qh = u32(qh);
+    o.hi.qh = u32(qh >> 32u);
+#endif
+    return o;
+}
+#endif
 
 // Elements 4i..4i+3 of the block as exact integers in f32 (i is a constant at every call).
 fn blk_q(k: Blk, i: u32) -> vec4<f32> {
@@ -65,17 +132,31 @@ struct XBlk {
     sx: vec4<f32>,
 }
 
+#ifdef X_U64
+// Elements 4i..4i+3 of X from their two u64s (the f32 bits, low word first).
+fn x_at(i: u32) -> vec4<f32> {
+    let v = x[i];
+    let lo = vec2<u32>(u32(v.x), u32(v.x >> 32u));
+    let hi = vec2<u32>(u32(v.y), u32(v.y >> 32u));
+    return bitcast<vec4<f32>>(vec4<u32>(lo, hi));
+}
+#else
+fn x_at(i: u32) -> vec4<f32> {
+    return x[i];
+}
+#endif
+
 // The block of X starting at vec4 index `i0`.
 fn xblk_load(i0: u32) -> XBlk {
     var o: XBlk;
-    o.v[0] = x[i0];
-    o.v[1] = x[i0 + 1u];
-    o.v[2] = x[i0 + 2u];
-    o.v[3] = x[i0 + 3u];
-    o.v[4] = x[i0 + 4u];
-    o.v[5] = x[i0 + 5u];
-    o.v[6] = x[i0 + 6u];
-    o.v[7] = x[i0 + 7u];
+    o.v[0] = x_at(i0);
+    o.v[1] = x_at(i0 + 1u);
+    o.v[2] = x_at(i0 + 2u);
+    o.v[3] = x_at(i0 + 3u);
+    o.v[4] = x_at(i0 + 4u);
+    o.v[5] = x_at(i0 + 5u);
+    o.v[6] = x_at(i0 + 6u);
+    o.v[7] = x_at(i0 + 7u);
 #ifdef LEGACY_MIN
     var sx = o.v[0] + o.v[1];
     sx = sx + o.v[2];

@@ -38,6 +38,23 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+#ifdef W_U64
+// matmul_rows.wgsl with 64-bit integers: the same words as vec4<u64> (32 bytes per entry; the
+// split buffer is a multiple of 32 bytes). CPU drivers run a load per invocation as a loop, with
+// a cost per load and per component whatever their width, so the widest loads read a block for
+// the fewest (docs/shaders-matmul.md). Word 2j is the low half of u64 j (little-endian, as every
+// device wgpu runs on).
+@group(0) @binding(1) var<storage, read> w8: array<vec4<u64>>;
+
+// Words i and i + 1 (i even) as one u64.
+fn w_u64(i: u32) -> u64 {
+    return w8[i >> 3u][(i >> 1u) & 3u];
+}
+
+fn w_word(i: u32) -> u32 {
+    return u32(w_u64(i & ~1u) >> (32u * (i & 1u)));
+}
+#endif
 #ifdef W_VEC4
 // matmul_rows.wgsl: the same words as vec4s (CPU drivers load a vec4 per invocation for about
 // the cost of one word; the split buffer is a multiple of 16 bytes, so every vec4 is in it).
@@ -46,7 +63,8 @@ struct Params {
 fn w_word(i: u32) -> u32 {
     return w4[i >> 2u][i & 3u];
 }
-#else
+#endif
+#ifndef W_WIDE
 #ifdef USE_F16
 // TYPE_F16 on shader-f16 devices (matmul only): the halves typed as such.
 @group(0) @binding(1) var<storage, read> w: array<vec2<f16>>;

@@ -1,7 +1,7 @@
 // common/quant_legacy_units.wgsl: what the 32-element block decoders share between
 // common/quant_legacy.wgsl (the generic decoder interface) and matmul_rows.wgsl (CPU drivers):
 // the LEGACY_BLOCK / LEGACY_MIN defines, the element decode (legacy_elems) and the fast scale
-// load (legacy_dm_fast, used by matmul_rows.wgsl only).
+// loads (legacy_dm_fast, legacy_dm_pair: matmul_rows.wgsl only).
 // Needs common/quant_common.wgsl (params, w) first.
 
 #ifdef TYPE_Q8_0
@@ -75,5 +75,28 @@ fn legacy_dm_fast(g: u32) -> vec2<f32> {
     return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
 #endif
 }
+
+#ifdef PAIRS
+// (d, m, d', m') of blocks g and g + 1 (g even) for matmul_rows.wgsl, in one load: the same
+// values as legacy_dm_fast(g), legacy_dm_fast(g + 1).
+fn legacy_dm_pair(g: u32) -> vec4<f32> {
+#ifdef LEGACY_MIN
+#ifdef TYPE_Q4_1
+    let v = w_u64(params.plane1 + g);
+#else
+    let v = w_u64(params.plane2 + g);
+#endif
+    return vec4<f32>(unpack2x16float(u32(v)), unpack2x16float(u32(v >> 32u)));
+#else
+#ifdef TYPE_Q5_0
+    let plane = params.plane2;
+#else
+    let plane = params.plane1;
+#endif
+    let h = unpack2x16float(w_word(plane + (g >> 1u)));
+    return vec4<f32>(h.x, 0.0, h.y, 0.0);
+#endif
+}
+#endif
 
 #endif

@@ -159,6 +159,10 @@ impl GpuContext {
         if opts.allow_subgroups && offered.contains(wgpu::Features::SUBGROUP) {
             features |= wgpu::Features::SUBGROUP;
         }
+        // 64-bit loads halve the per-component load cost of CPU drivers (matmul_rows.wgsl).
+        if offered.contains(wgpu::Features::SHADER_INT64) {
+            features |= wgpu::Features::SHADER_INT64;
+        }
         let mut limits = adapter.limits();
         if let Some(max) = opts.max_storage_binding_override {
             // Storage bindings are whole words: keep the limit a multiple of 4.
@@ -247,6 +251,9 @@ impl GpuContext {
     }
     pub fn has_subgroups(&self) -> bool {
         self.features.contains(wgpu::Features::SUBGROUP)
+    }
+    pub fn has_int64(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_INT64)
     }
     /// Whether the adapter is a CPU driver (lavapipe, WARP, SwiftShader): kernels that suit
     /// CPUs are chosen by this.

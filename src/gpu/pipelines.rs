@@ -98,6 +98,9 @@ fn build(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuError
     if v.requires_subgroups && !ctx.has_subgroups() {
         return Err(missing("subgroups"));
     }
+    if v.requires_int64 && !ctx.has_int64() {
+        return Err(missing("shader-int64"));
+    }
     let source = v.source()?;
     let label = format!("{} [{variant}]", v.shader);
     let n_groups = v.bindings.iter().map(|b| b.group + 1).max().unwrap_or(0);

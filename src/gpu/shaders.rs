@@ -51,6 +51,8 @@ pub struct ShaderVariant {
     pub overrides: Vec<(&'static str, f64)>,
     pub requires_f16: bool,
     pub requires_subgroups: bool,
+    /// 64-bit integers (wgpu's `SHADER_INT64`).
+    pub requires_int64: bool,
     /// Every global binding the preprocessed module declares, in order.
     pub bindings: &'static [BindingSpec],
 }

@@ -79,6 +79,7 @@ pub fn variant(
         overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
         requires_f16: f16,
         requires_subgroups: subgroups,
+        requires_int64: false,
         bindings: BINDINGS,
     })
 }

@@ -57,6 +57,7 @@ pub fn split_variant(ty: KvType, use_f16: bool) -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(ATTN_WG_SIZE))],
         requires_f16: use_f16,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: SPLIT_BINDINGS,
     }
 }
@@ -70,6 +71,7 @@ pub fn reduce_variant() -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(ATTN_WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: REDUCE_BINDINGS,
     }
 }

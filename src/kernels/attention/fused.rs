@@ -85,6 +85,7 @@ pub fn fused_variant(ty: KvType, use_f16: bool, first: bool) -> ShaderVariant {
         ],
         requires_f16: use_f16,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: FUSED_BINDINGS,
     }
 }

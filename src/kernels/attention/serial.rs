@@ -52,6 +52,7 @@ pub fn serial_variant(head_dim: u32, use_f16: bool, first: bool) -> ShaderVarian
         ],
         requires_f16: use_f16,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: FUSED_BINDINGS,
     }
 }

@@ -53,6 +53,7 @@ pub fn store_variant(ty: KvType) -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(STORE_WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: STORE_BINDINGS,
     }
 }

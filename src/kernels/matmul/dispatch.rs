@@ -199,7 +199,9 @@ pub fn matmul_dispatches_with(
         None
     };
     let chunk = window.unwrap_or(io.m);
-    let variant = matmul_variant(w.ty, family, tm, staged, ctx.has_f16(), window.is_some())?;
+    let f16 = ctx.has_f16();
+    let nb_even = w.nb % 2 == 0;
+    let variant = matmul_variant(w.ty, family, tm, staged, f16, window.is_some(), nb_even)?;
     let wg_rows = workgroup_rows(family, w.ty, tm, staged);
     let gz = chunk.min(io.m).div_ceil(tm);
     if gz > max_dim {

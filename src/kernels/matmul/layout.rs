@@ -7,8 +7,9 @@
 //! interleaved), Q2_K (84), Q3_K (110) and Q6_K (210) blocks do not start on useful word
 //! boundaries. So each block's bytes are split into up to three planes, every plane an array of
 //! fixed-size entries (one per block, in row-major block order), each plane starting on a 16-byte
-//! boundary of the split buffer. No byte is added per block: the device size is the GGUF size
-//! plus at most 15 bytes of alignment per plane.
+//! boundary of the split buffer, the whole split a multiple of 32 bytes. No byte is added per
+//! block: the device size is the GGUF size plus at most 15 bytes of alignment per plane and 31
+//! at the end.
 //!
 //! | type | plane 0 (bytes/block)            | plane 1                | plane 2        |
 //! |------|----------------------------------|------------------------|----------------|
@@ -217,7 +218,8 @@ fn split_size(l: &TypeLayout, nb: u64, rows: u64) -> ([u64; 3], u64) {
     for p in l.planes.len()..3 {
         offsets[p] = offsets[l.planes.len() - 1];
     }
-    (offsets, align16(end).max(16))
+    // A multiple of 32 bytes: CPU drivers read splits as vec4<u64> (matmul_rows.wgsl, INT64).
+    (offsets, end.div_ceil(32).max(1) * 32)
 }
 
 /// The row splits of a `[K, N]` weight of `ty` whose buffers may be at most `limit` bytes.

@@ -46,6 +46,9 @@ pub struct Family {
     /// invocation ([`rows_per_invocation`]), [`ROWS_WG`] invocations per workgroup, so each
     /// load of X serves several rows. Same bits as this family's `matmul.wgsl` variants.
     pub multi_row: bool,
+    /// `matmul_rows.wgsl` reads W and X as 64-bit components (`INT64`, needs wgpu's
+    /// `SHADER_INT64`): a CPU driver loads vectors one component at a time. Same bits.
+    pub int64: bool,
 }
 
 impl Family {
@@ -58,6 +61,7 @@ impl Family {
         mm_staged: false,
         x_uniform: true,
         multi_row: true,
+        int64: false,
     };
 
     /// `lanes` invocations per row (a warp on NVIDIA when 32), 128 invocations per workgroup,
@@ -74,6 +78,7 @@ impl Family {
             mm_staged: true,
             x_uniform: false,
             multi_row: false,
+            int64: false,
         }
     }
 
@@ -90,6 +95,7 @@ impl Family {
                 .contains(wgpu::DownlevelFlags::SHADER_F16_IN_F32);
             return Family {
                 multi_row: f16_in_f32,
+                int64: f16_in_f32 && ctx.has_int64(),
                 ..Family::SERIAL
             };
         }
@@ -102,10 +108,17 @@ impl Family {
     }
 }
 
+/// [`Family::SERIAL`] with 64-bit loads (what lavapipe gets).
+pub const SERIAL_INT64: Family = Family {
+    int64: true,
+    ..Family::SERIAL
+};
+
 /// The families the runtime may pick, plus the 8-lane subgroup family the tests run on lavapipe
 /// (subgroups of 8) and the 8-lane shared family it must match.
-pub const REGISTERED_FAMILIES: [Family; 5] = [
+pub const REGISTERED_FAMILIES: [Family; 6] = [
     Family::SERIAL,
+    SERIAL_INT64,
     Family::wide(32, true),
     Family::wide(32, false),
     Family::wide(8, true),
@@ -223,7 +236,9 @@ pub fn is_legacy_block(ty: GgmlType) -> bool {
 }
 
 /// The matmul variant for `ty` in `family` with `tm` columns per invocation, staged (prefill)
-/// or not: `matmul_rows.wgsl` where [`uses_rows_kernel`], else `matmul.wgsl`.
+/// or not: `matmul_rows.wgsl` where [`uses_rows_kernel`], else `matmul.wgsl`. `nb_even`: the
+/// weight's rows hold an even number of blocks (`matmul_rows.wgsl` then loads them in pairs
+/// with 64-bit integers).
 pub fn matmul_variant(
     ty: GgmlType,
     family: Family,
@@ -231,6 +246,7 @@ pub fn matmul_variant(
     staged: bool,
     use_f16: bool,
     x_uniform: bool,
+    nb_even: bool,
 ) -> Result<ShaderVariant, GpuError> {
     let (mut defines, f16) = type_defines(ty, use_f16)?;
     if uses_rows_kernel(family, ty, tm, staged) {
@@ -248,6 +264,12 @@ pub fn matmul_variant(
         if x_uniform {
             defines.push(("X_UNIFORM", String::new()));
         }
+        if family.int64 {
+            defines.push(("INT64", String::new()));
+            if nb_even {
+                defines.push(("PAIRS", String::new()));
+            }
+        }
         return Ok(ShaderVariant {
             shader: "matmul_rows",
             entry_point: "main",
@@ -255,6 +277,7 @@ pub fn matmul_variant(
             overrides: Vec::new(),
             requires_f16: false,
             requires_subgroups: false,
+            requires_int64: family.int64,
             bindings: if x_uniform {
                 MATMUL_BINDINGS_XU
             } else {
@@ -284,6 +307,7 @@ pub fn matmul_variant(
         overrides: Vec::new(),
         requires_f16: f16,
         requires_subgroups: family.requires_subgroups(),
+        requires_int64: false,
         bindings: if x_uniform {
             MATMUL_BINDINGS_XU
         } else {
@@ -302,6 +326,7 @@ pub fn baseline_variant(ty: GgmlType) -> Result<ShaderVariant, GpuError> {
         overrides: Vec::new(),
         requires_f16: f16,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: MATMUL_BINDINGS,
     })
 }
@@ -316,6 +341,7 @@ pub fn embed_variant(ty: GgmlType) -> Result<ShaderVariant, GpuError> {
         overrides: Vec::new(),
         requires_f16: f16,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: EMBED_BINDINGS,
     })
 }
@@ -333,13 +359,17 @@ pub fn variants() -> Vec<ShaderVariant> {
     for ty in SUPPORTED_TYPES {
         for f16 in [false, true] {
             for family in REGISTERED_FAMILIES {
-                for tm in BATCH_TMS {
-                    push(matmul_variant(ty, family, tm, false, f16, false));
-                    if family.x_uniform {
-                        push(matmul_variant(ty, family, tm, false, f16, true));
+                for nb_even in [false, true] {
+                    for tm in BATCH_TMS {
+                        push(matmul_variant(ty, family, tm, false, f16, false, nb_even));
+                        if family.x_uniform {
+                            push(matmul_variant(ty, family, tm, false, f16, true, nb_even));
+                        }
                     }
+                    push(matmul_variant(
+                        ty, family, STAGED_TM, true, f16, false, nb_even,
+                    ));
                 }
-                push(matmul_variant(ty, family, STAGED_TM, true, f16, false));
             }
         }
         push(baseline_variant(ty));

@@ -51,6 +51,7 @@ pub fn variant(add: bool, in_place: bool) -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: IO_BINDINGS[usize::from(in_place)][usize::from(add)],
     }
 }

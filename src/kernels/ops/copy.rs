@@ -37,6 +37,7 @@ pub fn variant() -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: BINDINGS,
     }
 }

@@ -53,6 +53,7 @@ pub fn variant(entry: &'static str) -> ShaderVariant {
         overrides: Vec::new(),
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: BINDINGS,
     }
 }

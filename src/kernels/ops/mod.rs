@@ -126,6 +126,7 @@ fn row_variant(
         overrides: vec![("WG_SIZE", f64::from(wg_size))],
         requires_f16: false,
         requires_subgroups: subgroups,
+        requires_int64: false,
         bindings: IO_BINDINGS[usize::from(in_place)][usize::from(extra)],
     }
 }

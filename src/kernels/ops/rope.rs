@@ -83,6 +83,7 @@ pub fn variant(mode: RopeMode, in_place: bool) -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: if in_place {
             BINDINGS_IN_PLACE
         } else {

@@ -76,6 +76,7 @@ pub fn variant(top_k: bool, merge: bool) -> ShaderVariant {
         overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,
+        requires_int64: false,
         bindings: if top_k {
             TOPK_BINDINGS
         } else {
