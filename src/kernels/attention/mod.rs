@@ -27,6 +27,7 @@ pub mod attend;
 pub mod fused;
 pub mod layout;
 pub mod oneshot;
+pub mod rope_kv;
 pub mod serial;
 pub mod shape;
 pub mod store;
@@ -35,6 +36,7 @@ pub use attend::{Attention, AttnBuffers};
 pub use fused::{pass_splits, FusedAttention};
 pub use layout::{kv_bytes, kv_bytes_per_token, KvLayout, KvType, MAX_HEAD_DIM};
 pub use oneshot::{attention_fused_now, attention_now, attention_now_with, AttnMask, AttnPath};
+pub use rope_kv::{RopeKv, RopeKvIo};
 pub use shape::{decode_partials_bytes, AttnIo, AttnParams, AttnShape, MaskMode, SPLIT_SIZE};
 pub use store::{create_cache, store_rows_now, KvStore, KvStoreParams};
 
@@ -46,6 +48,7 @@ pub fn variants() -> Vec<ShaderVariant> {
         .iter()
         .map(|&t| store::store_variant(t))
         .collect();
+    out.extend(rope_kv::variants());
     out.extend(KvType::ALL.iter().map(|&t| attend::split_variant(t, false)));
     out.push(attend::split_variant(KvType::F16, true));
     out.push(attend::reduce_variant());

@@ -9,6 +9,7 @@ use crate::gpu::GpuContext;
 use crate::kernels::attention::serial::use_serial;
 use crate::kernels::attention::{
     Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
+    RopeKv, RopeKvIo,
 };
 use crate::kernels::matmul::Family;
 use crate::kernels::ops::binary::{Binary, BinaryOp};
@@ -24,6 +25,7 @@ use crate::model::hparams::Hparams;
 use crate::model::weights::ModelWeights;
 use crate::Result;
 
+use super::rope_store::{RopeStore, SplitOps};
 use super::{Forward, LayerOps};
 
 /// What a forward pass is built for.
@@ -271,10 +273,27 @@ impl Forward {
                 },
                 bias,
                 qk_norm,
-                rope_q: rope(&b.q, hp.n_head)?,
-                rope_k: rope(&b.k, hp.n_head_kv)?,
-                store_k: KvStore::new(ctx, k_layout, kc, &b.k, &b.positions, max_rows)?,
-                store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
+                rope_store: if RopeKv::supports(&k_layout, &v_layout) {
+                    let io = RopeKvIo {
+                        q: &b.q,
+                        k: &b.k,
+                        v: &b.v,
+                        positions: &b.positions,
+                        freqs: &freqs,
+                        k_cache: kc,
+                        v_cache: vc,
+                    };
+                    let layouts = [&k_layout, &v_layout];
+                    let op = RopeKv::new(ctx, io, hp.n_head, layouts, &rope_cfg, max_rows)?;
+                    RopeStore::Fused(op)
+                } else {
+                    RopeStore::Split(Box::new(SplitOps {
+                        rope_q: rope(&b.q, hp.n_head)?,
+                        rope_k: rope(&b.k, hp.n_head_kv)?,
+                        store_k: KvStore::new(ctx, k_layout, kc, &b.k, &b.positions, max_rows)?,
+                        store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
+                    }))
+                },
                 attn_decode,
                 attn_multi,
                 ffn_norm: add_norm(&lw.ffn_norm)?,

@@ -17,19 +17,19 @@
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
 mod build;
+mod rope_store;
 
 use std::collections::HashMap;
 
 use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
-use crate::kernels::attention::{Attention, FusedAttention, KvStore};
+use crate::kernels::attention::{Attention, FusedAttention};
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::binary::BinaryOp;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kernels::ops::glu::GluOp;
 use crate::kernels::ops::norm::RmsNorm;
-use crate::kernels::ops::rope::Rope;
 use crate::kernels::ops::select::Select;
 use crate::kv_cache::KvCache;
 pub use crate::memory::alloc::Allocator;
@@ -49,10 +49,8 @@ pub(crate) struct LayerOps {
     attn_norm: RmsNorm,
     bias: Vec<BinaryOp>,
     qk_norm: Vec<RmsNorm>,
-    rope_q: Rope,
-    rope_k: Rope,
-    store_k: KvStore,
-    store_v: KvStore,
+    /// RoPE on q and k, then k and v into the cache.
+    rope_store: rope_store::RopeStore,
     /// One query row: split-KV over the whole context, then an in-order reduce.
     attn_decode: Option<Attention>,
     /// Several rows (prefill, verify): the fused kernel, bit-identical per row to the decode path.
@@ -191,10 +189,7 @@ impl Forward {
                 for (op, heads) in l.qk_norm.iter_mut().zip([hp.n_head, hp.n_head_kv]) {
                     op.set_rows(ctx, m * heads)?;
                 }
-                l.rope_q.set_tokens(ctx, m)?;
-                l.rope_k.set_tokens(ctx, m)?;
-                l.store_k.set_n_tokens(ctx, m)?;
-                l.store_v.set_n_tokens(ctx, m)?;
+                l.rope_store.set_tokens(ctx, m)?;
                 l.ffn_norm.set_rows(ctx, m)?;
                 l.glu.set_len(ctx, m * hp.n_ff)?;
             }
@@ -344,10 +339,7 @@ impl Forward {
             list.extend(q.iter().chain(k).chain(v));
             list.extend(l.bias.iter().map(|op| &op.dispatch));
             list.extend(l.qk_norm.iter().map(|op| &op.dispatch));
-            list.push(&l.rope_q.dispatch);
-            list.push(&l.rope_k.dispatch);
-            list.push(&l.store_k.dispatch);
-            list.push(&l.store_v.dispatch);
+            list.extend(l.rope_store.dispatches());
             match &l.attn_decode {
                 Some(decode) if m == 1 => list.extend(decode.dispatches()),
                 _ => list.extend(l.attn_multi.dispatches()),

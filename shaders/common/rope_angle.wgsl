@@ -1,0 +1,68 @@
+// common/rope_angle.wgsl: the RoPE angle reduction shared by rope.wgsl and rope_kv.wgsl
+// (exact Payne-Hanek reduction of theta to [-π, π] in integer arithmetic, see reduce_angle), and
+// the rotation of one pair.
+
+// 1/(2π) as a 0.64 fixed-point fraction: floor(2^64 / 2π) = INV_TWO_PI_HI:INV_TWO_PI_LO.
+const INV_TWO_PI_HI: u32 = 0x28be60dbu;
+const INV_TWO_PI_LO: u32 = 0x9391054au;
+// 2π / 2^32: one unit of a 0.32 fixed-point turn, in radians.
+const TURN_UNIT: f32 = 1.462918119976564e-9;
+
+// The 64-bit product a * b as (low word, high word).
+fn mul_wide(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let lo = (p00 & 0xffffu) | (mid << 16u);
+    let hi = a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(lo, hi);
+}
+
+// Bits s..s+31 (s in 1..63) of the 96-bit number w.z:w.y:w.x.
+fn bits_at(w: vec3<u32>, s: u32) -> u32 {
+    if (s >= 32u) {
+        let sh = s - 32u;
+        if (sh == 0u) {
+            return w.y;
+        }
+        return (w.y >> sh) | (w.z << (32u - sh));
+    }
+    return (w.x >> s) | (w.y << (32u - s));
+}
+
+// The same angle as x, in [-π, π]: x - 2πk for the nearest integer k, computed exactly on the
+// f32 value x (Payne-Hanek in integers: x = m·2^e, frac(x / 2π) from m times the 64-bit fraction
+// of 1/(2π)), so neither the driver's sin/cos range reduction nor fma fusion matter. Error about
+// 2e-7 rad. |x| < 2 is returned as is; |x| >= 2^33 (far past any position × frequency) too.
+fn reduce_angle(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    let biased_exp = (bits >> 23u) & 0xffu;
+    if (biased_exp < 128u || biased_exp >= 160u) {
+        return x;
+    }
+    let m = (bits & 0x7fffffu) | 0x800000u; // |x| = m · 2^(biased_exp - 150)
+    let lo = mul_wide(m, INV_TWO_PI_LO);
+    let hi = mul_wide(m, INV_TWO_PI_HI);
+    let mid = lo.y + hi.x;
+    let carry = select(0u, 1u, mid < lo.y);
+    let product = vec3<u32>(lo.x, mid, hi.y + carry); // m · floor(2^64 / 2π)
+    // frac(|x| / 2π) as a 0.32 fraction: bits 182 - biased_exp .. +31 of the product.
+    let turn = bitcast<i32>(bits_at(product, 182u - biased_exp)); // [-1/2, 1/2) turn
+    let coarse = turn & ~0xff; // both parts convert to f32 exactly
+    let r = f32(coarse) * TURN_UNIT + f32(turn - coarse) * TURN_UNIT;
+    return select(r, -r, (bits >> 31u) != 0u);
+}
+
+// The rotated pair (x0 cos θ - x1 sin θ, x0 sin θ + x1 cos θ) for θ = pos * freq, as rope.wgsl
+// writes it (both kernels use this one expression, so their bits agree).
+fn rope_rotate(x0: f32, x1: f32, pos: i32, freq: f32) -> vec2<f32> {
+    let theta = reduce_angle(f32(pos) * freq);
+    let c = cos(theta);
+    let s = sin(theta);
+    return vec2<f32>(x0 * c - x1 * s, x0 * s + x1 * c);
+}

@@ -1,0 +1,136 @@
+// rope_kv.wgsl: one layer's RoPE and KV store in one dispatch, for f16 K and V caches:
+//   q [n_tokens, n_head, head_dim]       rotated in place (as rope.wgsl IN_PLACE)
+//   k [n_tokens, n_kv_heads, head_dim]   rotated on its way into the K cache (k is not written)
+//   v [n_tokens, n_kv_heads, head_dim_v] into the V cache
+// token t going to cache rows (positions[t], 0..n_kv_heads); a position >= n_ctx writes nothing
+// (as kv_store.wgsl). Four dispatches (rope q, rope k, store k, store v) become one, and a
+// dispatch is a fixed cost on CPU drivers (about 37 µs on lavapipe).
+//
+// Same bits as rope.wgsl on q and k followed by kv_store.wgsl KV_F16 on k and v: every rotated
+// value is common/rope_angle.wgsl's rope_rotate of the same inputs and every half is
+// common/kv_quant.wgsl's kv_f16_bits (tests/kernels_ops_rope_kv.rs compares the two paths).
+//
+// Units, one invocation each, t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid:
+//   [0, n_q)              q pair (as rope.wgsl)  n_q = n_tokens * n_head * head_dim / 2
+//   [n_q, n_q + n_k)      K cache word           n_k = n_tokens * n_kv_heads * head_dim / 2
+//   [n_q + n_k, + n_v)    V cache word           n_v = n_tokens * n_kv_heads * head_dim_v / 2
+// A cache word holds dims 2w (low half) and 2w + 1 (common/kv_layout.wgsl, KV_F16).
+// Variants (Rust side: src/kernels/attention/rope_kv.rs): NEOX (default: normal pairs).
+// Bindings: 0 uniform Params, 1 q (read_write), 2 k (read), 3 v (read), 4 positions (read, u32
+//           [n_tokens]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache, 7 V cache (read_write).
+
+#define KV_F16
+#include "common/kv_layout.wgsl"
+#include "common/kv_quant.wgsl"
+#include "common/rope_angle.wgsl"
+
+// Mirrors RopeKvParams in src/kernels/attention/rope_kv.rs (32 bytes).
+struct Params {
+    n_tokens: u32,
+    n_head: u32,
+    n_kv_heads: u32,
+    head_dim: u32,   // of q and k, even
+    head_dim_v: u32, // even
+    n_rot: u32,      // even, <= head_dim
+    n_ctx: u32,      // rows of the caches
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> positions: array<u32>;
+@group(0) @binding(5) var<storage, read> freqs: array<f32>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<u32>;
+@group(0) @binding(7) var<storage, read_write> v_cache: array<u32>;
+
+override WG_SIZE: u32 = 64u;
+
+// Pair t of q, rotated in place: rope.wgsl's main with IN_PLACE.
+fn rope_q(t: u32) {
+    let half_dim = params.head_dim / 2u;
+    let i = t % half_dim;
+    let head_row = t / half_dim;
+    let token = head_row / params.n_head;
+    let base = head_row * params.head_dim;
+    let half_rot = params.n_rot / 2u;
+    if (i >= half_rot) {
+        return; // pass-through pair
+    }
+#ifdef NEOX
+    let i0 = base + i;
+    let i1 = base + i + half_rot;
+#else
+    let i0 = base + 2u * i;
+    let i1 = base + 2u * i + 1u;
+#endif
+    let y = rope_rotate(q[i0], q[i1], i32(positions[token]), freqs[i]);
+    q[i0] = y.x;
+    q[i1] = y.y;
+}
+
+// Dim e of the k head row starting at `base`, rotated as rope.wgsl rotates it in place.
+fn k_rotated(base: u32, e: u32, pos: i32) -> f32 {
+    if (e >= params.n_rot) {
+        return k[base + e];
+    }
+#ifdef NEOX
+    let half_rot = params.n_rot / 2u;
+    if (e < half_rot) {
+        return rope_rotate(k[base + e], k[base + e + half_rot], pos, freqs[e]).x;
+    }
+    return rope_rotate(k[base + e - half_rot], k[base + e], pos, freqs[e - half_rot]).y;
+#else
+    let i = e / 2u;
+    let y = rope_rotate(k[base + 2u * i], k[base + 2u * i + 1u], pos, freqs[i]);
+    return select(y.x, y.y, (e & 1u) == 1u);
+#endif
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid;
+    let n_q = params.n_tokens * params.n_head * (params.head_dim / 2u);
+    if (t < n_q) {
+        rope_q(t);
+        return;
+    }
+    let n_kv = params.n_kv_heads;
+    let k_words = params.head_dim / 2u; // per head row
+    let n_k = params.n_tokens * n_kv * k_words;
+    if (t < n_q + n_k) {
+        let u = t - n_q;
+        let row = u / k_words; // token * n_kv + head
+        let w = u % k_words;
+        let token = row / n_kv;
+        let pos = positions[token];
+        if (pos >= params.n_ctx) {
+            return;
+        }
+        let base = row * params.head_dim;
+        let lo = k_rotated(base, 2u * w, i32(pos));
+        let hi = k_rotated(base, 2u * w + 1u, i32(pos));
+        let at = kv_row_base(pos, row % n_kv, n_kv, params.head_dim) + w;
+        k_cache[at] = kv_f16_bits(lo) | (kv_f16_bits(hi) << 16u);
+        return;
+    }
+    let v_words = params.head_dim_v / 2u;
+    let u = t - n_q - n_k;
+    if (u >= params.n_tokens * n_kv * v_words) {
+        return;
+    }
+    let row = u / v_words;
+    let w = u % v_words;
+    let pos = positions[row / n_kv];
+    if (pos >= params.n_ctx) {
+        return;
+    }
+    let base = row * params.head_dim_v;
+    let at = kv_row_base(pos, row % n_kv, n_kv, params.head_dim_v) + w;
+    v_cache[at] = kv_f16_bits(v[base + 2u * w]) | (kv_f16_bits(v[base + 2u * w + 1u]) << 16u);
+}
