@@ -11,6 +11,8 @@
 // Dispatch: 1D or 2D over ceil(n / WG_SIZE) groups; t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid.
 // Bindings: 0 uniform Params, 1 gate (read), 2 up (read), 3 dst (read_write).
 
+#include "common/glu_act.wgsl"
+
 // Mirrors GluParams in src/kernels/ops/glu.rs (16 bytes).
 struct Params {
     n: u32,
@@ -26,19 +28,6 @@ struct Params {
 
 override WG_SIZE: u32 = 64u;
 
-const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
-const GELU_COEF_A: f32 = 0.044715;
-
-fn act(g: f32) -> f32 {
-#ifdef SWIGLU
-    return g / (1.0 + exp(-g));
-#endif
-#ifdef GEGLU
-    let z = SQRT_2_OVER_PI * g * (1.0 + GELU_COEF_A * g * g);
-    return 0.5 * g * (2.0 - 2.0 / (exp(2.0 * z) + 1.0));
-#endif
-}
-
 @compute @workgroup_size(WG_SIZE)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -49,5 +38,5 @@ fn main(
     if (t >= params.n) {
         return;
     }
-    dst[t] = act(gate[t]) * up[t];
+    dst[t] = glu_act(gate[t]) * up[t];
 }

@@ -21,12 +21,17 @@
 //   INT64      W is read as vec4<u64> and X as vec2<u64> (W_U64, X_U64; needs SHADER_INT64):
 //              a CPU driver runs each load as a per-invocation loop, so wide loads cost less
 //   PAIRS      (with INT64, when nb is even) blocks b and b + 1 of a row in one load each of
-//              quants, scales and fifth bits (blk_load2): 11 % faster mat-vec on lavapipe
+//              quants, scales and fifth bits (blk_load2; a 4608 x 576 Q4_1 mat-vec on
+//              lavapipe: 0.448 -> 0.388 ms)
+//   SWIGLU / GEGLU  GLU epilogue: y = glu_act(gate) * (X . W^T) with the gate projection bound
+//              at binding 4 (laid out as y), the same bits as glu.wgsl after the matmul; one
+//              dispatch less per layer
 //
 // Work split: workgroup (wid.x, wid.y) -> row block rb = wid.y * nwg.x + wid.x (2D past the
 // per-dimension limit); invocation lid takes rows rb * R * WG + lid + j * WG for j = 0..R-1
 // (split-local), wid.z -> columns [TM * wid.z, TM * wid.z + TM).
-// Bindings (as matmul.wgsl): 0 uniform Params, 1 w (read), 2 x (read, vec4), 3 y (read_write).
+// Bindings (as matmul.wgsl): 0 uniform Params, 1 w (read), 2 x (read, vec4), 3 y (read_write),
+// with a GLU epilogue 4 gate (read).
 
 #ifdef INT64
 #define W_U64
@@ -54,6 +59,18 @@
 #endif
 #endif
 @group(0) @binding(3) var<storage, read_write> y: array<f32>; // [M, n_out] from y_off
+
+#ifdef SWIGLU
+#define GLU
+#endif
+#ifdef GEGLU
+#define GLU
+#endif
+#ifdef GLU
+#include "common/glu_act.wgsl"
+// The gate projection, laid out as y: the output is glu_act(gate) * (X . W^T), as glu.wgsl.
+@group(0) @binding(4) var<storage, read> gate: array<f32>;
+#endif
 
 // One block of X for each of the TM columns.
 struct XCols {
@@ -151,7 +168,12 @@ fn hsum(a: vec4<f32>) -> f32 {
 // Writes row `row` (split-local) of column c when both exist.
 fn put(row: u32, c: u32, v: f32) {
     if (row < params.n_rows && c < params.m) {
-        y[params.y_off + c * params.n_out + params.row0 + row] = v;
+        let i = params.y_off + c * params.n_out + params.row0 + row;
+#ifdef GLU
+        y[i] = glu_act(gate[i]) * v;
+#else
+        y[i] = v;
+#endif
     }
 }
 

@@ -11,13 +11,16 @@ mod common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 
-use common::gpu::{assert_clean, ctx_features, nmse};
+use common::gpu::{assert_clean, ctx_features, nmse, read_f32, upload_f32, zeros_f32};
 use data::{assert_bits, min_k, random_f32, random_weight};
 use flint::gguf::GgmlType;
 use flint::gpu::GpuContext;
+use flint::kernels::launch::submit;
 use flint::kernels::matmul::{
-    matmul_now, matmul_now_with, Family, GpuWeight, SERIAL_INT64, STAGED_TM, SUPPORTED_TYPES,
+    glu_epilogue, matmul_dispatches, matmul_now, matmul_now_with, Family, GpuWeight, MatmulIo,
+    SERIAL_INT64, STAGED_TM, SUPPORTED_TYPES,
 };
+use flint::kernels::ops::glu::{glu_on_gpu, Glu};
 use flint::reference::matmul as oracle;
 
 /// Rows of X whose outputs are compared across every M (they are in every batch).
@@ -129,6 +132,62 @@ fn serial_64_bit_loads_of_odd_block_rows_agree_bit_for_bit() {
         }
     }
     assert_clean(&ctx);
+}
+
+/// The GLU epilogue of `matmul_rows.wgsl` (up projection writing act(gate) * up) gives the bits
+/// of the matmul followed by `glu.wgsl`, for every block format, paired and unpaired rows,
+/// mat-vec and batches, both activations.
+#[test]
+fn glu_epilogue_matches_matmul_then_glu_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    let n = 37;
+    for (i, ty) in SUPPORTED_TYPES.into_iter().enumerate() {
+        // (The 32-bit SERIAL variants give the bits of these: tests above.)
+        for family in [SERIAL_INT64] {
+            if !glu_epilogue(family, ty) {
+                continue;
+            }
+            for k in [160, 192] {
+                let bytes = random_weight(ty, k, n, 700 + i as u64, true);
+                let w = GpuWeight::upload(&ctx, "up", ty, [k as u64, n as u64], &bytes).unwrap();
+                let x = random_f32(64 * k, 800 + i as u64);
+                for m in [1, 5, 64] {
+                    let gate = random_f32(m * n, 900 + m as u64);
+                    let up = matmul_now(&ctx, family, &w, &x[..m * k], m as u32).unwrap();
+                    for kind in [Glu::Swiglu, Glu::Geglu] {
+                        let want = glu_on_gpu(&ctx, kind, &gate, &up).unwrap();
+                        let got = epilogue_now(&ctx, family, &w, &x[..m * k], &gate, kind, m);
+                        let what = format!("{ty} {family:?} K={k} M={m} {kind:?}");
+                        assert_bits(&what, &got, &want);
+                    }
+                }
+            }
+        }
+    }
+    assert_clean(&ctx);
+}
+
+/// act(gate) * (X . W^T) through the epilogue, now.
+fn epilogue_now(
+    ctx: &GpuContext,
+    family: Family,
+    w: &GpuWeight,
+    x: &[f32],
+    gate: &[f32],
+    kind: Glu,
+    m: usize,
+) -> Vec<f32> {
+    let xb = upload_f32(ctx, "x", x);
+    let gb = upload_f32(ctx, "gate", gate);
+    let yb = zeros_f32(ctx, "y", gate.len());
+    let io = MatmulIo {
+        gate: Some((kind, &gb)),
+        ..MatmulIo::dense(w, &xb, &yb, m as u32)
+    };
+    let list = matmul_dispatches(ctx, family, w, &io).unwrap();
+    submit(ctx, "glu epilogue", &list.iter().collect::<Vec<_>>()).unwrap();
+    read_f32(ctx, &yb, gate.len())
 }
 
 #[test]

@@ -8,10 +8,11 @@ use crate::gpu::buffers::{create_storage, create_storage_init, create_uniform, r
 use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, submit, Dispatch};
+use crate::kernels::ops::glu::Glu;
 
 use super::variants::{
-    baseline_variant, embed_variant, matmul_variant, workgroup_rows, Family, BATCH_TMS, STAGED_TM,
-    UNIFORM_X_MAX_TM, X_WINDOW,
+    baseline_variant, embed_variant, glu_epilogue, matmul_variant, with_glu, workgroup_rows,
+    Family, BATCH_TMS, STAGED_TM, UNIFORM_X_MAX_TM, X_WINDOW,
 };
 use super::weights::{GpuWeight, WeightSplit};
 use super::window::{x_window, x_window_columns};
@@ -32,6 +33,9 @@ pub struct MatmulIo<'a> {
     pub y_stride: u32,
     /// Columns (tokens).
     pub m: u32,
+    /// A GLU epilogue: Y = act(gate) * (X . W^T), with the gate projection laid out as Y (only
+    /// where [`glu_epilogue`] holds).
+    pub gate: Option<(Glu, &'a wgpu::Buffer)>,
 }
 
 impl<'a> MatmulIo<'a> {
@@ -45,6 +49,7 @@ impl<'a> MatmulIo<'a> {
             y_off: 0,
             y_stride: w.n,
             m,
+            gate: None,
         }
     }
 
@@ -140,22 +145,23 @@ fn one_dispatch(
     bufs: [&wgpu::Buffer; 3],
     grid: [u32; 3],
 ) -> Result<Dispatch, GpuError> {
-    let res = bufs.map(|b| b.as_entire_binding());
+    let res = bufs.map(|b| b.as_entire_binding()).into();
     one_dispatch_with(ctx, variant, label, params, res, grid)
 }
 
-/// [`one_dispatch`] with explicit bindings for the weight, X and Y.
+/// [`one_dispatch`] with explicit bindings from binding 1 on (weight, X, Y, then the GLU gate).
 fn one_dispatch_with(
     ctx: &GpuContext,
     variant: &ShaderVariant,
     label: String,
     params: &MatmulParams,
-    [w, a, b]: [wgpu::BindingResource<'_>; 3],
+    bindings: Vec<wgpu::BindingResource<'_>>,
     grid: [u32; 3],
 ) -> Result<Dispatch, GpuError> {
     let pipeline = ctx.pipelines().get(ctx, variant)?;
     let uniform = create_uniform(ctx, &label, params)?;
-    let resources = [uniform.as_entire_binding(), w, a, b];
+    let mut resources = vec![uniform.as_entire_binding()];
+    resources.extend(bindings);
     let bg = bind_group(ctx, &pipeline, &label, &resources)?;
     Ok(Dispatch {
         label,
@@ -201,7 +207,18 @@ pub fn matmul_dispatches_with(
     let chunk = window.unwrap_or(io.m);
     let f16 = ctx.has_f16();
     let nb_even = w.nb % 2 == 0;
-    let variant = matmul_variant(w.ty, family, tm, staged, f16, window.is_some(), nb_even)?;
+    let mut variant = matmul_variant(w.ty, family, tm, staged, f16, window.is_some(), nb_even)?;
+    if let Some((glu, gate)) = io.gate {
+        if !glu_epilogue(family, w.ty) || variant.shader != "matmul_rows" {
+            return Err(bad(
+                &format!("GLU epilogue of matmul {}", w.name),
+                "a block-format weight on a CPU-driver family".to_string(),
+                format!("{} on {family:?}", w.ty),
+            ));
+        }
+        check_fits("matmul GLU gate", gate, io.y_off, io.m, io.y_stride, w.n)?;
+        variant = with_glu(variant, glu)?;
+    }
     let wg_rows = workgroup_rows(family, w.ty, tm, staged);
     let gz = chunk.min(io.m).div_ceil(tm);
     if gz > max_dim {
@@ -236,12 +253,16 @@ pub fn matmul_dispatches_with(
                 io.x.as_entire_binding()
             };
             let grid = [gx, gy, m.div_ceil(tm)];
+            let mut bindings = vec![s.buffer.as_entire_binding(), x, io.y.as_entire_binding()];
+            if let Some((_, gate)) = io.gate {
+                bindings.push(gate.as_entire_binding());
+            }
             out.push(one_dispatch_with(
                 ctx,
                 &variant,
                 label.clone(),
                 &params,
-                [s.buffer.as_entire_binding(), x, io.y.as_entire_binding()],
+                bindings,
                 grid,
             )?);
             c0 += m;

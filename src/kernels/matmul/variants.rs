@@ -8,6 +8,7 @@
 
 use crate::gguf::GgmlType;
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
+use crate::kernels::ops::glu::Glu;
 use crate::kernels::spec;
 
 use super::layout::{layout, SUPPORTED_TYPES};
@@ -195,6 +196,27 @@ fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError
 
 /// Invocations per workgroup of `matmul_rows.wgsl` (one SIMD group of lavapipe's 256-bit
 /// vectors).
+/// [`MATMUL_BINDINGS`] (X storage) and [`MATMUL_BINDINGS_XU`] (X uniform) plus the gate
+/// projection (binding 4) of the GLU epilogue.
+pub const MATMUL_BINDINGS_GLU: &[BindingSpec] = &[
+    MATMUL_BINDINGS[0],
+    MATMUL_BINDINGS[1],
+    MATMUL_BINDINGS[2],
+    MATMUL_BINDINGS[3],
+    BindingSpec {
+        group: 0,
+        binding: 4,
+        kind: BindingKind::StorageRead,
+    },
+];
+pub const MATMUL_BINDINGS_XU_GLU: &[BindingSpec] = &[
+    MATMUL_BINDINGS_XU[0],
+    MATMUL_BINDINGS_XU[1],
+    MATMUL_BINDINGS_XU[2],
+    MATMUL_BINDINGS_XU[3],
+    MATMUL_BINDINGS_GLU[4],
+];
+
 pub const ROWS_WG: u32 = 8;
 
 /// Rows per invocation of `matmul_rows.wgsl` (written out in the shader): 8 for the 4-column
@@ -225,6 +247,34 @@ pub fn workgroup_rows(family: Family, ty: GgmlType, tm: u32, staged: bool) -> u3
     } else {
         family.rows
     }
+}
+
+/// Whether every matmul of `ty` in `family` runs `matmul_rows.wgsl` whatever the column count
+/// (so a GLU epilogue, [`with_glu`], is available on every path and keeps batch invariance).
+pub fn glu_epilogue(family: Family, ty: GgmlType) -> bool {
+    family.x_uniform
+        && BATCH_TMS
+            .iter()
+            .filter(|&&tm| tm <= UNIFORM_X_MAX_TM)
+            .all(|&tm| uses_rows_kernel(family, ty, tm, false))
+}
+
+/// `v` (a `matmul_rows.wgsl` variant) with the GLU epilogue `y = act(gate) * (X . W^T)`.
+pub fn with_glu(mut v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuError> {
+    if v.shader != "matmul_rows" {
+        return Err(GpuError::BadInput {
+            what: format!("GLU epilogue on {} [{}]", v.shader, v.key()),
+            expected: "a matmul_rows variant".to_string(),
+            actual: v.shader.to_string(),
+        });
+    }
+    v.defines.push((glu.define(), String::new()));
+    v.bindings = if std::ptr::eq(v.bindings, MATMUL_BINDINGS_XU) {
+        MATMUL_BINDINGS_XU_GLU
+    } else {
+        MATMUL_BINDINGS_GLU
+    };
+    Ok(v)
 }
 
 /// The 32-element block formats `matmul_rows.wgsl` decodes.
@@ -361,9 +411,19 @@ pub fn variants() -> Vec<ShaderVariant> {
             for family in REGISTERED_FAMILIES {
                 for nb_even in [false, true] {
                     for tm in BATCH_TMS {
-                        push(matmul_variant(ty, family, tm, false, f16, false, nb_even));
-                        if family.x_uniform {
-                            push(matmul_variant(ty, family, tm, false, f16, true, nb_even));
+                        for xu in [false, true] {
+                            if xu && !family.x_uniform {
+                                continue;
+                            }
+                            let v = matmul_variant(ty, family, tm, false, f16, xu, nb_even);
+                            if let Ok(v) = &v {
+                                if glu_epilogue(family, ty) && v.shader == "matmul_rows" {
+                                    for glu in [Glu::Swiglu, Glu::Geglu] {
+                                        push(with_glu(v.clone(), glu));
+                                    }
+                                }
+                            }
+                            push(v);
                         }
                     }
                     push(matmul_variant(

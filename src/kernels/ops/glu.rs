@@ -34,16 +34,22 @@ pub enum Glu {
 
 const BINDINGS: &[BindingSpec] = &[PARAMS, read(1), read(2), write(3)];
 
+impl Glu {
+    /// The shader define selecting this activation (`glu.wgsl`, `common/glu_act.wgsl`).
+    pub fn define(self) -> &'static str {
+        match self {
+            Glu::Swiglu => "SWIGLU",
+            Glu::Geglu => "GEGLU",
+        }
+    }
+}
+
 /// The variant of `kind`.
 pub fn variant(kind: Glu) -> ShaderVariant {
-    let define = match kind {
-        Glu::Swiglu => "SWIGLU",
-        Glu::Geglu => "GEGLU",
-    };
     ShaderVariant {
         shader: "glu",
         entry_point: "main",
-        defines: vec![(define, String::new())],
+        defines: vec![(kind.define(), String::new())],
         overrides: vec![("WG_SIZE", f64::from(WG_SIZE))],
         requires_f16: false,
         requires_subgroups: false,

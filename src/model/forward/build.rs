@@ -11,7 +11,7 @@ use crate::kernels::attention::{
     Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
     RopeKv, RopeKvIo,
 };
-use crate::kernels::matmul::Family;
+use crate::kernels::matmul::{glu_epilogue, Family};
 use crate::kernels::ops::binary::{Binary, BinaryOp};
 use crate::kernels::ops::glu::{Glu, GluOp};
 use crate::kernels::ops::norm::RmsNorm;
@@ -177,6 +177,7 @@ impl Forward {
         // split + reduce (same bits): every step takes it there and no split ops are built.
         // (The plan, made without the adapter, still holds the small decode partials buffer.)
         let split_decode = !use_serial(ctx, kv_type(spec.type_k)?);
+        let family = Family::for_context(ctx);
         let rope_cfg = rope_config(&hp);
         let freqs = rope_freqs(&rope_cfg, weights.rope_freqs.as_deref())?;
         let freqs = crate::gpu::buffers::create_storage_init(
@@ -298,6 +299,7 @@ impl Forward {
                 attn_multi,
                 ffn_norm: add_norm(&lw.ffn_norm)?,
                 glu: GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, max_rows * hp.n_ff)?,
+                glu_fused: glu_epilogue(family, lw.up.ty),
             });
         }
         let final_norm = add_norm(&weights.output_norm)?;
@@ -320,7 +322,7 @@ impl Forward {
             final_norm,
             argmax,
             matmuls: HashMap::new(),
-            family: Family::for_context(ctx),
+            family,
             max_rows,
             max_logit_rows,
             rows: max_rows,

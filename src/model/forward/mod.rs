@@ -12,7 +12,8 @@
 //! then `xn = rms_norm(x) * output_norm`, logits `[n_out, V]` = the last `n_out` rows of xn ·
 //! LM head, and the argmax of each logits row. Every buffer is created from the memory plan.
 //! Each `x += xn` runs inside the norm that follows it (`RmsNorm::add_then_norm`: one dispatch,
-//! the same bits), the last one inside the output norm.
+//! the same bits), the last one inside the output norm. On CPU drivers the GLU runs inside the
+//! up projection; with f16 caches RoPE and the KV store are one dispatch (the same bits again).
 //! Ops are built once for the plan's largest batch and resized per step; matmul dispatches
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
@@ -28,7 +29,7 @@ use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::binary::BinaryOp;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
-use crate::kernels::ops::glu::GluOp;
+use crate::kernels::ops::glu::{Glu, GluOp};
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::select::Select;
 use crate::kv_cache::KvCache;
@@ -57,6 +58,9 @@ pub(crate) struct LayerOps {
     attn_multi: FusedAttention,
     ffn_norm: RmsNorm,
     glu: GluOp,
+    /// The up projection applies the GLU itself (`matmul_rows.wgsl` epilogue: the same bits,
+    /// one dispatch less); `glu` is then not recorded.
+    glu_fused: bool,
 }
 
 /// Dispatches that depend on the row count: matmuls and the embedding gather, for one (rows,
@@ -149,14 +153,23 @@ impl Forward {
             matmul_dispatches(ctx, self.family, w, &MatmulIo::dense(w, x, y, m))
         };
         let mut layers = Vec::with_capacity(self.weights.layers.len());
-        for lw in &self.weights.layers {
+        for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
+            let up = if l.glu_fused {
+                let io = MatmulIo {
+                    gate: Some((Glu::Swiglu, &b.gate)),
+                    ..MatmulIo::dense(&lw.up, &b.xn, &b.glu, m)
+                };
+                matmul_dispatches(ctx, self.family, &lw.up, &io)?
+            } else {
+                mm(&lw.up, &b.xn, &b.up)?
+            };
             layers.push([
                 mm(&lw.wq, &b.xn, &b.q)?,
                 mm(&lw.wk, &b.xn, &b.k)?,
                 mm(&lw.wv, &b.xn, &b.v)?,
                 mm(&lw.wo, &b.attn, &b.xn)?,
                 mm(&lw.gate, &b.xn, &b.gate)?,
-                mm(&lw.up, &b.xn, &b.up)?,
+                up,
                 mm(&lw.down, &b.glu, &b.xn)?,
             ]);
         }
@@ -170,6 +183,7 @@ impl Forward {
             y_off: 0,
             y_stride: head.n,
             m: n_logits,
+            gate: None,
         };
         Ok(MatmulSet {
             embed: embed_dispatches(ctx, &self.weights.token_embd, &b.tokens, 0, m, &b.x, 0)?,
@@ -347,7 +361,9 @@ impl Forward {
             list.extend(o);
             list.push(&l.ffn_norm.dispatch);
             list.extend(gate.iter().chain(up));
-            list.push(&l.glu.dispatch);
+            if !l.glu_fused {
+                list.push(&l.glu.dispatch);
+            }
             list.extend(down);
         }
         // The output norm also completes the last layer, so it runs even without logits.

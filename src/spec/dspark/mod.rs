@@ -166,6 +166,7 @@ impl Dspark {
                     y_off: 0,
                     y_stride: hp.n_vocab,
                     m: 1,
+                    gate: None,
                 };
                 markov.push(SlotMarkov {
                     gather: embed_dispatches(ctx, w1, &out, j, 1, e, j * r)?,
