@@ -16,7 +16,8 @@
 //   TYPE_*     one of the five block formats
 //   WG         invocations per workgroup; the workgroup covers R * WG rows
 //   R8         8 rows per invocation (else 4)
-//   TM         columns of X per invocation: 1 (mat-vec), 2 (with TM_2) or 4 (with TM_2, TM_4)
+//   TM         columns of X per invocation: 1 (mat-vec), 2 (with TM_2), 4 (with TM_2, TM_4) or
+//              8 (with TM_2, TM_4, TM_8)
 //   X_UNIFORM  X is bound as a 64 KiB uniform window (the host splits the columns)
 //   INT64      W is read as vec4<u64> and X as vec2<u64> (W_U64, X_U64; needs SHADER_INT64):
 //              a CPU driver runs each load as a per-invocation loop, so wide loads cost less
@@ -82,6 +83,12 @@ struct XCols {
     x2: XBlk,
     x3: XBlk,
 #endif
+#ifdef TM_8
+    x4: XBlk,
+    x5: XBlk,
+    x6: XBlk,
+    x7: XBlk,
+#endif
 }
 
 // Vec4 index of element 0 of column c (surplus columns clamp to the last one).
@@ -100,6 +107,12 @@ fn xcols_load(col0: u32, b: u32) -> XCols {
     o.x2 = xblk_load(xrow(col0 + 2u) + b * 8u);
     o.x3 = xblk_load(xrow(col0 + 3u) + b * 8u);
 #endif
+#ifdef TM_8
+    o.x4 = xblk_load(xrow(col0 + 4u) + b * 8u);
+    o.x5 = xblk_load(xrow(col0 + 5u) + b * 8u);
+    o.x6 = xblk_load(xrow(col0 + 6u) + b * 8u);
+    o.x7 = xblk_load(xrow(col0 + 7u) + b * 8u);
+#endif
     return o;
 }
 
@@ -112,6 +125,12 @@ struct RowAcc {
 #ifdef TM_4
     c2: vec4<f32>,
     c3: vec4<f32>,
+#endif
+#ifdef TM_8
+    c4: vec4<f32>,
+    c5: vec4<f32>,
+    c6: vec4<f32>,
+    c7: vec4<f32>,
 #endif
 }
 
@@ -128,6 +147,12 @@ fn row_step(r: u32, b: u32, xs: XCols, a: RowAcc) -> RowAcc {
 #ifdef TM_4
     o.c2 = blk_dot(k, xs.x2, a.c2);
     o.c3 = blk_dot(k, xs.x3, a.c3);
+#endif
+#ifdef TM_8
+    o.c4 = blk_dot(k, xs.x4, a.c4);
+    o.c5 = blk_dot(k, xs.x5, a.c5);
+    o.c6 = blk_dot(k, xs.x6, a.c6);
+    o.c7 = blk_dot(k, xs.x7, a.c7);
 #endif
     return o;
 }
@@ -147,6 +172,12 @@ fn row_step2(r: u32, b: u32, xs: XCols, xt: XCols, a: RowAcc) -> RowAcc {
         o.c2 = blk_dot(k, xs.x2, a.c2);
         o.c3 = blk_dot(k, xs.x3, a.c3);
 #endif
+#ifdef TM_8
+        o.c4 = blk_dot(k, xs.x4, a.c4);
+        o.c5 = blk_dot(k, xs.x5, a.c5);
+        o.c6 = blk_dot(k, xs.x6, a.c6);
+        o.c7 = blk_dot(k, xs.x7, a.c7);
+#endif
     }
     let k = blk_decode(k2.hi);
     o.c0 = blk_dot(k, xt.x0, o.c0);
@@ -156,6 +187,12 @@ fn row_step2(r: u32, b: u32, xs: XCols, xt: XCols, a: RowAcc) -> RowAcc {
 #ifdef TM_4
     o.c2 = blk_dot(k, xt.x2, o.c2);
     o.c3 = blk_dot(k, xt.x3, o.c3);
+#endif
+#ifdef TM_8
+    o.c4 = blk_dot(k, xt.x4, o.c4);
+    o.c5 = blk_dot(k, xt.x5, o.c5);
+    o.c6 = blk_dot(k, xt.x6, o.c6);
+    o.c7 = blk_dot(k, xt.x7, o.c7);
 #endif
     return o;
 }
@@ -186,6 +223,12 @@ fn put_row(row: u32, col0: u32, a: RowAcc) {
 #ifdef TM_4
     put(row, col0 + 2u, hsum(a.c2));
     put(row, col0 + 3u, hsum(a.c3));
+#endif
+#ifdef TM_8
+    put(row, col0 + 4u, hsum(a.c4));
+    put(row, col0 + 5u, hsum(a.c5));
+    put(row, col0 + 6u, hsum(a.c6));
+    put(row, col0 + 7u, hsum(a.c7));
 #endif
 }
 

@@ -25,7 +25,7 @@ use flint::reference::matmul as oracle;
 
 /// Rows of X whose outputs are compared across every M (they are in every batch).
 const PROBE_ROWS: usize = 2;
-const MS: [usize; 7] = [2, 5, 8, 16, 17, 64, 512];
+const MS: [usize; 8] = [2, 4, 5, 8, 16, 17, 64, 512];
 
 /// Checks one (family, type) and returns the M = 512 output.
 fn check_type(ctx: &GpuContext, family: Family, ty: GgmlType, seed: u64) -> Vec<f32> {

@@ -4,6 +4,7 @@
 //! A forward pass builds its dispatches once per (weight, activation buffers, M) and records
 //! them into one compute pass per step; `Dispatch::params` can be rewritten between steps.
 
+use crate::gguf::GgmlType;
 use crate::gpu::buffers::{create_storage, create_storage_init, create_uniform, read_back};
 use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 use crate::kernels::dispatch_grid;
@@ -11,8 +12,8 @@ use crate::kernels::launch::{bind_group, submit, Dispatch};
 use crate::kernels::ops::glu::Glu;
 
 use super::variants::{
-    baseline_variant, embed_variant, glu_epilogue, matmul_variant, with_glu, workgroup_rows,
-    Family, BATCH_TMS, STAGED_TM, UNIFORM_X_MAX_TM, X_WINDOW,
+    baseline_variant, embed_variant, glu_epilogue, matmul_variant, uniform_max_tm, with_glu,
+    workgroup_rows, Family, BATCH_TMS, STAGED_TM, X_WINDOW,
 };
 use super::weights::{GpuWeight, WeightSplit};
 use super::window::{x_window, x_window_columns};
@@ -117,18 +118,15 @@ fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError> {
     check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, w.n)
 }
 
-/// The column tile and staging the default path uses for `m` columns: the smallest tile of
-/// [`BATCH_TMS`] holding `m` up to 16 columns; past that the staged [`STAGED_TM`] tile when the
-/// family stages X, else the 16-column tile. Families reading X through uniform windows cap
-/// the tile at [`UNIFORM_X_MAX_TM`].
-pub fn path_for(family: Family, m: u32) -> (u32, bool) {
+/// The column tile and staging the default path uses for `m` columns of a `ty` weight: the
+/// smallest tile of [`BATCH_TMS`] holding `m` up to 16 columns; past that the staged
+/// [`STAGED_TM`] tile when the family stages X, else the 16-column tile. Families reading X
+/// through uniform windows cap the tile at [`uniform_max_tm`] (8 for `matmul_rows.wgsl`, else 4).
+pub fn path_for(family: Family, ty: GgmlType, m: u32) -> (u32, bool) {
     if family.x_uniform {
-        let tm = BATCH_TMS
-            .iter()
-            .copied()
-            .find(|&tm| tm >= m)
-            .unwrap_or(UNIFORM_X_MAX_TM);
-        return (tm.min(UNIFORM_X_MAX_TM), false);
+        let max = uniform_max_tm(family, ty);
+        let tm = BATCH_TMS.iter().copied().find(|&tm| tm >= m).unwrap_or(max);
+        return (tm.min(max), false);
     }
     match BATCH_TMS.iter().find(|&&tm| tm >= m) {
         Some(&tm) => (tm, false),
@@ -179,7 +177,7 @@ pub fn matmul_dispatches(
     w: &GpuWeight,
     io: &MatmulIo<'_>,
 ) -> Result<Vec<Dispatch>, GpuError> {
-    let (tm, staged) = path_for(family, io.m);
+    let (tm, staged) = path_for(family, w.ty, io.m);
     matmul_dispatches_with(ctx, family, tm, staged, w, io)
 }
 

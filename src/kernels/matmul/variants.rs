@@ -133,6 +133,12 @@ pub const X_WINDOW: u64 = 65536;
 /// slower on lavapipe: 8 and 16 columns cost 1.5–2× the 4-column tile at M = 8 and 64).
 pub const UNIFORM_X_MAX_TM: u32 = 4;
 
+/// The widest column tile of `matmul_rows.wgsl` (block formats on CPU drivers): each weight
+/// block is decoded once for 8 columns, 8 rows share each X load. A Q4_1 1536×576 weight on
+/// lavapipe (median of 5): M = 8 0.540 → 0.497 ms, M = 64 4.44 → 3.56 ms against two or
+/// sixteen 4-column tiles.
+pub const ROWS_MAX_TM: u32 = 8;
+
 /// Column tiles of the mat-vec / small-batch path (M = 1..=16 uses the smallest TM >= M).
 pub const BATCH_TMS: [u32; 5] = [1, 2, 4, 8, 16];
 
@@ -219,15 +225,24 @@ pub const MATMUL_BINDINGS_XU_GLU: &[BindingSpec] = &[
 
 pub const ROWS_WG: u32 = 8;
 
-/// Rows per invocation of `matmul_rows.wgsl` (written out in the shader): 8 for the 4-column
-/// tile (prefill, verify: X loads are most of the cost there), 4 for mat-vec and 2 columns (a
-/// workgroup of 32 rows keeps the 192-row K/V projections spread over the CPU's threads; 8
-/// rows per invocation measured 3 % slower on a decode step even for the LM head).
+/// Rows per invocation of `matmul_rows.wgsl` (written out in the shader): 8 for the 4- and
+/// 8-column tiles (prefill, verify: X loads are most of the cost there), 4 for mat-vec and 2
+/// columns (a workgroup of 32 rows keeps the 192-row K/V projections spread over the CPU's
+/// threads; 8 rows per invocation measured slower on a decode step, docs/shaders-matmul.md).
 pub fn rows_per_invocation(tm: u32) -> u32 {
-    if tm == 4 {
+    if tm >= 4 {
         8
     } else {
         4
+    }
+}
+
+/// The widest column tile `family` uses for `ty` when it reads X through uniform windows.
+pub fn uniform_max_tm(family: Family, ty: GgmlType) -> u32 {
+    if uses_rows_kernel(family, ty, ROWS_MAX_TM, false) {
+        ROWS_MAX_TM
+    } else {
+        UNIFORM_X_MAX_TM
     }
 }
 
@@ -237,7 +252,7 @@ pub fn uses_rows_kernel(family: Family, ty: GgmlType, tm: u32, staged: bool) -> 
         && family.lanes == 1
         && !staged
         && is_legacy_block(ty)
-        && matches!(tm, 1 | 2 | 4)
+        && matches!(tm, 1 | 2 | 4 | 8)
 }
 
 /// Rows one workgroup covers for this choice.
@@ -255,7 +270,7 @@ pub fn glu_epilogue(family: Family, ty: GgmlType) -> bool {
     family.x_uniform
         && BATCH_TMS
             .iter()
-            .filter(|&&tm| tm <= UNIFORM_X_MAX_TM)
+            .filter(|&&tm| tm <= uniform_max_tm(family, ty))
             .all(|&tm| uses_rows_kernel(family, ty, tm, false))
 }
 
@@ -308,8 +323,11 @@ pub fn matmul_variant(
         if tm >= 2 {
             defines.push(("TM_2", String::new()));
         }
-        if tm == 4 {
+        if tm >= 4 {
             defines.push(("TM_4", String::new()));
+        }
+        if tm == 8 {
+            defines.push(("TM_8", String::new()));
         }
         if x_uniform {
             defines.push(("X_UNIFORM", String::new()));
