@@ -19,7 +19,10 @@
 // host sizes params.pass_splits for this kernel, src/kernels/attention/fused.rs).
 //
 // Variants: KV_F16 only (the default cache); USE_F16 binds the caches as array<vec2<f16>>
-// (shader-f16), else as array<u32> with the exact integer f16 decode. HEAD_DIM = D (a multiple
+// (shader-f16), else as array<u32> with the exact integer f16 decode; INT64 (SHADER_INT64)
+// binds them as array<vec4<u64>>, 16 dims per load, converted by unpack2x16float (exact): a
+// CPU driver runs each load as a per-invocation loop, so a head row costs D / 16 loads
+// instead of D / 2 (the same values, the same fma order, the same bits). HEAD_DIM = D (a multiple
 // of 32, at most 256) is a define so every loop bound is a constant; WG_SIZE and FIRST_PASS are
 // overrides as in attn_fused.wgsl.
 // Shapes and bindings: as attn_fused.wgsl (out and state [n_q, n_head]).
@@ -28,6 +31,9 @@
 enable f16;
 #endif
 
+#ifdef INT64
+#define KV_U64
+#endif
 #include "common/kv_layout.wgsl"
 #include "common/kv_attn_common.wgsl"
 
@@ -41,6 +47,18 @@ override FIRST_PASS: bool = true;
 const D: u32 = HEAD_DIM;
 
 // Dims 2w and 2w + 1 of the K (is_v false) or V row starting at word `row`.
+#ifdef INT64
+// The 16 dims of a 64-bit cache entry (8 words, each two f16 halves, low half first) as f32:
+// unpack2x16float converts every finite f16 exactly, as the word decode does.
+fn halves(v: vec4<u64>) -> array<vec2<f32>, 8> {
+    return array<vec2<f32>, 8>(
+        unpack2x16float(u32(v.x)), unpack2x16float(u32(v.x >> 32u)),
+        unpack2x16float(u32(v.y)), unpack2x16float(u32(v.y >> 32u)),
+        unpack2x16float(u32(v.z)), unpack2x16float(u32(v.z >> 32u)),
+        unpack2x16float(u32(v.w)), unpack2x16float(u32(v.w >> 32u)),
+    );
+}
+#else
 fn pair(is_v: bool, row: u32, w: u32) -> vec2<f32> {
 #ifdef USE_F16
     var h = k_cache[row + w];
@@ -56,6 +74,7 @@ fn pair(is_v: bool, row: u32, w: u32) -> vec2<f32> {
     return kv_half2(word);
 #endif
 }
+#endif
 
 @compute @workgroup_size(WG_SIZE)
 fn main(
@@ -107,6 +126,28 @@ fn main(
             let j = start + jj;
             let krow = kv_row_base(j, kv_head, params.n_kv_heads, D);
             var dot = 0.0;
+#ifdef INT64
+            for (var c = 0u; c < D / 16u; c++) {
+                let h = halves(k_cache[(krow >> 3u) + c]);
+                let i = 16u * c;
+                dot = fma(q[i], h[0].x, dot);
+                dot = fma(q[i + 1u], h[0].y, dot);
+                dot = fma(q[i + 2u], h[1].x, dot);
+                dot = fma(q[i + 3u], h[1].y, dot);
+                dot = fma(q[i + 4u], h[2].x, dot);
+                dot = fma(q[i + 5u], h[2].y, dot);
+                dot = fma(q[i + 6u], h[3].x, dot);
+                dot = fma(q[i + 7u], h[3].y, dot);
+                dot = fma(q[i + 8u], h[4].x, dot);
+                dot = fma(q[i + 9u], h[4].y, dot);
+                dot = fma(q[i + 10u], h[5].x, dot);
+                dot = fma(q[i + 11u], h[5].y, dot);
+                dot = fma(q[i + 12u], h[6].x, dot);
+                dot = fma(q[i + 13u], h[6].y, dot);
+                dot = fma(q[i + 14u], h[7].x, dot);
+                dot = fma(q[i + 15u], h[7].y, dot);
+            }
+#else
             for (var w = 0u; w < D / 2u; w += 4u) {
                 let a = pair(false, krow, w);
                 let b = pair(false, krow, w + 1u);
@@ -121,6 +162,7 @@ fn main(
                 dot = fma(q[2u * w + 6u], e.x, dot);
                 dot = fma(q[2u * w + 7u], e.y, dot);
             }
+#endif
             var add = 0.0;
             if (params.mask_mode == 2u) {
                 add = mask[row * params.mask_stride + j];
@@ -136,6 +178,28 @@ fn main(
             let score = sc[jj];
             let p = select(exp(score - m_s), 0.0, score <= ATTN_NEG_BIG);
             let vrow = kv_row_base(start + jj, kv_head, params.n_kv_heads, D);
+#ifdef INT64
+            for (var c = 0u; c < D / 16u; c++) {
+                let h = halves(v_cache[(vrow >> 3u) + c]);
+                let i = 16u * c;
+                acc_s[i] = fma(p, h[0].x, acc_s[i]);
+                acc_s[i + 1u] = fma(p, h[0].y, acc_s[i + 1u]);
+                acc_s[i + 2u] = fma(p, h[1].x, acc_s[i + 2u]);
+                acc_s[i + 3u] = fma(p, h[1].y, acc_s[i + 3u]);
+                acc_s[i + 4u] = fma(p, h[2].x, acc_s[i + 4u]);
+                acc_s[i + 5u] = fma(p, h[2].y, acc_s[i + 5u]);
+                acc_s[i + 6u] = fma(p, h[3].x, acc_s[i + 6u]);
+                acc_s[i + 7u] = fma(p, h[3].y, acc_s[i + 7u]);
+                acc_s[i + 8u] = fma(p, h[4].x, acc_s[i + 8u]);
+                acc_s[i + 9u] = fma(p, h[4].y, acc_s[i + 9u]);
+                acc_s[i + 10u] = fma(p, h[5].x, acc_s[i + 10u]);
+                acc_s[i + 11u] = fma(p, h[5].y, acc_s[i + 11u]);
+                acc_s[i + 12u] = fma(p, h[6].x, acc_s[i + 12u]);
+                acc_s[i + 13u] = fma(p, h[6].y, acc_s[i + 13u]);
+                acc_s[i + 14u] = fma(p, h[7].x, acc_s[i + 14u]);
+                acc_s[i + 15u] = fma(p, h[7].y, acc_s[i + 15u]);
+            }
+#else
             for (var w = 0u; w < D / 2u; w += 4u) {
                 let a = pair(true, vrow, w);
                 let b = pair(true, vrow, w + 1u);
@@ -150,6 +214,7 @@ fn main(
                 acc_s[2u * w + 6u] = fma(p, e.x, acc_s[2u * w + 6u]);
                 acc_s[2u * w + 7u] = fma(p, e.y, acc_s[2u * w + 7u]);
             }
+#endif
             l_s += p;
         }
 

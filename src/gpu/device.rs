@@ -255,6 +255,14 @@ impl GpuContext {
     pub fn has_int64(&self) -> bool {
         self.features.contains(wgpu::Features::SHADER_INT64)
     }
+    /// f16 pack/unpack in f32 code (`unpack2x16float`; wgpu's `SHADER_F16_IN_F32` downlevel
+    /// flag, set on every Vulkan, Metal and DX12 adapter).
+    pub fn has_f16_in_f32(&self) -> bool {
+        self.adapter
+            .get_downlevel_capabilities()
+            .flags
+            .contains(wgpu::DownlevelFlags::SHADER_F16_IN_F32)
+    }
     /// Whether the adapter is a CPU driver (lavapipe, WARP, SwiftShader): kernels that suit
     /// CPUs are chosen by this.
     pub fn is_cpu(&self) -> bool {

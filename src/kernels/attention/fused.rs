@@ -131,7 +131,8 @@ impl FusedAttention {
         let serial = use_serial(ctx, shape.kv.ty);
         let [first, next] = [true, false].map(|first| -> Result<Dispatch, GpuError> {
             let variant = if serial {
-                serial_variant(shape.kv.head_dim, ctx.has_f16(), first)
+                let int64 = ctx.has_int64() && ctx.has_f16_in_f32();
+                serial_variant(shape.kv.head_dim, ctx.has_f16(), int64, first)
             } else {
                 fused_variant(shape.kv.ty, ctx.has_f16(), first)
             };

@@ -60,8 +60,8 @@ pub fn variants() -> Vec<ShaderVariant> {
         );
         out.push(fused::fused_variant(KvType::F16, true, first));
         for d in [64, 128] {
-            for f16 in [false, true] {
-                out.push(serial::serial_variant(d, f16, first));
+            for (f16, int64) in [(false, false), (true, false), (false, true)] {
+                out.push(serial::serial_variant(d, f16, int64, first));
             }
         }
     }

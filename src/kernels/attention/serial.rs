@@ -38,10 +38,14 @@ pub fn serial_pass_splits(head_dim: u32) -> u32 {
 }
 
 /// The serial variant for an f16 cache with `head_dim` dims; `use_f16` binds the caches as
-/// `vec2<f16>` (as the workgroup kernel does); `first` starts from the empty state.
-pub fn serial_variant(head_dim: u32, use_f16: bool, first: bool) -> ShaderVariant {
-    let (mut defines, use_f16) = KvType::F16.cache_defines(use_f16);
+/// `vec2<f16>` (as the workgroup kernel does), `int64` as `vec4<u64>` (16 dims per load; takes
+/// precedence); `first` starts from the empty state.
+pub fn serial_variant(head_dim: u32, use_f16: bool, int64: bool, first: bool) -> ShaderVariant {
+    let (mut defines, use_f16) = KvType::F16.cache_defines(use_f16 && !int64);
     defines.push(("HEAD_DIM", format!("{head_dim}u")));
+    if int64 {
+        defines.push(("INT64", String::new()));
+    }
     ShaderVariant {
         shader: "attn_serial",
         entry_point: "main",
@@ -52,7 +56,7 @@ pub fn serial_variant(head_dim: u32, use_f16: bool, first: bool) -> ShaderVarian
         ],
         requires_f16: use_f16,
         requires_subgroups: false,
-        requires_int64: false,
+        requires_int64: int64,
         bindings: FUSED_BINDINGS,
     }
 }

@@ -89,11 +89,7 @@ impl Family {
         let info = ctx.info();
         if ctx.is_cpu() {
             // matmul_rows.wgsl unpacks f16 scales with unpack2x16float.
-            let f16_in_f32 = ctx
-                .adapter()
-                .get_downlevel_capabilities()
-                .flags
-                .contains(wgpu::DownlevelFlags::SHADER_F16_IN_F32);
+            let f16_in_f32 = ctx.has_f16_in_f32();
             return Family {
                 multi_row: f16_in_f32,
                 int64: f16_in_f32 && ctx.has_int64(),
