@@ -134,11 +134,8 @@ struct RowAcc {
 #endif
 }
 
-// Block b of split-local row r (clamped to the last row) against the columns: loaded, decoded
-// and used at once, one row after the other, so only one decoded block is live (the loads are
-// per-invocation loops that the compiler cannot interleave with arithmetic).
-fn row_step(r: u32, b: u32, xs: XCols, a: RowAcc) -> RowAcc {
-    let k = blk_decode(blk_load(min(r, params.n_rows - 1u), b));
+// A decoded block against the same block of the TM columns.
+fn cols_dot(k: Dec, xs: XCols, a: RowAcc) -> RowAcc {
     var o: RowAcc;
     o.c0 = blk_dot(k, xs.x0, a.c0);
 #ifdef TM_2
@@ -157,44 +154,18 @@ fn row_step(r: u32, b: u32, xs: XCols, a: RowAcc) -> RowAcc {
     return o;
 }
 
+// Block b of split-local row r (clamped to the last row) against the columns: loaded, decoded
+// and used at once, one row after the other, so only one decoded block is live (the loads are
+// per-invocation loops that the compiler cannot interleave with arithmetic).
+fn row_step(r: u32, b: u32, xs: XCols, a: RowAcc) -> RowAcc {
+    return cols_dot(blk_decode(blk_load(min(r, params.n_rows - 1u), b)), xs, a);
+}
+
 #ifdef PAIRS
 // row_step for blocks b and b + 1 (X blocks xs, xt), loaded together (blk_load2).
 fn row_step2(r: u32, b: u32, xs: XCols, xt: XCols, a: RowAcc) -> RowAcc {
     let k2 = blk_load2(min(r, params.n_rows - 1u), b);
-    var o: RowAcc;
-    {
-        let k = blk_decode(k2.lo);
-        o.c0 = blk_dot(k, xs.x0, a.c0);
-#ifdef TM_2
-        o.c1 = blk_dot(k, xs.x1, a.c1);
-#endif
-#ifdef TM_4
-        o.c2 = blk_dot(k, xs.x2, a.c2);
-        o.c3 = blk_dot(k, xs.x3, a.c3);
-#endif
-#ifdef TM_8
-        o.c4 = blk_dot(k, xs.x4, a.c4);
-        o.c5 = blk_dot(k, xs.x5, a.c5);
-        o.c6 = blk_dot(k, xs.x6, a.c6);
-        o.c7 = blk_dot(k, xs.x7, a.c7);
-#endif
-    }
-    let k = blk_decode(k2.hi);
-    o.c0 = blk_dot(k, xt.x0, o.c0);
-#ifdef TM_2
-    o.c1 = blk_dot(k, xt.x1, o.c1);
-#endif
-#ifdef TM_4
-    o.c2 = blk_dot(k, xt.x2, o.c2);
-    o.c3 = blk_dot(k, xt.x3, o.c3);
-#endif
-#ifdef TM_8
-    o.c4 = blk_dot(k, xt.x4, o.c4);
-    o.c5 = blk_dot(k, xt.x5, o.c5);
-    o.c6 = blk_dot(k, xt.x6, o.c6);
-    o.c7 = blk_dot(k, xt.x7, o.c7);
-#endif
-    return o;
+    return cols_dot(blk_decode(k2.hi), xt, cols_dot(blk_decode(k2.lo), xs, a));
 }
 #endif
 

@@ -52,26 +52,35 @@ fn legacy_elems(word: u32, qh: u32, i: u32) -> vec4<f32> {
 #endif
 }
 
+// The word offset of the scale plane: d | m << 16 per block for the formats with a minimum
+// (plane 1 for Q4_1, 2 for Q5_1), else f16 d entries (plane 2 for Q5_0, after qh; else 1).
+fn legacy_scale_plane() -> u32 {
+#ifdef TYPE_Q5_0
+    return params.plane2;
+#endif
+#ifdef TYPE_Q5_1
+    return params.plane2;
+#endif
+#ifdef TYPE_Q4_0
+    return params.plane1;
+#endif
+#ifdef TYPE_Q4_1
+    return params.plane1;
+#endif
+#ifdef TYPE_Q8_0
+    return params.plane1;
+#endif
+}
+
 // (d, m) of block g for matmul_rows.wgsl: unpack2x16float converts every finite f16 exactly
 // (one instruction on CPU drivers), where quant_legacy.wgsl's integer decode also keeps NaN
 // payloads and costs a few dozen operations per block. Needs wgpu's SHADER_F16_IN_F32 downlevel
 // flag (every Vulkan, Metal and DX12 adapter has it).
 fn legacy_dm_fast(g: u32) -> vec2<f32> {
 #ifdef LEGACY_MIN
-    // d | m << 16, one word per block: plane 1 (Q4_1) or plane 2 (Q5_1).
-#ifdef TYPE_Q4_1
-    return unpack2x16float(w_word(params.plane1 + g));
+    return unpack2x16float(w_word(legacy_scale_plane() + g));
 #else
-    return unpack2x16float(w_word(params.plane2 + g));
-#endif
-#else
-    // d alone, f16 entry g of its plane: plane 2 for Q5_0 (after qh), else plane 1.
-#ifdef TYPE_Q5_0
-    let plane = params.plane2;
-#else
-    let plane = params.plane1;
-#endif
-    let h = unpack2x16float(w_word(plane + (g >> 1u)));
+    let h = unpack2x16float(w_word(legacy_scale_plane() + (g >> 1u)));
     return vec2<f32>(select(h.x, h.y, (g & 1u) == 1u), 0.0);
 #endif
 }
@@ -81,19 +90,10 @@ fn legacy_dm_fast(g: u32) -> vec2<f32> {
 // values as legacy_dm_fast(g), legacy_dm_fast(g + 1).
 fn legacy_dm_pair(g: u32) -> vec4<f32> {
 #ifdef LEGACY_MIN
-#ifdef TYPE_Q4_1
-    let v = w_u64(params.plane1 + g);
-#else
-    let v = w_u64(params.plane2 + g);
-#endif
+    let v = w_u64(legacy_scale_plane() + g);
     return vec4<f32>(unpack2x16float(u32(v)), unpack2x16float(u32(v >> 32u)));
 #else
-#ifdef TYPE_Q5_0
-    let plane = params.plane2;
-#else
-    let plane = params.plane1;
-#endif
-    let h = unpack2x16float(w_word(plane + (g >> 1u)));
+    let h = unpack2x16float(w_word(legacy_scale_plane() + (g >> 1u)));
     return vec4<f32>(h.x, 0.0, h.y, 0.0);
 #endif
 }
