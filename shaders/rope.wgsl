@@ -60,28 +60,16 @@ fn main(
     if (t >= n_pairs) {
         return;
     }
-    let i = t % half_dim;             // pair index within the head
-    let head_row = t / half_dim;      // token * n_heads + head
-    let token = head_row / params.n_heads;
-    let base = head_row * params.head_dim;
-    let half_rot = params.n_rot / 2u;
-
-    if (i >= half_rot) {
-        // Pass-through pair (2i, 2i + 1): both modes leave n_rot..head_dim unchanged.
+    let p = rope_pair(t, params.n_heads, params.head_dim, params.n_rot);
+    if (p.i >= params.n_rot / 2u) {
+        // Pass-through pair (2i, 2i + 1).
 #ifndef IN_PLACE
-        dst[base + 2u * i] = src[base + 2u * i];
-        dst[base + 2u * i + 1u] = src[base + 2u * i + 1u];
+        dst[p.i0] = src[p.i0];
+        dst[p.i1] = src[p.i1];
 #endif
         return;
     }
-#ifdef NEOX
-    let i0 = base + i;
-    let i1 = base + i + half_rot;
-#else
-    let i0 = base + 2u * i;
-    let i1 = base + 2u * i + 1u;
-#endif
-    let y = rope_rotate(load_x(i0), load_x(i1), pos[token], freqs[i]);
-    dst[i0] = y.x;
-    dst[i1] = y.y;
+    let y = rope_rotate(load_x(p.i0), load_x(p.i1), pos[p.token], freqs[p.i]);
+    dst[p.i0] = y.x;
+    dst[p.i1] = y.y;
 }

@@ -49,25 +49,13 @@ override WG_SIZE: u32 = 64u;
 
 // Pair t of q, rotated in place: rope.wgsl's main with IN_PLACE.
 fn rope_q(t: u32) {
-    let half_dim = params.head_dim / 2u;
-    let i = t % half_dim;
-    let head_row = t / half_dim;
-    let token = head_row / params.n_head;
-    let base = head_row * params.head_dim;
-    let half_rot = params.n_rot / 2u;
-    if (i >= half_rot) {
+    let p = rope_pair(t, params.n_head, params.head_dim, params.n_rot);
+    if (p.i >= params.n_rot / 2u) {
         return; // pass-through pair
     }
-#ifdef NEOX
-    let i0 = base + i;
-    let i1 = base + i + half_rot;
-#else
-    let i0 = base + 2u * i;
-    let i1 = base + 2u * i + 1u;
-#endif
-    let y = rope_rotate(q[i0], q[i1], i32(positions[token]), freqs[i]);
-    q[i0] = y.x;
-    q[i1] = y.y;
+    let y = rope_rotate(q[p.i0], q[p.i1], i32(positions[p.token]), freqs[p.i]);
+    q[p.i0] = y.x;
+    q[p.i1] = y.y;
 }
 
 // Dim e of the k head row starting at `base`, rotated as rope.wgsl rotates it in place.

@@ -1,6 +1,7 @@
-// common/rope_angle.wgsl: the RoPE angle reduction shared by rope.wgsl and rope_kv.wgsl
-// (exact Payne-Hanek reduction of theta to [-π, π] in integer arithmetic, see reduce_angle), and
-// the rotation of one pair.
+// common/rope_angle.wgsl: what rope.wgsl and rope_kv.wgsl share: the angle reduction (exact
+// Payne-Hanek reduction of theta to [-π, π] in integer arithmetic, see reduce_angle), the
+// rotation of one pair (rope_rotate) and the element indices of a pair (rope_pair; NEOX from
+// the includer's variant).
 
 // 1/(2π) as a 0.64 fixed-point fraction: floor(2^64 / 2π) = INV_TWO_PI_HI:INV_TWO_PI_LO.
 const INV_TWO_PI_HI: u32 = 0x28be60dbu;
@@ -65,4 +66,34 @@ fn rope_rotate(x0: f32, x1: f32, pos: i32, freq: f32) -> vec2<f32> {
     let c = cos(theta);
     let s = sin(theta);
     return vec2<f32>(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
+// Pair t (flat over token, head, pair) of x [n_tokens, n_heads, head_dim]: the first element of
+// its head row (base), its two elements (i0, i1: (2i, 2i + 1), or with NEOX (i, i + n_rot / 2)),
+// its rotation index i within the head and its token. Pairs with i >= n_rot / 2 pass through
+// (both modes leave dims n_rot..head_dim unchanged; i0, i1 are then 2i, 2i + 1).
+struct RopePair {
+    base: u32,
+    i0: u32,
+    i1: u32,
+    i: u32,
+    token: u32,
+}
+
+fn rope_pair(t: u32, n_heads: u32, head_dim: u32, n_rot: u32) -> RopePair {
+    let half_dim = head_dim / 2u;
+    var p: RopePair;
+    p.i = t % half_dim;
+    let head_row = t / half_dim; // token * n_heads + head
+    p.token = head_row / n_heads;
+    p.base = head_row * head_dim;
+    p.i0 = p.base + 2u * p.i;
+    p.i1 = p.i0 + 1u;
+#ifdef NEOX
+    if (p.i < n_rot / 2u) {
+        p.i0 = p.base + p.i;
+        p.i1 = p.base + p.i + n_rot / 2u;
+    }
+#endif
+    return p;
 }
