@@ -51,11 +51,11 @@ const D: u32 = HEAD_DIM;
 // The 16 dims of a 64-bit cache entry (8 words, each two f16 halves, low half first) as f32:
 // unpack2x16float converts every finite f16 exactly, as the word decode does.
 fn halves(v: vec4<u64>) -> array<vec2<f32>, 8> {
+    let a = bytes_u64_words(v.xy);
+    let b = bytes_u64_words(v.zw);
     return array<vec2<f32>, 8>(
-        unpack2x16float(u32(v.x)), unpack2x16float(u32(v.x >> 32u)),
-        unpack2x16float(u32(v.y)), unpack2x16float(u32(v.y >> 32u)),
-        unpack2x16float(u32(v.z)), unpack2x16float(u32(v.z >> 32u)),
-        unpack2x16float(u32(v.w)), unpack2x16float(u32(v.w >> 32u)),
+        unpack2x16float(a.x), unpack2x16float(a.y), unpack2x16float(a.z), unpack2x16float(a.w),
+        unpack2x16float(b.x), unpack2x16float(b.y), unpack2x16float(b.z), unpack2x16float(b.w),
     );
 }
 #else

@@ -58,21 +58,32 @@ fn rope_q(t: u32) {
     q[p.i1] = y.y;
 }
 
-// Dim e of the k head row starting at `base`, rotated as rope.wgsl rotates it in place.
+#ifdef NEOX
+// Dim e of the k head row starting at `base`, rotated as rope.wgsl rotates it in place (NEOX:
+// the two dims of a cache word belong to different pairs).
 fn k_rotated(base: u32, e: u32, pos: i32) -> f32 {
     if (e >= params.n_rot) {
         return k[base + e];
     }
-#ifdef NEOX
     let half_rot = params.n_rot / 2u;
     if (e < half_rot) {
         return rope_rotate(k[base + e], k[base + e + half_rot], pos, freqs[e]).x;
     }
     return rope_rotate(k[base + e - half_rot], k[base + e], pos, freqs[e - half_rot]).y;
+}
+#endif
+
+// Dims 2w, 2w + 1 of the k head row starting at `base` (one K cache word), rotated.
+fn k_word(base: u32, w: u32, pos: i32) -> vec2<f32> {
+#ifdef NEOX
+    return vec2<f32>(k_rotated(base, 2u * w, pos), k_rotated(base, 2u * w + 1u, pos));
 #else
-    let i = e / 2u;
-    let y = rope_rotate(k[base + 2u * i], k[base + 2u * i + 1u], pos, freqs[i]);
-    return select(y.x, y.y, (e & 1u) == 1u);
+    // Normal pairs are cache words: one rotation gives both halves.
+    let x = vec2<f32>(k[base + 2u * w], k[base + 2u * w + 1u]);
+    if (2u * w >= params.n_rot) {
+        return x;
+    }
+    return rope_rotate(x.x, x.y, pos, freqs[w]);
 #endif
 }
 
@@ -101,10 +112,9 @@ fn main(
             return;
         }
         let base = row * params.head_dim;
-        let lo = k_rotated(base, 2u * w, i32(pos));
-        let hi = k_rotated(base, 2u * w + 1u, i32(pos));
+        let y = k_word(base, w, i32(pos));
         let at = kv_row_base(pos, row % n_kv, n_kv, params.head_dim) + w;
-        k_cache[at] = kv_f16_bits(lo) | (kv_f16_bits(hi) << 16u);
+        k_cache[at] = kv_f16_bits(y.x) | (kv_f16_bits(y.y) << 16u);
         return;
     }
     let v_words = params.head_dim_v / 2u;

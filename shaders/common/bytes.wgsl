@@ -53,3 +53,11 @@ fn bytes_f16_bits_to_f32_bits(h: u32) -> u32 {
 fn bytes_f16_to_f32(h: u32) -> f32 {
     return bitcast<f32>(bytes_f16_bits_to_f32_bits(h));
 }
+
+#ifdef INT64
+// The four 32-bit words of two u64s, little-endian (word 2j is the low half of u64 j), as
+// every device wgpu runs on stores them.
+fn bytes_u64_words(v: vec2<u64>) -> vec4<u32> {
+    return vec4<u32>(u32(v.x), u32(v.x >> 32u), u32(v.y), u32(v.y >> 32u));
+}
+#endif

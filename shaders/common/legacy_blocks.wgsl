@@ -21,10 +21,15 @@ struct Blk {
 #ifdef W_U64
 // The 8 quant words of a Q8_0 block from its 32 bytes.
 fn q8_words(a: vec4<u64>) -> array<u32, 8> {
-    return array<u32, 8>(
-        u32(a.x), u32(a.x >> 32u), u32(a.y), u32(a.y >> 32u),
-        u32(a.z), u32(a.z >> 32u), u32(a.w), u32(a.w >> 32u),
-    );
+    let lo = bytes_u64_words(a.xy);
+    let hi = bytes_u64_words(a.zw);
+    return array<u32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+}
+
+// The 4 quant words of a nibble-format block from its 16 bytes.
+fn nibble_words(a: vec2<u64>) -> array<u32, 8> {
+    let w = bytes_u64_words(a);
+    return array<u32, 8>(w.x, w.y, w.z, w.w, 0u, 0u, 0u, 0u);
 }
 #endif
 
@@ -41,12 +46,7 @@ fn blk_load(r: u32, b: u32) -> Blk {
 #else
     // Half g & 1 of entry g >> 1 (two components; PAIRS loads both halves at once).
     let h = 2u * (g & 1u);
-    let lo = w8[g >> 1u][h];
-    let hi = w8[g >> 1u][h + 1u];
-    o.q[0] = u32(lo);
-    o.q[1] = u32(lo >> 32u);
-    o.q[2] = u32(hi);
-    o.q[3] = u32(hi >> 32u);
+    o.q = nibble_words(vec2<u64>(w8[g >> 1u][h], w8[g >> 1u][h + 1u]));
 #endif
 #else
 #ifdef TYPE_Q8_0
@@ -94,14 +94,8 @@ fn blk_load2(r: u32, b: u32) -> Blk2 {
     o.hi.q = q8_words(w8[g + 1u]);
 #else
     let a = w8[g >> 1u];
-    o.lo.q[0] = u32(a.x);
-    o.lo.q[1] = u32(a.x >> 32u);
-    o.lo.q[2] = u32(a.y);
-    o.lo.q[3] = u32(a.y >> 32u);
-    o.hi.q[0] = u32(a.z);
-    o.hi.q[1] = u32(a.z >> 32u);
-    o.hi.q[2] = u32(a.w);
-    o.hi.q[3] = u32(a.w >> 32u);
+    o.lo.q = nibble_words(a.xy);
+    o.hi.q = nibble_words(a.zw);
 #endif
 #ifdef TYPE_Q5_0
     let qh = w_u64(params.plane1 + g);
@@ -135,10 +129,7 @@ struct XBlk {
 #ifdef X_U64
 // Elements 4i..4i+3 of X from their two u64s (the f32 bits, low word first).
 fn x_at(i: u32) -> vec4<f32> {
-    let v = x[i];
-    let lo = vec2<u32>(u32(v.x), u32(v.x >> 32u));
-    let hi = vec2<u32>(u32(v.y), u32(v.y >> 32u));
-    return bitcast<vec4<f32>>(vec4<u32>(lo, hi));
+    return bitcast<vec4<f32>>(bytes_u64_words(x[i]));
 }
 #else
 fn x_at(i: u32) -> vec4<f32> {
