@@ -207,7 +207,8 @@ pub fn matmul_dispatches_with(
     let nb_even = w.nb % 2 == 0;
     let mut variant = matmul_variant(w.ty, family, tm, staged, f16, window.is_some(), nb_even)?;
     if let Some((glu, gate)) = io.gate {
-        if !glu_epilogue(family, w.ty) || variant.shader != "matmul_rows" {
+        // Every column count must take the epilogue, or batches would differ from mat-vecs.
+        if !glu_epilogue(family, w.ty) {
             return Err(bad(
                 &format!("GLU epilogue of matmul {}", w.name),
                 "a block-format weight on a CPU-driver family".to_string(),

@@ -196,10 +196,7 @@ fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError
     Ok((defines, f16))
 }
 
-/// Invocations per workgroup of `matmul_rows.wgsl` (one SIMD group of lavapipe's 256-bit
-/// vectors).
-/// [`MATMUL_BINDINGS`] (X storage) and [`MATMUL_BINDINGS_XU`] (X uniform) plus the gate
-/// projection (binding 4) of the GLU epilogue.
+/// [`MATMUL_BINDINGS`] plus the gate projection (binding 4) of the GLU epilogue.
 pub const MATMUL_BINDINGS_GLU: &[BindingSpec] = &[
     MATMUL_BINDINGS[0],
     MATMUL_BINDINGS[1],
@@ -211,6 +208,7 @@ pub const MATMUL_BINDINGS_GLU: &[BindingSpec] = &[
         kind: BindingKind::StorageRead,
     },
 ];
+/// [`MATMUL_BINDINGS_XU`] (X uniform) plus the GLU gate.
 pub const MATMUL_BINDINGS_XU_GLU: &[BindingSpec] = &[
     MATMUL_BINDINGS_XU[0],
     MATMUL_BINDINGS_XU[1],
@@ -219,6 +217,8 @@ pub const MATMUL_BINDINGS_XU_GLU: &[BindingSpec] = &[
     MATMUL_BINDINGS_GLU[4],
 ];
 
+/// Invocations per workgroup of `matmul_rows.wgsl` (one SIMD group of lavapipe's 256-bit
+/// vectors).
 pub const ROWS_WG: u32 = 8;
 
 /// Rows per invocation of `matmul_rows.wgsl` (written out in the shader): 8 for the 4- and
@@ -280,7 +280,7 @@ pub fn with_glu(mut v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuErro
         });
     }
     v.defines.push((glu.define(), String::new()));
-    v.bindings = if std::ptr::eq(v.bindings, MATMUL_BINDINGS_XU) {
+    v.bindings = if v.bindings == MATMUL_BINDINGS_XU {
         MATMUL_BINDINGS_XU_GLU
     } else {
         MATMUL_BINDINGS_GLU

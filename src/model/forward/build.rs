@@ -298,8 +298,12 @@ impl Forward {
                 attn_decode,
                 attn_multi,
                 ffn_norm: add_norm(&lw.ffn_norm)?,
-                glu: GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, max_rows * hp.n_ff)?,
-                glu_fused: glu_epilogue(family, lw.up.ty),
+                glu: if glu_epilogue(family, lw.up.ty) {
+                    None
+                } else {
+                    let n = max_rows * hp.n_ff;
+                    Some(GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, n)?)
+                },
             });
         }
         let final_norm = add_norm(&weights.output_norm)?;

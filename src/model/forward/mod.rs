@@ -57,10 +57,9 @@ pub(crate) struct LayerOps {
     /// Several rows (prefill, verify): the fused kernel, bit-identical per row to the decode path.
     attn_multi: FusedAttention,
     ffn_norm: RmsNorm,
-    glu: GluOp,
-    /// The up projection applies the GLU itself (`matmul_rows.wgsl` epilogue: the same bits,
-    /// one dispatch less); `glu` is then not recorded.
-    glu_fused: bool,
+    /// The GLU op; `None` where the up projection applies it itself (`matmul_rows.wgsl`
+    /// epilogue on CPU drivers: the same bits, one dispatch less).
+    glu: Option<GluOp>,
 }
 
 /// Dispatches that depend on the row count: matmuls and the embedding gather, for one (rows,
@@ -154,7 +153,7 @@ impl Forward {
         };
         let mut layers = Vec::with_capacity(self.weights.layers.len());
         for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
-            let up = if l.glu_fused {
+            let up = if l.glu.is_none() {
                 let io = MatmulIo {
                     gate: Some((Glu::Swiglu, &b.gate)),
                     ..MatmulIo::dense(&lw.up, &b.xn, &b.glu, m)
@@ -205,7 +204,9 @@ impl Forward {
                 }
                 l.rope_store.set_tokens(ctx, m)?;
                 l.ffn_norm.set_rows(ctx, m)?;
-                l.glu.set_len(ctx, m * hp.n_ff)?;
+                if let Some(glu) = &mut l.glu {
+                    glu.set_len(ctx, m * hp.n_ff)?;
+                }
             }
             self.final_norm.set_rows(ctx, m)?;
             for (_, copy) in &mut self.taps {
@@ -361,9 +362,7 @@ impl Forward {
             list.extend(o);
             list.push(&l.ffn_norm.dispatch);
             list.extend(gate.iter().chain(up));
-            if !l.glu_fused {
-                list.push(&l.glu.dispatch);
-            }
+            list.extend(l.glu.as_ref().map(|op| &op.dispatch));
             list.extend(down);
         }
         // The output norm also completes the last layer, so it runs even without logits.
