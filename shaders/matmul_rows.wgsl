@@ -24,6 +24,9 @@
 //   PAIRS      (with INT64, when nb is even) blocks b and b + 1 of a row in one load each of
 //              quants, scales and fifth bits (blk_load2; a 4608 x 576 Q4_1 mat-vec on
 //              lavapipe: 0.448 -> 0.388 ms)
+//   X_BCAST    (needs subgroups of exactly WG) each block of X is loaded once per workgroup, a
+//              vec4 per lane, and shared by subgroupBroadcast: llvmpipe runs every lane's load
+//              as a gather, so this is 8x fewer (pp512 on lavapipe 80 -> 100 t/s)
 //   SWIGLU / GEGLU  GLU epilogue: y = glu_act(gate) * (X . W^T) with the gate projection bound
 //              at binding 4 (laid out as y), the same bits as glu.wgsl after the matmul; one
 //              dispatch less per layer
@@ -96,22 +99,51 @@ fn xrow(c: u32) -> u32 {
     return (params.x_off + min(c, params.m - 1u) * params.x_stride) >> 2u;
 }
 
+#ifdef X_BCAST
+// The invocation's lane (0..8; the workgroup is one subgroup of 8).
+var<private> lane: u32;
+
+// A block of X from the subgroup: lane l holds vec4 l of it (one load per lane instead of
+// eight), every invocation gets all eight by subgroupBroadcast.
+fn xblk_bcast(e: vec4<f32>) -> XBlk {
+    var o: XBlk;
+    o.v[0] = subgroupBroadcast(e, 0u);
+    o.v[1] = subgroupBroadcast(e, 1u);
+    o.v[2] = subgroupBroadcast(e, 2u);
+    o.v[3] = subgroupBroadcast(e, 3u);
+    o.v[4] = subgroupBroadcast(e, 4u);
+    o.v[5] = subgroupBroadcast(e, 5u);
+    o.v[6] = subgroupBroadcast(e, 6u);
+    o.v[7] = subgroupBroadcast(e, 7u);
+    return xblk_sum(o);
+}
+#endif
+
+// Block b of column c.
+fn xblk_at(c: u32, b: u32) -> XBlk {
+#ifdef X_BCAST
+    return xblk_bcast(x_at(xrow(c) + b * 8u + lane));
+#else
+    return xblk_load(xrow(c) + b * 8u);
+#endif
+}
+
 // Block b of the TM columns from column col0.
 fn xcols_load(col0: u32, b: u32) -> XCols {
     var o: XCols;
-    o.x0 = xblk_load(xrow(col0) + b * 8u);
+    o.x0 = xblk_at(col0, b);
 #ifdef TM_2
-    o.x1 = xblk_load(xrow(col0 + 1u) + b * 8u);
+    o.x1 = xblk_at(col0 + 1u, b);
 #endif
 #ifdef TM_4
-    o.x2 = xblk_load(xrow(col0 + 2u) + b * 8u);
-    o.x3 = xblk_load(xrow(col0 + 3u) + b * 8u);
+    o.x2 = xblk_at(col0 + 2u, b);
+    o.x3 = xblk_at(col0 + 3u, b);
 #endif
 #ifdef TM_8
-    o.x4 = xblk_load(xrow(col0 + 4u) + b * 8u);
-    o.x5 = xblk_load(xrow(col0 + 5u) + b * 8u);
-    o.x6 = xblk_load(xrow(col0 + 6u) + b * 8u);
-    o.x7 = xblk_load(xrow(col0 + 7u) + b * 8u);
+    o.x4 = xblk_at(col0 + 4u, b);
+    o.x5 = xblk_at(col0 + 5u, b);
+    o.x6 = xblk_at(col0 + 6u, b);
+    o.x7 = xblk_at(col0 + 7u, b);
 #endif
     return o;
 }
@@ -215,6 +247,9 @@ fn main(
     let row = (wid.y * nwg.x + wid.x) * (4u * WG) + lid;
 #endif
     let col0 = wid.z * TM;
+#ifdef X_BCAST
+    lane = lid;
+#endif
 
     // Rows and columns are written out, not looped: a loop this large is not unrolled by the
     // driver and its accumulators would leave registers.

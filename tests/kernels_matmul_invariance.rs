@@ -18,7 +18,7 @@ use flint::gpu::GpuContext;
 use flint::kernels::launch::submit;
 use flint::kernels::matmul::{
     glu_epilogue, matmul_dispatches, matmul_now, matmul_now_with, Family, GpuWeight, MatmulIo,
-    SERIAL_INT64, STAGED_TM, SUPPORTED_TYPES,
+    SERIAL_INT64, SERIAL_INT64_BCAST, STAGED_TM, SUPPORTED_TYPES,
 };
 use flint::kernels::ops::glu::{glu_on_gpu, Glu};
 use flint::reference::matmul as oracle;
@@ -103,6 +103,20 @@ fn serial_family_with_64_bit_loads_is_invariant_and_agrees_bit_for_bit() {
     }
 }
 
+/// X shared across the subgroup by broadcast (`X_BCAST`, lavapipe's subgroups of 8): batch
+/// invariant, and the bits of the per-invocation X loads.
+#[test]
+fn serial_family_with_broadcast_x_is_invariant_and_agrees_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    assert!(ctx.has_subgroups(), "lavapipe offers subgroups");
+    let shared = check_family(&ctx, SERIAL_INT64_BCAST);
+    let own = check_family(&ctx, SERIAL_INT64);
+    for ((ty, a), b) in SUPPORTED_TYPES.iter().zip(&shared).zip(&own) {
+        assert_bits(&format!("{ty}: broadcast vs own X loads"), a, b);
+    }
+}
+
 /// Rows of an odd block count take the unpaired 64-bit loads (no `PAIRS`): the same bits as the
 /// 32-bit loads for every block format, alone and in batches.
 #[test]
@@ -122,13 +136,15 @@ fn serial_64_bit_loads_of_odd_block_rows_agree_bit_for_bit() {
         let x = random_f32(64 * k, 600 + i as u64);
         for m in [1, 2, 5, 64] {
             let xm = &x[..m * k];
-            let wide = matmul_now(&ctx, SERIAL_INT64, &w, xm, m as u32).unwrap();
             let narrow = matmul_now(&ctx, Family::SERIAL, &w, xm, m as u32).unwrap();
-            assert_bits(
-                &format!("{ty} K={k} M={m}: 64-bit vs 32-bit"),
-                &wide,
-                &narrow,
-            );
+            for family in [SERIAL_INT64, SERIAL_INT64_BCAST] {
+                let wide = matmul_now(&ctx, family, &w, xm, m as u32).unwrap();
+                assert_bits(
+                    &format!("{ty} K={k} M={m}: {family:?} vs 32-bit"),
+                    &wide,
+                    &narrow,
+                );
+            }
         }
     }
     assert_clean(&ctx);
@@ -144,7 +160,7 @@ fn glu_epilogue_matches_matmul_then_glu_bit_for_bit() {
     let n = 37;
     for (i, ty) in SUPPORTED_TYPES.into_iter().enumerate() {
         // (The 32-bit SERIAL variants give the bits of these: tests above.)
-        for family in [SERIAL_INT64] {
+        for family in [SERIAL_INT64, SERIAL_INT64_BCAST] {
             if !glu_epilogue(family, ty) {
                 continue;
             }

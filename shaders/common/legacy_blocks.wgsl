@@ -148,6 +148,12 @@ fn xblk_load(i0: u32) -> XBlk {
     o.v[5] = x_at(i0 + 5u);
     o.v[6] = x_at(i0 + 6u);
     o.v[7] = x_at(i0 + 7u);
+    return xblk_sum(o);
+}
+
+// `o` with its sum (with a minimum): x[0..4] + x[4..8] + ... in order.
+fn xblk_sum(b: XBlk) -> XBlk {
+    var o = b;
 #ifdef LEGACY_MIN
     var sx = o.v[0] + o.v[1];
     sx = sx + o.v[2];

@@ -31,7 +31,9 @@ pub use dispatch::{
     matmul_dispatches_with, matmul_now, matmul_now_with, path_for, MatmulIo,
 };
 pub use layout::{device_bytes, split_plan, SplitPlan, SUPPORTED_TYPES};
-pub use variants::{glu_epilogue, variants, Family, Reduce, BATCH_TMS, SERIAL_INT64, STAGED_TM};
+pub use variants::{
+    glu_epilogue, variants, Family, Reduce, BATCH_TMS, SERIAL_INT64, SERIAL_INT64_BCAST, STAGED_TM,
+};
 pub use weights::{GpuWeight, WeightSplit};
 
 /// Mirrors `struct Params` of `shaders/common/quant_common.wgsl` (shared by `matmul.wgsl`,

@@ -50,6 +50,11 @@ pub struct Family {
     /// `matmul_rows.wgsl` reads W and X as 64-bit components (`INT64`, needs wgpu's
     /// `SHADER_INT64`): a CPU driver loads vectors one component at a time. Same bits.
     pub int64: bool,
+    /// `matmul_rows.wgsl` reads each block of X once per workgroup, a vec4 per lane, and shares
+    /// it by `subgroupBroadcast` (`X_BCAST`; needs subgroups of exactly [`ROWS_WG`]
+    /// invocations): on a CPU driver every lane's load is a gather, so this is 8× fewer. Same
+    /// bits.
+    pub x_bcast: bool,
 }
 
 impl Family {
@@ -63,6 +68,7 @@ impl Family {
         x_uniform: true,
         multi_row: true,
         int64: false,
+        x_bcast: false,
     };
 
     /// `lanes` invocations per row (a warp on NVIDIA when 32), 128 invocations per workgroup,
@@ -80,6 +86,7 @@ impl Family {
             x_uniform: false,
             multi_row: false,
             int64: false,
+            x_bcast: false,
         }
     }
 
@@ -90,9 +97,13 @@ impl Family {
         if ctx.is_cpu() {
             // matmul_rows.wgsl unpacks f16 scales with unpack2x16float.
             let f16_in_f32 = ctx.has_f16_in_f32();
+            let sg_rows_wg = ctx.has_subgroups()
+                && info.limits.min_subgroup_size == ROWS_WG
+                && info.limits.max_subgroup_size == ROWS_WG;
             return Family {
                 multi_row: f16_in_f32,
                 int64: f16_in_f32 && ctx.has_int64(),
+                x_bcast: f16_in_f32 && sg_rows_wg,
                 ..Family::SERIAL
             };
         }
@@ -103,6 +114,11 @@ impl Family {
     fn requires_subgroups(&self) -> bool {
         self.reduce == Reduce::Subgroup
     }
+
+    /// Whether `matmul_rows.wgsl` variants of this family need subgroups.
+    fn rows_requires_subgroups(&self) -> bool {
+        self.x_bcast
+    }
 }
 
 /// [`Family::SERIAL`] with 64-bit loads (what lavapipe gets).
@@ -111,11 +127,18 @@ pub const SERIAL_INT64: Family = Family {
     ..Family::SERIAL
 };
 
+/// [`SERIAL_INT64`] sharing X loads by subgroup broadcast (what lavapipe gets with subgroups).
+pub const SERIAL_INT64_BCAST: Family = Family {
+    x_bcast: true,
+    ..SERIAL_INT64
+};
+
 /// The families the runtime may pick, plus the 8-lane subgroup family the tests run on lavapipe
 /// (subgroups of 8) and the 8-lane shared family it must match.
-pub const REGISTERED_FAMILIES: [Family; 6] = [
+pub const REGISTERED_FAMILIES: [Family; 7] = [
     Family::SERIAL,
     SERIAL_INT64,
+    SERIAL_INT64_BCAST,
     Family::wide(32, true),
     Family::wide(32, false),
     Family::wide(8, true),
@@ -334,13 +357,16 @@ pub fn matmul_variant(
                 defines.push(("PAIRS", String::new()));
             }
         }
+        if family.x_bcast {
+            defines.push(("X_BCAST", String::new()));
+        }
         return Ok(ShaderVariant {
             shader: "matmul_rows",
             entry_point: "main",
             defines,
             overrides: Vec::new(),
             requires_f16: false,
-            requires_subgroups: false,
+            requires_subgroups: family.rows_requires_subgroups(),
             requires_int64: family.int64,
             bindings: if x_uniform {
                 MATMUL_BINDINGS_XU
