@@ -12,6 +12,7 @@ use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, read_f32, 
 use common::Rng;
 use flint::gpu::buffers::{create_storage, upload};
 use flint::gpu::GpuContext;
+use flint::kernels::attention::serial::{serial_pass_splits, use_serial};
 use flint::kernels::attention::{
     attention_fused_now, attention_now, create_cache, decode_partials_bytes, pass_splits,
     store_rows_now, AttnIo, AttnMask, AttnShape, FusedAttention, KvLayout, KvType, MaskMode,
@@ -141,18 +142,18 @@ fn check_prefill(
     }
 }
 
-/// The drafter's block: γ = 7 rows, non-causal over context + block (520 keys: three splits),
-/// with no mask, an all-zero mask and random explicit masks (one row with a whole split hidden,
-/// one row with everything hidden), against each row alone through the decode path.
-fn check_block(label: &str, ctx: &GpuContext, ty: KvType, heads: (u32, u32, u32)) {
-    const GAMMA: usize = 7;
+/// The drafter's block: `gamma` rows (at least 4), non-causal over context + block (520 keys:
+/// three splits), with no mask, an all-zero mask and random explicit masks (one row with a whole
+/// split hidden, one row with everything hidden), against each row alone through the decode
+/// path.
+fn check_block(label: &str, ctx: &GpuContext, ty: KvType, heads: (u32, u32, u32), gamma: usize) {
     const KV: u32 = 520;
     let kv = KV as usize;
     let f = Fixture::new(ctx, ty, heads, KV);
     let rl = f.row_len();
-    let q = f.queries(GAMMA, 11);
+    let q = f.queries(gamma, 11);
     let mut rng = Rng::new(13);
-    let mut mask: Vec<f32> = (0..GAMMA * kv)
+    let mut mask: Vec<f32> = (0..gamma * kv)
         .map(|j| match rng.below(3) {
             0 if j % kv != 0 => f32::NEG_INFINITY,
             1 => -rng.f32().abs() * 4.0,
@@ -161,12 +162,12 @@ fn check_block(label: &str, ctx: &GpuContext, ty: KvType, heads: (u32, u32, u32)
         .collect();
     mask[kv + 256..kv + 512].fill(f32::NEG_INFINITY); // row 1: split 1 hidden (l == 0)
     mask[2 * kv..3 * kv].fill(f32::NEG_INFINITY); // row 2: sees nothing (zeros)
-    mask[3 * kv..3 * kv + KV as usize - GAMMA].fill(f32::NEG_INFINITY); // row 3: block only
+    mask[3 * kv..3 * kv + KV as usize - gamma].fill(f32::NEG_INFINITY); // row 3: block only
 
     let none = f.fused(&q, KV, AttnMask::None);
-    let zeros = f.fused(&q, KV, AttnMask::Explicit(&vec![0.0; GAMMA * kv]));
+    let zeros = f.fused(&q, KV, AttnMask::Explicit(&vec![0.0; gamma * kv]));
     let masked = f.fused(&q, KV, AttnMask::Explicit(&mask));
-    for i in 0..GAMMA {
+    for i in 0..gamma {
         let qi = &q[i * rl..][..rl];
         let alone = f.decode(qi, KV, AttnMask::None);
         let what = format!("{label} {ty:?} {heads:?}: block row {i}");
@@ -231,10 +232,14 @@ fn fused_prefill_with_32_heads_over_8_is_bit_identical_to_decode_for_every_kv_ty
 fn fused_drafter_block_rows_are_bit_identical_to_decode() {
     for (label, ctx) in all_feature_contexts() {
         for ty in KvType::ALL {
-            check_block(&label, &ctx, ty, (9, 3, 64));
-            check_block(&label, &ctx, ty, (32, 8, 128));
+            check_block(&label, &ctx, ty, (9, 3, 64), 7);
+            check_block(&label, &ctx, ty, (32, 8, 128), 7);
         }
-        check_block(&label, &ctx, KvType::F16, (24, 2, 64)); // 12 heads per KV head: 2 chunks
+        check_block(&label, &ctx, KvType::F16, (24, 2, 64), 7); // 12 heads per KV head: 2 chunks
+                                                                // 8 rows or more: on lavapipe the f16 cache runs attn_rows.wgsl (a workgroup per
+                                                                // head and 8 rows), with a partial last block of rows.
+        check_block(&label, &ctx, KvType::F16, (9, 3, 64), 11);
+        check_block(&label, &ctx, KvType::F16, (32, 8, 128), 8);
         assert_clean(&ctx);
     }
 }
@@ -293,16 +298,19 @@ fn fused_attention_checks_its_inputs_and_steps() {
 fn fused_long_contexts_run_in_passes_with_decode_bits() {
     let contexts = all_feature_contexts();
     for (label, ctx) in [&contexts[0], &contexts[3]] {
-        for (ty, heads, kv_len) in [
-            (KvType::F16, (8, 1, 256), 8192u32),
-            (KvType::Q4_0, (8, 1, 256), 2600),
-            (KvType::F16, (16, 2, 128), 4608),
+        for (ty, heads, kv_len, n) in [
+            (KvType::F16, (8, 1, 256), 8192u32, 3u32),
+            (KvType::Q4_0, (8, 1, 256), 2600, 3),
+            (KvType::F16, (16, 2, 128), 4608, 3),
             // The default model's shape: on CPU adapters the serial kernel, 7 splits a pass.
-            (KvType::F16, (9, 3, 64), 8192),
+            (KvType::F16, (9, 3, 64), 8192, 3),
+            // attn_rows.wgsl (8 rows or more): rows of one block end their splits in different
+            // passes (visible 1788..=1796 keys: 7 splits, one pass, or 8 splits, two).
+            (KvType::F16, (9, 3, 64), 1796, 9),
+            (KvType::F16, (16, 2, 128), 4608, 8),
         ] {
             let f = Fixture::new(ctx, ty, heads, kv_len);
             let rl = f.row_len();
-            let n = 3u32;
             let q = f.queries(n as usize, 17);
             let positions: Vec<u32> = (kv_len - n..kv_len).collect();
             let shape = AttnShape {
@@ -313,9 +321,12 @@ fn fused_long_contexts_run_in_passes_with_decode_bits() {
                 scale: f.scale,
                 mask: MaskMode::Causal,
             };
-            let passes = kv_len
-                .div_ceil(256)
-                .div_ceil(pass_splits(&f.layout, heads.0 / heads.1));
+            let per_pass = if use_serial(ctx, ty) {
+                serial_pass_splits(heads.2)
+            } else {
+                pass_splits(&f.layout, heads.0 / heads.1)
+            };
+            let passes = kv_len.div_ceil(256).div_ceil(per_pass);
             assert!(passes > 1, "{ty:?} {heads:?}: {passes} pass");
             let got = f.fused(&q, kv_len, AttnMask::Causal(&positions));
             let two_pass = f.decode(&q, kv_len, AttnMask::Causal(&positions));
@@ -325,10 +336,10 @@ fn fused_long_contexts_run_in_passes_with_decode_bits() {
             let alone = f.decode(last, kv_len, AttnMask::None);
             assert_bits_eq(
                 &format!("{what}, last row vs decode"),
-                &got[2 * rl..],
+                &got[(n as usize - 1) * rl..],
                 &alone,
             );
-            assert!(shape.fused_state_bytes() == 16 * 3 * u64::from(heads.0));
+            assert!(shape.fused_state_bytes() == 16 * u64::from(n * heads.0));
         }
         assert_clean(ctx);
     }

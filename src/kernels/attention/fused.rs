@@ -27,7 +27,10 @@ use crate::kernels::launch::{bind_group, Dispatch};
 use crate::kernels::{dispatch_grid, spec};
 
 use super::layout::{KvLayout, KvType};
-use super::serial::{serial_pass_splits, serial_variant, use_serial, SERIAL_WG_SIZE};
+use super::serial::{
+    rows_variant, serial_pass_splits, serial_variant, use_rows, use_serial, ROWS_MIN_Q,
+    SERIAL_WG_SIZE,
+};
 use super::shape::{check_io, need, AttnIo, AttnShape, SPLIT_SIZE};
 
 /// Invocations per workgroup of the fused pass (one key each in the score phase).
@@ -101,6 +104,11 @@ pub struct FusedAttention {
     pub passes: u32,
     /// Runs `attn_serial.wgsl` (CPU adapters, f16 cache) instead of `attn_fused.wgsl`.
     serial: bool,
+    /// `attn_rows.wgsl` (first pass, later passes) where [`use_rows`]: steps of at least
+    /// [`ROWS_MIN_Q`] rows run it instead of `first` and `next` (same bits).
+    rows: Option<[Dispatch; 2]>,
+    /// The current step runs `rows`.
+    rows_step: bool,
 }
 
 impl FusedAttention {
@@ -129,15 +137,12 @@ impl FusedAttention {
             state.as_entire_binding(),
         ];
         let serial = use_serial(ctx, shape.kv.ty);
-        let [first, next] = [true, false].map(|first| -> Result<Dispatch, GpuError> {
-            let variant = if serial {
-                let int64 = ctx.has_int64() && ctx.has_f16_in_f32();
-                serial_variant(shape.kv.head_dim, ctx.has_f16(), int64, first)
-            } else {
-                fused_variant(shape.kv.ty, ctx.has_f16(), first)
-            };
+        let make = |variant: ShaderVariant, first: bool| -> Result<Dispatch, GpuError> {
             let pipeline = ctx.pipelines().get(ctx, &variant)?;
-            let label = format!("fused attention {:?} first={first}", shape.kv.ty);
+            let label = format!(
+                "fused attention {:?} {} first={first}",
+                shape.kv.ty, variant.shader
+            );
             Ok(Dispatch {
                 bind_group: bind_group(ctx, &pipeline, &label, &resources)?,
                 label,
@@ -145,13 +150,33 @@ impl FusedAttention {
                 params: Some(uniform.clone()),
                 grid: [0, 0, 1],
             })
+        };
+        let [first, next] = [true, false].map(|first| {
+            let variant = if serial {
+                let int64 = ctx.has_int64() && ctx.has_f16_in_f32();
+                serial_variant(shape.kv.head_dim, ctx.has_f16(), int64, first)
+            } else {
+                fused_variant(shape.kv.ty, ctx.has_f16(), first)
+            };
+            make(variant, first)
         });
+        let rows = if use_rows(ctx, shape.kv.ty, shape.kv.head_dim) {
+            let d = shape.kv.head_dim;
+            Some([
+                make(rows_variant(d, true), true)?,
+                make(rows_variant(d, false), false)?,
+            ])
+        } else {
+            None
+        };
         let mut attn = FusedAttention {
             shape,
             first: first?,
             next: next?,
             passes: 0,
             serial,
+            rows,
+            rows_step: false,
         };
         attn.set_step(ctx, shape.max_q, shape.max_kv_len)?;
         Ok(attn)
@@ -160,7 +185,12 @@ impl FusedAttention {
     /// Sets the next recording to `n_q` rows over `kv_len` keys (params uniform, grid, passes).
     pub fn set_step(&mut self, ctx: &GpuContext, n_q: u32, kv_len: u32) -> Result<(), GpuError> {
         let mut p = self.shape.params(n_q, kv_len)?;
-        let groups = if self.serial {
+        self.rows_step = self.rows.is_some() && n_q >= ROWS_MIN_Q;
+        let groups = if self.rows_step {
+            // A workgroup per (head, block of 8 rows).
+            p.pass_splits = serial_pass_splits(self.shape.kv.head_dim);
+            u64::from(p.n_head) * u64::from(n_q.div_ceil(SERIAL_WG_SIZE))
+        } else if self.serial {
             // One invocation per (row, head); the shader derives its tasks from n_q, n_head.
             p.pass_splits = serial_pass_splits(self.shape.kv.head_dim);
             (u64::from(n_q) * u64::from(p.n_head)).div_ceil(u64::from(SERIAL_WG_SIZE))
@@ -180,14 +210,23 @@ impl FusedAttention {
         }
         self.first.grid = [x, y, 1];
         self.next.grid = [x, y, 1];
+        if let Some(rows) = &mut self.rows {
+            for d in rows {
+                d.grid = [x, y, 1];
+            }
+        }
         self.passes = p.n_splits.div_ceil(p.pass_splits).max(1);
         Ok(())
     }
 
     /// The dispatches to record, in order: the first pass, then `passes - 1` later passes.
     pub fn dispatches(&self) -> Vec<&Dispatch> {
-        let mut out = vec![&self.first];
-        out.extend((1..self.passes).map(|_| &self.next));
+        let (first, next) = match &self.rows {
+            Some([first, next]) if self.rows_step => (first, next),
+            _ => (&self.first, &self.next),
+        };
+        let mut out = vec![first];
+        out.extend((1..self.passes).map(|_| next));
         out
     }
 }

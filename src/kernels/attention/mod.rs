@@ -15,7 +15,9 @@
 //!   partials (a 16-byte state per row and head), in passes of [`pass_splits`] splits
 //!   (`shaders/attn_fused.wgsl`). Bit-identical per row to [`attend`].
 //! - [`serial`]: the fused pass's CPU-driver form (`shaders/attn_serial.wgsl`): one invocation
-//!   per (row, head), same contract and bits, chosen on CPU adapters for the f16 cache.
+//!   per (row, head), same contract and bits, chosen on CPU adapters for the f16 cache; and
+//!   its row-block form (`shaders/attn_rows.wgsl`) for steps of 8+ rows where subgroups are 8
+//!   wide: K/V rows loaded once per workgroup and shared by subgroup broadcast.
 //! - [`oneshot`]: run-now convenience for tests (either path).
 //!
 //! Both attention paths handle grouped-query heads and causal / explicit / no mask, and are
@@ -63,6 +65,7 @@ pub fn variants() -> Vec<ShaderVariant> {
             for (f16, int64) in [(false, false), (true, false), (false, true)] {
                 out.push(serial::serial_variant(d, f16, int64, first));
             }
+            out.push(serial::rows_variant(d, first));
         }
     }
     out

@@ -61,6 +61,46 @@ pub fn serial_variant(head_dim: u32, use_f16: bool, int64: bool, first: bool) ->
     }
 }
 
+/// Whether multi-row attention over a `ty` cache with `head_dim` dims can run
+/// `attn_rows.wgsl` here: [`use_serial`], with 64-bit integers, f16 unpacking in f32 and
+/// subgroups of exactly [`SERIAL_WG_SIZE`] invocations (lavapipe), head dims a multiple of 64.
+pub fn use_rows(ctx: &GpuContext, ty: KvType, head_dim: u32) -> bool {
+    let info = ctx.info();
+    use_serial(ctx, ty)
+        && ctx.has_int64()
+        && ctx.has_f16_in_f32()
+        && ctx.has_subgroups()
+        && info.limits.min_subgroup_size == SERIAL_WG_SIZE
+        && info.limits.max_subgroup_size == SERIAL_WG_SIZE
+        && head_dim % 64 == 0
+}
+
+/// Query rows from which [`use_rows`] adapters run `attn_rows.wgsl`: one subgroup of rows per
+/// head (below it, the lanes of a workgroup are mostly idle and `attn_serial.wgsl`, one lane
+/// per (row, head), spreads better).
+pub const ROWS_MIN_Q: u32 = SERIAL_WG_SIZE;
+
+/// The `attn_rows.wgsl` variant (f16 cache as 64-bit pairs, subgroups) for `head_dim` dims;
+/// `first` starts from the empty state. Same bits as [`serial_variant`].
+pub fn rows_variant(head_dim: u32, first: bool) -> ShaderVariant {
+    let (mut defines, _) = KvType::F16.cache_defines(false);
+    defines.push(("HEAD_DIM", format!("{head_dim}u")));
+    defines.push(("INT64", String::new()));
+    ShaderVariant {
+        shader: "attn_rows",
+        entry_point: "main",
+        defines,
+        overrides: vec![
+            ("WG_SIZE", f64::from(SERIAL_WG_SIZE)),
+            ("FIRST_PASS", f64::from(u8::from(first))),
+        ],
+        requires_f16: false,
+        requires_subgroups: true,
+        requires_int64: true,
+        bindings: FUSED_BINDINGS,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,218 @@
+// attn_rows.wgsl: attn_serial.wgsl for blocks of query rows (prefill, verify) on CPU drivers
+// whose subgroups are exactly one workgroup of 8: a workgroup is 8 consecutive query rows of
+// one head, so its lanes walk the same keys, and each K or V row is loaded once per workgroup,
+// 16 bytes per lane, then shared by subgroupBroadcast. llvmpipe runs every load as a loop over
+// the lanes, so a key costs 1 load per lane instead of D / 16 (attn_serial's 64-bit loads).
+//
+// The same contract (common/kv_attn_common.wgsl), passes, state protocol and bits as
+// attn_serial.wgsl: per row the same splits, the same fma order over dims and keys, the same
+// fold. Lanes differ only in how many keys of a split they see (causal rows) and in how many
+// splits they have left; the loops run to the subgroup's maximum, and a lane skips by select
+// what it does not see (its max, sum and accumulators keep their bits).
+//
+// Work split: workgroup w (2D past the per-dimension limit) -> head w / n_blk, rows
+// 8 * (w % n_blk) .. + 8 with n_blk = ceil(n_q / 8); lanes past n_q run clamped to the last row
+// and write nothing. No early return: every lane reaches every broadcast.
+// Needs: INT64 (the caches as array<vec2<u64>>, 8 dims per entry), HEAD_DIM = D a multiple of
+// 64, at most 256; WG_SIZE 8 (= the subgroup size) and FIRST_PASS overrides as attn_serial.
+// Shapes and bindings: as attn_fused.wgsl (out and state [n_q, n_head]).
+
+#define KV_U64X2
+#include "common/kv_layout.wgsl"
+#include "common/kv_attn_common.wgsl"
+
+#include "common/attn_inputs.wgsl"
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(7) var<storage, read_write> state: array<vec4<u32>>;
+
+override WG_SIZE: u32 = 8u;
+override FIRST_PASS: bool = true;
+
+const D: u32 = HEAD_DIM;
+const NONE: u32 = 0xffffffffu;
+
+// The 8 dims of entry words `e` (as f32, ascending; unpack2x16float is exact).
+fn dims8(e: vec4<u32>) -> array<f32, 8> {
+    let a = unpack2x16float(e.x);
+    let b = unpack2x16float(e.y);
+    let c = unpack2x16float(e.z);
+    let d = unpack2x16float(e.w);
+    return array<f32, 8>(a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y);
+}
+
+// dot + q[i0 .. i0 + 8] . h, one fma per dim in order.
+fn dot8(q: ptr<function, array<f32, HEAD_DIM>>, i0: u32, h: array<f32, 8>, dot_in: f32) -> f32 {
+    var dot = fma((*q)[i0], h[0], dot_in);
+    dot = fma((*q)[i0 + 1u], h[1], dot);
+    dot = fma((*q)[i0 + 2u], h[2], dot);
+    dot = fma((*q)[i0 + 3u], h[3], dot);
+    dot = fma((*q)[i0 + 4u], h[4], dot);
+    dot = fma((*q)[i0 + 5u], h[5], dot);
+    dot = fma((*q)[i0 + 6u], h[6], dot);
+    return fma((*q)[i0 + 7u], h[7], dot);
+}
+
+// acc[i] = fma(p, h, acc[i]) for the 8 dims from i0 where `ok`, else unchanged.
+fn pv8(acc: ptr<function, array<f32, HEAD_DIM>>, i0: u32, p: f32, h: array<f32, 8>, ok: bool) {
+    (*acc)[i0] = select((*acc)[i0], fma(p, h[0], (*acc)[i0]), ok);
+    (*acc)[i0 + 1u] = select((*acc)[i0 + 1u], fma(p, h[1], (*acc)[i0 + 1u]), ok);
+    (*acc)[i0 + 2u] = select((*acc)[i0 + 2u], fma(p, h[2], (*acc)[i0 + 2u]), ok);
+    (*acc)[i0 + 3u] = select((*acc)[i0 + 3u], fma(p, h[3], (*acc)[i0 + 3u]), ok);
+    (*acc)[i0 + 4u] = select((*acc)[i0 + 4u], fma(p, h[4], (*acc)[i0 + 4u]), ok);
+    (*acc)[i0 + 5u] = select((*acc)[i0 + 5u], fma(p, h[5], (*acc)[i0 + 5u]), ok);
+    (*acc)[i0 + 6u] = select((*acc)[i0 + 6u], fma(p, h[6], (*acc)[i0 + 6u]), ok);
+    (*acc)[i0 + 7u] = select((*acc)[i0 + 7u], fma(p, h[7], (*acc)[i0 + 7u]), ok);
+}
+
+// This lane's words of the K (is_v false) or V row of key j: entry 8c + lane of the row, i.e.
+// dims 64c + 8 lane .. + 8.
+fn row_words(is_v: bool, j: u32, kv_head: u32, c: u32, lane: u32) -> vec4<u32> {
+    let e = (kv_row_base(j, kv_head, params.n_kv_heads, D) >> 2u) + 8u * c + lane;
+    if (is_v) {
+        return bytes_u64_words(v_cache[e]);
+    }
+    return bytes_u64_words(k_cache[e]);
+}
+
+// q . k_j over all dims in order (every lane loads its share of the row).
+fn score_dot(q: ptr<function, array<f32, HEAD_DIM>>, j: u32, kv_head: u32, lane: u32) -> f32 {
+    var dot = 0.0;
+    for (var c = 0u; c < D / 64u; c++) {
+        let e = row_words(false, j, kv_head, c, lane);
+        let i = 64u * c;
+        dot = dot8(q, i, dims8(subgroupBroadcast(e, 0u)), dot);
+        dot = dot8(q, i + 8u, dims8(subgroupBroadcast(e, 1u)), dot);
+        dot = dot8(q, i + 16u, dims8(subgroupBroadcast(e, 2u)), dot);
+        dot = dot8(q, i + 24u, dims8(subgroupBroadcast(e, 3u)), dot);
+        dot = dot8(q, i + 32u, dims8(subgroupBroadcast(e, 4u)), dot);
+        dot = dot8(q, i + 40u, dims8(subgroupBroadcast(e, 5u)), dot);
+        dot = dot8(q, i + 48u, dims8(subgroupBroadcast(e, 6u)), dot);
+        dot = dot8(q, i + 56u, dims8(subgroupBroadcast(e, 7u)), dot);
+    }
+    return dot;
+}
+
+// acc += p * v_j where `ok` (every lane loads its share of the row).
+fn pv_row(
+    acc: ptr<function, array<f32, HEAD_DIM>>,
+    p: f32,
+    j: u32,
+    kv_head: u32,
+    lane: u32,
+    ok: bool,
+) {
+    for (var c = 0u; c < D / 64u; c++) {
+        let e = row_words(true, j, kv_head, c, lane);
+        let i = 64u * c;
+        pv8(acc, i, p, dims8(subgroupBroadcast(e, 0u)), ok);
+        pv8(acc, i + 8u, p, dims8(subgroupBroadcast(e, 1u)), ok);
+        pv8(acc, i + 16u, p, dims8(subgroupBroadcast(e, 2u)), ok);
+        pv8(acc, i + 24u, p, dims8(subgroupBroadcast(e, 3u)), ok);
+        pv8(acc, i + 32u, p, dims8(subgroupBroadcast(e, 4u)), ok);
+        pv8(acc, i + 40u, p, dims8(subgroupBroadcast(e, 5u)), ok);
+        pv8(acc, i + 48u, p, dims8(subgroupBroadcast(e, 6u)), ok);
+        pv8(acc, i + 56u, p, dims8(subgroupBroadcast(e, 7u)), ok);
+    }
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let w = wid.y * nwg.x + wid.x;
+    let n_blk = (params.n_q + 7u) / 8u;
+    let head = w / n_blk;
+    let row_raw = (w % n_blk) * 8u + lid;
+    let live = row_raw < params.n_q && head < params.n_head;
+    let row = min(row_raw, params.n_q - 1u);
+    let kv_head = min(head, params.n_head - 1u) / params.group;
+    let rec = row * params.n_head + min(head, params.n_head - 1u);
+    let base = rec * D;
+    let n_splits = attn_n_splits(attn_visible(row));
+
+    var first = 0u;
+    if (!FIRST_PASS) {
+        first = state[rec].z;
+    }
+    // Lanes past n_q, and rows finished by an earlier pass, take no split and write nothing
+    // (a first pass writes every live row, as attn_serial does).
+    let busy = live && (FIRST_PASS || first < n_splits);
+    let end = min(n_splits, first + params.pass_splits);
+    let s_lo = subgroupMin(select(NONE, first, busy));
+    let s_hi = subgroupMax(select(0u, end, busy));
+
+    var q: array<f32, HEAD_DIM>;
+    var acc: array<f32, HEAD_DIM>;
+    for (var i = 0u; i < D; i += 8u) {
+        for (var k = 0u; k < 8u; k++) {
+            q[i + k] = q_in[base + i + k];
+            acc[i + k] = select(out[base + i + k], 0.0, FIRST_PASS);
+        }
+    }
+    var ml = vec2<f32>(ATTN_NEG_BIG, 0.0);
+    if (!FIRST_PASS) {
+        ml = bitcast<vec2<f32>>(state[rec].xy);
+    }
+
+    var sc: array<f32, 256>; // ATTN_SPLIT
+    for (var s = s_lo; s < s_hi; s++) {
+        let range = attn_split_range(row, s);
+        let start = range.x; // the same for every lane
+        let n = select(0u, range.y, busy && s >= first && s < end);
+        let n_min = subgroupMin(n);
+        let n_max = subgroupMax(n);
+
+        var m_s = ATTN_NEG_BIG;
+        for (var jj = 0u; jj < n_max; jj++) {
+            let j = start + jj;
+            let dot = score_dot(&q, j, kv_head, lid);
+            var add = 0.0;
+            if (params.mask_mode == 2u) {
+                add = mask[row * params.mask_stride + j];
+            }
+            let score = fma(dot, params.scale, add);
+            sc[jj] = score;
+            m_s = select(m_s, max(m_s, score), jj < n);
+        }
+
+        var l_s = 0.0;
+        var acc_s: array<f32, HEAD_DIM>;
+        // Keys every lane sees, then the keys only some lanes see.
+        for (var jj = 0u; jj < n_min; jj++) {
+            let score = sc[jj];
+            let p = select(exp(score - m_s), 0.0, score <= ATTN_NEG_BIG);
+            pv_row(&acc_s, p, start + jj, kv_head, lid, true);
+            l_s += p;
+        }
+        for (var jj = n_min; jj < n_max; jj++) {
+            let ok = jj < n;
+            let score = sc[jj];
+            let p = select(exp(score - m_s), 0.0, score <= ATTN_NEG_BIG);
+            pv_row(&acc_s, p, start + jj, kv_head, lid, ok);
+            l_s = select(l_s, l_s + p, ok);
+        }
+
+        if (l_s != 0.0) {
+            let g = attn_fold(ml.x, ml.y, m_s, l_s);
+            for (var i = 0u; i < D; i += 8u) {
+                for (var k = 0u; k < 8u; k++) {
+                    acc[i + k] = fma(acc[i + k], g.z, acc_s[i + k] * g.w);
+                }
+            }
+            ml = g.xy;
+        }
+    }
+
+    // Save the state, or finish: acc / l (lanes that took no split write nothing).
+    if (busy) {
+        let done = end >= n_splits;
+        for (var i = 0u; i < D; i += 8u) {
+            for (var k = 0u; k < 8u; k++) {
+                out[base + i + k] = select(acc[i + k], attn_finish(acc[i + k], ml.y), done);
+            }
+        }
+        state[rec] = vec4<u32>(bitcast<vec2<u32>>(ml), end, 0u);
+    }
+}
