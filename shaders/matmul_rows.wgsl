@@ -26,7 +26,8 @@
 //              lavapipe: 0.448 -> 0.388 ms)
 //   X_BCAST    (needs subgroups of exactly WG) each block of X is loaded once per workgroup, a
 //              vec4 per lane, and shared by subgroupBroadcast: llvmpipe runs every lane's load
-//              as a gather, so this is 8x fewer (pp512 on lavapipe 80 -> 100 t/s)
+//              as a gather, so this is 8x fewer; the host binds X as storage then, one dispatch
+//              for all columns (pp512 on lavapipe 80 -> 100 -> 125 t/s)
 //   SWIGLU / GEGLU  GLU epilogue: y = glu_act(gate) * (X . W^T) with the gate projection bound
 //              at binding 4 (laid out as y), the same bits as glu.wgsl after the matmul; one
 //              dispatch less per layer

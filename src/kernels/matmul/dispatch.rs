@@ -12,8 +12,8 @@ use crate::kernels::launch::{bind_group, submit, Dispatch};
 use crate::kernels::ops::glu::Glu;
 
 use super::variants::{
-    baseline_variant, embed_variant, glu_epilogue, matmul_variant, uniform_max_tm, with_glu,
-    workgroup_rows, Family, BATCH_TMS, STAGED_TM, X_WINDOW,
+    baseline_variant, embed_variant, glu_epilogue, matmul_variant, uniform_max_tm,
+    uses_rows_kernel, with_glu, workgroup_rows, Family, BATCH_TMS, STAGED_TM, X_WINDOW,
 };
 use super::weights::{GpuWeight, WeightSplit};
 use super::window::{x_window, x_window_columns};
@@ -196,8 +196,10 @@ pub fn matmul_dispatches_with(
         return Ok(Vec::new());
     }
     let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
-    // Columns per uniform window of X, when the family reads X that way and it fits here.
-    let window = if family.x_uniform && !staged {
+    // Columns per uniform window of X, when the family reads X that way and it fits here
+    // (broadcast variants of matmul_rows.wgsl read X from storage, all columns at once).
+    let bcast = family.x_bcast && uses_rows_kernel(family, w.ty, tm, staged);
+    let window = if family.x_uniform && !staged && !bcast {
         x_window_columns(ctx, w, io)
     } else {
         None

@@ -52,8 +52,10 @@ pub struct Family {
     pub int64: bool,
     /// `matmul_rows.wgsl` reads each block of X once per workgroup, a vec4 per lane, and shares
     /// it by `subgroupBroadcast` (`X_BCAST`; needs subgroups of exactly [`ROWS_WG`]
-    /// invocations): on a CPU driver every lane's load is a gather, so this is 8× fewer. Same
-    /// bits.
+    /// invocations): on a CPU driver every lane's load is a gather, so this is 8× fewer. These
+    /// variants read X from storage even where `x_uniform` (which then serves `matmul.wgsl`):
+    /// one dispatch covers all columns, where 64 KiB windows cut a prefill matmul into one
+    /// dispatch per 8 to 24 columns. Same bits.
     pub x_bcast: bool,
 }
 
@@ -454,6 +456,9 @@ pub fn variants() -> Vec<ShaderVariant> {
                         for xu in [false, true] {
                             if xu && !family.x_uniform {
                                 continue;
+                            }
+                            if xu && family.x_bcast && uses_rows_kernel(family, ty, tm, false) {
+                                continue; // broadcast variants read X from storage
                             }
                             let v = matmul_variant(ty, family, tm, false, f16, xu, nb_even);
                             if let Ok(v) = &v {
