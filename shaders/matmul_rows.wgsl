@@ -28,6 +28,9 @@
 //              vec4 per lane, and shared by subgroupBroadcast: llvmpipe runs every lane's load
 //              as a gather, so this is 8x fewer; the host binds X as storage then, one dispatch
 //              for all columns (pp512 on lavapipe 80 -> 100 -> 125 t/s)
+//   SPLIT3     split output: weight rows [0, split1) go to y, [split1, split2) to y2 (binding
+//              4) and [split2, N) to y3 (binding 5), each [M, its rows] from element 0 (one
+//              dispatch for a stacked q | k | v projection); not with a GLU epilogue
 //   SWIGLU / GEGLU  GLU epilogue: y = glu_act(gate) * (X . W^T) with the gate projection bound
 //              at binding 4 (laid out as y), the same bits as glu.wgsl after the matmul; one
 //              dispatch less per layer
@@ -71,6 +74,11 @@
 #ifdef GEGLU
 #define GLU
 #endif
+#ifdef SPLIT3
+@group(0) @binding(4) var<storage, read_write> y2: array<f32>; // [M, split2 - split1]
+@group(0) @binding(5) var<storage, read_write> y3: array<f32>; // [M, n_out - split2]
+#endif
+
 #ifdef GLU
 #include "common/glu_act.wgsl"
 // The gate projection, laid out as y: the output is glu_act(gate) * (X . W^T), as glu.wgsl.
@@ -209,11 +217,22 @@ fn hsum(a: vec4<f32>) -> f32 {
 // Writes row `row` (split-local) of column c when both exist.
 fn put(row: u32, c: u32, v: f32) {
     if (row < params.n_rows && c < params.m) {
+#ifdef SPLIT3
+        let r = params.row0 + row;
+        if (r < params.split1) {
+            y[c * params.split1 + r] = v;
+        } else if (r < params.split2) {
+            y2[c * (params.split2 - params.split1) + r - params.split1] = v;
+        } else {
+            y3[c * (params.n_out - params.split2) + r - params.split2] = v;
+        }
+#else
         let i = params.y_off + c * params.n_out + params.row0 + row;
 #ifdef GLU
         y[i] = glu_act(gate[i]) * v;
 #else
         y[i] = v;
+#endif
 #endif
     }
 }

@@ -21,7 +21,7 @@
 // left for the compiler to contract): that order is part of the batch-invariance contract
 // (docs/shaders-matmul.md).
 
-// Mirrors MatmulParams in src/kernels/matmul/mod.rs (48 bytes).
+// Mirrors MatmulParams in src/kernels/matmul/mod.rs (64 bytes).
 struct Params {
     k: u32,        // elements per row (K)
     n_rows: u32,   // rows in this split
@@ -35,6 +35,10 @@ struct Params {
     plane2: u32,   // word offset of plane 2 in w
     nb: u32,       // blocks per row (K / block size)
     n_units: u32,  // units per row (K / UNIT)
+    split1: u32,   // matmul_rows.wgsl SPLIT3: rows [0, split1) go to y, [split1, split2) to
+    split2: u32,   // y2, [split2, n_out) to y3
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -8,23 +8,46 @@
 //! `blk.il.{attn_norm [d], attn_q [d, q], attn_k [d, k], attn_v [d, v], attn_output [q, d],
 //! ffn_norm [d], ffn_gate [d, f], ffn_up [d, f], ffn_down [f, d]}.weight`, plus
 //! `attn_{q,k,v}.bias` (qwen2) and `attn_{q,k}_norm.weight [head_dim]` (qwen3).
+//!
+//! On CPU drivers the target model's q, k and v projections are uploaded stacked into one
+//! weight ([`Qkv::Stacked`]) when their types allow it, so a layer runs them as one dispatch.
 
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::gpu::buffers::create_storage_init;
 use crate::gpu::GpuContext;
-use crate::kernels::matmul::GpuWeight;
+use crate::kernels::matmul::{
+    binding_limit, device_bytes, glu_epilogue, split_plan, Family, GpuWeight,
+};
 use crate::quant;
 use crate::{Error, Result};
 
 use super::hparams::{Arch, Hparams};
 
+/// The q, k and v projections of a layer.
+#[derive(Debug, Clone)]
+pub enum Qkv {
+    /// Three weights (GPU families, drafters, mixed types).
+    Separate {
+        wq: GpuWeight,
+        wk: GpuWeight,
+        wv: GpuWeight,
+    },
+    /// One weight `[d, q + k + v]` whose rows are q's, then k's, then v's (`blk.il.attn_qkv`),
+    /// run as one dispatch writing q, k and v (`MatmulIo::split`): on CPU drivers a dispatch is
+    /// a fixed cost (the separate k and v projections took 6 ms of a 40 ms decode step on
+    /// lavapipe). Its buffer takes exactly the bytes the memory plan gives the three weights.
+    Stacked {
+        w: GpuWeight,
+        q_rows: u32,
+        k_rows: u32,
+    },
+}
+
 /// One layer's weights (cloning shares the device buffers).
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
     pub attn_norm: wgpu::Buffer,
-    pub wq: GpuWeight,
-    pub wk: GpuWeight,
-    pub wv: GpuWeight,
+    pub qkv: Qkv,
     pub wo: GpuWeight,
     /// qwen2: `[q]`, `[k]`, `[v]`.
     pub bias_qkv: Option<[wgpu::Buffer; 3]>,
@@ -50,6 +73,20 @@ pub struct ModelWeights {
     pub allocations: Vec<(String, u64)>,
 }
 
+impl LayerWeights {
+    /// The separate q, k and v weights, or an error naming the layer's stacked weight (only
+    /// the target model stacks them; drafters never do).
+    pub fn separate_qkv(&self) -> Result<[&GpuWeight; 3]> {
+        match &self.qkv {
+            Qkv::Separate { wq, wk, wv } => Ok([wq, wk, wv]),
+            Qkv::Stacked { w, .. } => Err(Error::Usage(format!(
+                "{} holds q, k and v stacked where separate weights were expected",
+                w.name
+            ))),
+        }
+    }
+}
+
 impl ModelWeights {
     /// The LM head: `output.weight`, or `token_embd.weight` when tied.
     pub fn lm_head(&self) -> &GpuWeight {
@@ -63,6 +100,8 @@ pub(crate) struct Loader<'a> {
     file: &'a GgufFile,
     pub allocations: Vec<(String, u64)>,
     bar: indicatif::ProgressBar,
+    /// Stack each layer's q, k and v weights for this family where it can ([`Qkv::Stacked`]).
+    pub stack_qkv: Option<Family>,
 }
 
 fn missing(name: &str) -> Error {
@@ -89,6 +128,7 @@ impl<'a> Loader<'a> {
             file,
             allocations: Vec::new(),
             bar,
+            stack_qkv: None,
         }
     }
 
@@ -138,6 +178,53 @@ impl<'a> Loader<'a> {
         }
     }
 
+    /// The q, k and v weights `names` stacked into one weight `name` when `family` runs one
+    /// dispatch for them (one type and row length, the `matmul_rows.wgsl` epilogues, one split)
+    /// and the stacked layout fits the bytes planned for the three; else `None`. Records the
+    /// three names with their planned bytes, so the allocations still equal the plan.
+    fn stacked_qkv(
+        &mut self,
+        name: &str,
+        names: &[String; 3],
+        family: Family,
+    ) -> Result<Option<Qkv>> {
+        let mut parts = Vec::with_capacity(3);
+        for n in names {
+            parts.push(self.file.tensor_data(n)?);
+        }
+        let (t0, _) = parts[0];
+        let (ty, k) = (t0.ty, t0.row_len());
+        if !glu_epilogue(family, ty) || parts.iter().any(|(t, _)| t.ty != ty || t.row_len() != k) {
+            return Ok(None);
+        }
+        let limits = self.ctx.limits();
+        let rows: Vec<u64> = parts.iter().map(|(t, _)| t.n_rows()).collect();
+        let mut planned = Vec::with_capacity(3);
+        for &n in &rows {
+            planned.push(device_bytes(ty, [k, n], limits)?);
+        }
+        let total_rows: u64 = rows.iter().sum();
+        let binding = binding_limit(limits);
+        let plan = split_plan(ty, [k, total_rows], binding)?;
+        let budget: u64 = planned.iter().sum();
+        if plan.len() != 1 || plan[0].bytes > budget {
+            return Ok(None);
+        }
+        let bytes: Vec<u8> = parts.iter().flat_map(|(_, d)| d.iter().copied()).collect();
+        let w = GpuWeight::upload_padded(self.ctx, name, ty, [k, total_rows], &bytes, budget)?;
+        for ((n, (t, _)), b) in names.iter().zip(&parts).zip(planned) {
+            self.allocations.push((n.clone(), b));
+            self.bar.inc(t.n_bytes);
+        }
+        let to_u32 =
+            |v: u64| u32::try_from(v).map_err(|_| Error::Usage(format!("{name}: {v} rows")));
+        Ok(Some(Qkv::Stacked {
+            w,
+            q_rows: to_u32(rows[0])?,
+            k_rows: to_u32(rows[1])?,
+        }))
+    }
+
     /// Layer `il`'s weights (llama.cpp names, the same in every format).
     pub fn layer(&mut self, il: u32, hp: &Hparams) -> Result<LayerWeights> {
         let p = |s: &str| format!("blk.{il}.{s}");
@@ -160,11 +247,23 @@ impl<'a> Loader<'a> {
         } else {
             None
         };
+        let attn_norm = self.vector(&p("attn_norm.weight"), hp.n_embd)?;
+        let names = ["attn_q.weight", "attn_k.weight", "attn_v.weight"].map(p);
+        let stacked = match self.stack_qkv {
+            Some(family) => self.stacked_qkv(&p("attn_qkv"), &names, family)?,
+            None => None,
+        };
+        let qkv = match stacked {
+            Some(qkv) => qkv,
+            None => Qkv::Separate {
+                wq: self.matrix(&names[0])?,
+                wk: self.matrix(&names[1])?,
+                wv: self.matrix(&names[2])?,
+            },
+        };
         Ok(LayerWeights {
-            attn_norm: self.vector(&p("attn_norm.weight"), hp.n_embd)?,
-            wq: self.matrix(&p("attn_q.weight"))?,
-            wk: self.matrix(&p("attn_k.weight"))?,
-            wv: self.matrix(&p("attn_v.weight"))?,
+            attn_norm,
+            qkv,
             wo: self.matrix(&p("attn_output.weight"))?,
             bias_qkv,
             qk_norm,
@@ -184,6 +283,7 @@ pub fn load(
     progress: bool,
 ) -> Result<ModelWeights> {
     let mut l = Loader::new(ctx, file, progress);
+    l.stack_qkv = Some(Family::for_context(ctx));
     if file.shape_only {
         return Err(Error::Gguf(crate::gguf::GgufError::ShapeOnly {
             tensor: "token_embd.weight".to_string(),

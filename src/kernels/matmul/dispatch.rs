@@ -9,114 +9,17 @@ use crate::gpu::buffers::{create_storage, create_storage_init, create_uniform, r
 use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, submit, Dispatch};
-use crate::kernels::ops::glu::Glu;
 
+use super::epilogue::{glu_epilogue, with_glu, with_split3};
+use super::io::{bad, check_fits, check_io, check_split};
+pub use super::io::{MatmulIo, SplitOut};
 use super::variants::{
-    baseline_variant, embed_variant, glu_epilogue, matmul_variant, uniform_max_tm,
-    uses_rows_kernel, with_glu, workgroup_rows, Family, BATCH_TMS, STAGED_TM, X_WINDOW,
+    baseline_variant, embed_variant, matmul_variant, uniform_max_tm, uses_rows_kernel,
+    workgroup_rows, Family, BATCH_TMS, STAGED_TM, X_WINDOW,
 };
-use super::weights::{GpuWeight, WeightSplit};
+use super::weights::GpuWeight;
 use super::window::{x_window, x_window_columns};
 use super::MatmulParams;
-
-/// Where X `[m, x_stride]` and Y `[m, y_stride]` (f32) live for `Y = X . W^T`.
-#[derive(Debug, Clone, Copy)]
-pub struct MatmulIo<'a> {
-    pub x: &'a wgpu::Buffer,
-    /// First element of X (a multiple of 4).
-    pub x_off: u32,
-    /// Row stride of X in elements (a multiple of 4, at least K).
-    pub x_stride: u32,
-    pub y: &'a wgpu::Buffer,
-    /// First element of Y.
-    pub y_off: u32,
-    /// Row stride of Y in elements (at least N).
-    pub y_stride: u32,
-    /// Columns (tokens).
-    pub m: u32,
-    /// A GLU epilogue: Y = act(gate) * (X . W^T), with the gate projection laid out as Y (only
-    /// where [`glu_epilogue`] holds).
-    pub gate: Option<(Glu, &'a wgpu::Buffer)>,
-}
-
-impl<'a> MatmulIo<'a> {
-    /// Dense X `[m, K]` and Y `[m, N]` at offset 0.
-    pub fn dense(w: &GpuWeight, x: &'a wgpu::Buffer, y: &'a wgpu::Buffer, m: u32) -> Self {
-        MatmulIo {
-            x,
-            x_off: 0,
-            x_stride: w.k,
-            y,
-            y_off: 0,
-            y_stride: w.n,
-            m,
-            gate: None,
-        }
-    }
-
-    /// The params of split `s` of `w` reading this X and writing this Y.
-    fn params(&self, w: &GpuWeight, s: &WeightSplit) -> Result<MatmulParams, GpuError> {
-        Ok(MatmulParams {
-            m: self.m,
-            n_out: self.y_stride,
-            x_stride: self.x_stride,
-            x_off: self.x_off,
-            y_off: self.y_off,
-            ..w.params(s)?
-        })
-    }
-}
-
-fn bad(what: &str, expected: String, actual: String) -> GpuError {
-    GpuError::BadInput {
-        what: what.to_string(),
-        expected,
-        actual,
-    }
-}
-
-/// `off + (rows - 1) * stride + len` elements must fit `buf` (f32 / u32 elements).
-fn check_fits(
-    what: &str,
-    buf: &wgpu::Buffer,
-    off: u32,
-    rows: u32,
-    stride: u32,
-    len: u32,
-) -> Result<(), GpuError> {
-    let need =
-        u64::from(off) + u64::from(rows.saturating_sub(1)) * u64::from(stride) + u64::from(len);
-    if need * 4 > buf.size() {
-        return Err(bad(
-            what,
-            format!("at most {} bytes", buf.size()),
-            format!("{} bytes", need * 4),
-        ));
-    }
-    Ok(())
-}
-
-fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError> {
-    if io.m == 0 {
-        return Ok(());
-    }
-    if io.x_off % 4 != 0 || io.x_stride % 4 != 0 || io.x_stride < w.k {
-        return Err(bad(
-            "matmul X layout",
-            format!("offset and stride multiples of 4, stride >= K = {}", w.k),
-            format!("offset {}, stride {}", io.x_off, io.x_stride),
-        ));
-    }
-    if io.y_stride < w.n {
-        return Err(bad(
-            "matmul Y stride",
-            format!(">= N = {}", w.n),
-            io.y_stride.to_string(),
-        ));
-    }
-    check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
-    check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, w.n)
-}
 
 /// The column tile and staging the default path uses for `m` columns of a `ty` weight: the
 /// smallest tile of [`BATCH_TMS`] holding `m` up to 16 columns; past that the staged
@@ -220,6 +123,10 @@ pub fn matmul_dispatches_with(
         check_fits("matmul GLU gate", gate, io.y_off, io.m, io.y_stride, w.n)?;
         variant = with_glu(variant, glu)?;
     }
+    if let Some(o) = io.split {
+        check_split(family, w, io, &o)?;
+        variant = with_split3(variant)?;
+    }
     let wg_rows = workgroup_rows(family, w.ty, tm, staged);
     let gz = chunk.min(io.m).div_ceil(tm);
     if gz > max_dim {
@@ -257,6 +164,10 @@ pub fn matmul_dispatches_with(
             let mut bindings = vec![s.buffer.as_entire_binding(), x, io.y.as_entire_binding()];
             if let Some((_, gate)) = io.gate {
                 bindings.push(gate.as_entire_binding());
+            }
+            if let Some(o) = io.split {
+                bindings.push(o.y2.as_entire_binding());
+                bindings.push(o.y3.as_entire_binding());
             }
             out.push(one_dispatch_with(
                 ctx,

@@ -11,6 +11,9 @@
 //!   [`device_bytes`] for the memory planner.
 //! - [`weights`]: [`GpuWeight`] (upload = repack + split).
 //! - [`variants`]: kernel [`Family`] per device, shader variants, the registry.
+//! - [`epilogue`]: what `matmul_rows.wgsl` does as it writes (GLU, split output of a stacked
+//!   q | k | v weight) and where it can.
+//! - `io`: [`MatmulIo`] and [`SplitOut`], where X and Y live, and their checks.
 //! - [`dispatch`]: [`Dispatch`](crate::kernels::launch::Dispatch) builders (one per split) and
 //!   run-now helpers.
 //! - `window`: X bound as 64 KiB uniform windows where CPU drivers load it faster.
@@ -21,6 +24,8 @@
 //! `tests/kernels_matmul_invariance.rs`.
 
 pub mod dispatch;
+pub mod epilogue;
+mod io;
 pub mod layout;
 pub mod variants;
 pub mod weights;
@@ -28,11 +33,12 @@ mod window;
 
 pub use dispatch::{
     baseline_dispatches, baseline_now, embed_dispatches, embed_now, matmul_dispatches,
-    matmul_dispatches_with, matmul_now, matmul_now_with, path_for, MatmulIo,
+    matmul_dispatches_with, matmul_now, matmul_now_with, path_for, MatmulIo, SplitOut,
 };
-pub use layout::{device_bytes, split_plan, SplitPlan, SUPPORTED_TYPES};
+pub use epilogue::glu_epilogue;
+pub use layout::{binding_limit, device_bytes, split_plan, SplitPlan, SUPPORTED_TYPES};
 pub use variants::{
-    glu_epilogue, variants, Family, Reduce, BATCH_TMS, SERIAL_INT64, SERIAL_INT64_BCAST, STAGED_TM,
+    variants, Family, Reduce, BATCH_TMS, SERIAL_INT64, SERIAL_INT64_BCAST, STAGED_TM,
 };
 pub use weights::{GpuWeight, WeightSplit};
 
@@ -65,6 +71,11 @@ pub struct MatmulParams {
     pub nb: u32,
     /// Kernel units per row (K / unit).
     pub n_units: u32,
+    /// `matmul_rows.wgsl` with a split output (`SPLIT3`): rows `[0, split1)` go to Y,
+    /// `[split1, split2)` to Y2 and `[split2, N)` to Y3, each `[m, its rows]` (0 otherwise).
+    pub split1: u32,
+    pub split2: u32,
+    pub _pad: [u32; 2],
 }
 
-const _: () = assert!(std::mem::size_of::<MatmulParams>() == 48);
+const _: () = assert!(std::mem::size_of::<MatmulParams>() == 64);

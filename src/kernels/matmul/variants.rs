@@ -11,6 +11,7 @@ use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
 use crate::kernels::ops::glu::Glu;
 use crate::kernels::spec;
 
+use super::epilogue::{glu_epilogue, with_glu, with_split3};
 use super::layout::{layout, SUPPORTED_TYPES};
 
 /// Prefill tile depth in elements (`BK`): a multiple of every unit (4, 32, 64).
@@ -221,27 +222,6 @@ fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError
     Ok((defines, f16))
 }
 
-/// [`MATMUL_BINDINGS`] plus the gate projection (binding 4) of the GLU epilogue.
-pub const MATMUL_BINDINGS_GLU: &[BindingSpec] = &[
-    MATMUL_BINDINGS[0],
-    MATMUL_BINDINGS[1],
-    MATMUL_BINDINGS[2],
-    MATMUL_BINDINGS[3],
-    BindingSpec {
-        group: 0,
-        binding: 4,
-        kind: BindingKind::StorageRead,
-    },
-];
-/// [`MATMUL_BINDINGS_XU`] (X uniform) plus the GLU gate.
-pub const MATMUL_BINDINGS_XU_GLU: &[BindingSpec] = &[
-    MATMUL_BINDINGS_XU[0],
-    MATMUL_BINDINGS_XU[1],
-    MATMUL_BINDINGS_XU[2],
-    MATMUL_BINDINGS_XU[3],
-    MATMUL_BINDINGS_GLU[4],
-];
-
 /// Invocations per workgroup of `matmul_rows.wgsl` (one SIMD group of lavapipe's 256-bit
 /// vectors).
 pub const ROWS_WG: u32 = 8;
@@ -283,34 +263,6 @@ pub fn workgroup_rows(family: Family, ty: GgmlType, tm: u32, staged: bool) -> u3
     } else {
         family.rows
     }
-}
-
-/// Whether every matmul of `ty` in `family` runs `matmul_rows.wgsl` whatever the column count
-/// (so a GLU epilogue, [`with_glu`], is available on every path and keeps batch invariance).
-pub fn glu_epilogue(family: Family, ty: GgmlType) -> bool {
-    family.x_uniform
-        && BATCH_TMS
-            .iter()
-            .filter(|&&tm| tm <= uniform_max_tm(family, ty))
-            .all(|&tm| uses_rows_kernel(family, ty, tm, false))
-}
-
-/// `v` (a `matmul_rows.wgsl` variant) with the GLU epilogue `y = act(gate) * (X . W^T)`.
-pub fn with_glu(mut v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuError> {
-    if v.shader != "matmul_rows" {
-        return Err(GpuError::BadInput {
-            what: format!("GLU epilogue on {} [{}]", v.shader, v.key()),
-            expected: "a matmul_rows variant".to_string(),
-            actual: v.shader.to_string(),
-        });
-    }
-    v.defines.push((glu.define(), String::new()));
-    v.bindings = if v.bindings == MATMUL_BINDINGS_XU {
-        MATMUL_BINDINGS_XU_GLU
-    } else {
-        MATMUL_BINDINGS_GLU
-    };
-    Ok(v)
 }
 
 /// The 32-element block formats `matmul_rows.wgsl` decodes.
@@ -466,6 +418,7 @@ pub fn variants() -> Vec<ShaderVariant> {
                                     for glu in [Glu::Swiglu, Glu::Geglu] {
                                         push(with_glu(v.clone(), glu));
                                     }
+                                    push(with_split3(v.clone()));
                                 }
                             }
                             push(v);

@@ -53,11 +53,28 @@ impl GpuWeight {
         shape: [u64; 2],
         gguf: &[u8],
     ) -> Result<GpuWeight, GpuError> {
+        Self::upload_padded(ctx, name, ty, shape, gguf, 0)
+    }
+
+    /// [`GpuWeight::upload`] with a single split's buffer zero-padded to at least `pad_to`
+    /// bytes (its [`GpuWeight::device_bytes`]): a stacked weight taking exactly the bytes the
+    /// memory plan gave its parts. Ignored when the weight takes several splits.
+    pub fn upload_padded(
+        ctx: &GpuContext,
+        name: &str,
+        ty: GgmlType,
+        shape: [u64; 2],
+        gguf: &[u8],
+        pad_to: u64,
+    ) -> Result<GpuWeight, GpuError> {
         let (l, nb) = check_shape(ty, shape)?;
-        let plan = split_plan(ty, shape, binding_limit(ctx.limits()))?;
+        let mut plan = split_plan(ty, shape, binding_limit(ctx.limits()))?;
+        if let [only] = plan.as_mut_slice() {
+            only.bytes = only.bytes.max(pad_to);
+        }
         let mut splits = Vec::with_capacity(plan.len());
         for (i, p) in plan.iter().enumerate() {
-            let bytes = repack_split(ty, shape, p, gguf)?;
+            let bytes = repack_split(ty, shape, p, gguf)?; // p.bytes long, zero-padded
             let what = format!("weight {name} split {i}");
             let buffer = create_storage_init(ctx, &what, &bytes)?;
             splits.push(WeightSplit {
@@ -101,6 +118,9 @@ impl GpuWeight {
             plane2: s.plane_words[1],
             nb: self.nb,
             n_units: self.k / self.unit,
+            split1: 0,
+            split2: 0,
+            _pad: [0; 2],
         })
     }
 }

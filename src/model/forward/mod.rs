@@ -26,7 +26,9 @@ use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{Attention, FusedAttention};
 use crate::kernels::launch::Dispatch;
-use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
+use crate::kernels::matmul::{
+    embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo, SplitOut,
+};
 use crate::kernels::ops::binary::BinaryOp;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kernels::ops::glu::{Glu, GluOp};
@@ -39,7 +41,7 @@ use crate::{Error, Result};
 pub use build::{rope_config, Buffers, ForwardSpec};
 
 use super::hparams::Hparams;
-use super::weights::ModelWeights;
+use super::weights::{ModelWeights, Qkv};
 
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
 const MATMUL_CACHE: usize = 8;
@@ -162,10 +164,30 @@ impl Forward {
             } else {
                 mm(&lw.up, &b.xn, &b.up)?
             };
+            let [q, k, v] = match &lw.qkv {
+                Qkv::Separate { wq, wk, wv } => [
+                    mm(wq, &b.xn, &b.q)?,
+                    mm(wk, &b.xn, &b.k)?,
+                    mm(wv, &b.xn, &b.v)?,
+                ],
+                Qkv::Stacked { w, q_rows, k_rows } => {
+                    let io = MatmulIo {
+                        split: Some(SplitOut {
+                            y2: &b.k,
+                            y3: &b.v,
+                            split1: *q_rows,
+                            split2: q_rows + k_rows,
+                        }),
+                        ..MatmulIo::dense(w, &b.xn, &b.q, m)
+                    };
+                    let one = matmul_dispatches(ctx, self.family, w, &io)?;
+                    [one, Vec::new(), Vec::new()]
+                }
+            };
             layers.push([
-                mm(&lw.wq, &b.xn, &b.q)?,
-                mm(&lw.wk, &b.xn, &b.k)?,
-                mm(&lw.wv, &b.xn, &b.v)?,
+                q,
+                k,
+                v,
                 mm(&lw.wo, &b.attn, &b.xn)?,
                 mm(&lw.gate, &b.xn, &b.gate)?,
                 up,
@@ -183,6 +205,7 @@ impl Forward {
             y_stride: head.n,
             m: n_logits,
             gate: None,
+            split: None,
         };
         Ok(MatmulSet {
             embed: embed_dispatches(ctx, &self.weights.token_embd, &b.tokens, 0, m, &b.x, 0)?,

@@ -185,8 +185,9 @@ impl Inject {
         };
         let mut out = vec![mm(fc, &self.taps, &self.g)?];
         for lw in &model.layers {
-            out.push(mm(&lw.wk, &self.g, &self.k)?);
-            out.push(mm(&lw.wv, &self.g, &self.v)?);
+            let [_, wk, wv] = lw.separate_qkv()?;
+            out.push(mm(wk, &self.g, &self.k)?);
+            out.push(mm(wv, &self.g, &self.v)?);
         }
         Ok(out)
     }

@@ -167,6 +167,7 @@ impl Dspark {
                     y_stride: hp.n_vocab,
                     m: 1,
                     gate: None,
+                    split: None,
                 };
                 markov.push(SlotMarkov {
                     gather: embed_dispatches(ctx, w1, &out, j, 1, e, j * r)?,

@@ -120,9 +120,10 @@ pub fn load(
     let mut layers = Vec::with_capacity(hp.n_layer as usize);
     for il in 0..hp.n_layer {
         let lw = l.layer(il, hp)?;
-        expect(&lw.wq, d, hp.q_dim())?;
-        expect(&lw.wk, d, hp.k_dim())?;
-        expect(&lw.wv, d, hp.v_dim())?;
+        let [wq, wk, wv] = lw.separate_qkv()?;
+        expect(wq, d, hp.q_dim())?;
+        expect(wk, d, hp.k_dim())?;
+        expect(wv, d, hp.v_dim())?;
         expect(&lw.wo, hp.n_head * hp.head_dim_v, d)?;
         expect(&lw.gate, d, hp.n_ff)?;
         expect(&lw.up, d, hp.n_ff)?;

@@ -1,0 +1,105 @@
+//! The epilogues of `matmul_rows.wgsl` (CPU-driver families): the GLU `y = act(gate) * (X .
+//! W^T)` ([`with_glu`]) and the split output of a stacked q | k | v weight ([`with_split3`]),
+//! their bindings, and where they exist ([`glu_epilogue`]).
+
+use crate::gguf::GgmlType;
+use crate::gpu::{BindingKind, BindingSpec, GpuError, ShaderVariant};
+use crate::kernels::ops::glu::Glu;
+
+use super::variants::{
+    uniform_max_tm, uses_rows_kernel, Family, BATCH_TMS, MATMUL_BINDINGS, MATMUL_BINDINGS_XU,
+};
+
+/// [`MATMUL_BINDINGS`] plus the gate projection (binding 4) of the GLU epilogue.
+pub const MATMUL_BINDINGS_GLU: &[BindingSpec] = &[
+    MATMUL_BINDINGS[0],
+    MATMUL_BINDINGS[1],
+    MATMUL_BINDINGS[2],
+    MATMUL_BINDINGS[3],
+    BindingSpec {
+        group: 0,
+        binding: 4,
+        kind: BindingKind::StorageRead,
+    },
+];
+/// [`MATMUL_BINDINGS_XU`] (X uniform) plus the GLU gate.
+pub const MATMUL_BINDINGS_XU_GLU: &[BindingSpec] = &[
+    MATMUL_BINDINGS_XU[0],
+    MATMUL_BINDINGS_XU[1],
+    MATMUL_BINDINGS_XU[2],
+    MATMUL_BINDINGS_XU[3],
+    MATMUL_BINDINGS_GLU[4],
+];
+
+/// [`MATMUL_BINDINGS`] plus Y2 and Y3 (bindings 4, 5) of the split output (`SPLIT3`).
+pub const MATMUL_BINDINGS_SPLIT3: &[BindingSpec] = &[
+    MATMUL_BINDINGS[0],
+    MATMUL_BINDINGS[1],
+    MATMUL_BINDINGS[2],
+    MATMUL_BINDINGS[3],
+    BindingSpec {
+        group: 0,
+        binding: 4,
+        kind: BindingKind::StorageReadWrite,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 5,
+        kind: BindingKind::StorageReadWrite,
+    },
+];
+/// [`MATMUL_BINDINGS_XU`] (X uniform) plus Y2 and Y3.
+pub const MATMUL_BINDINGS_XU_SPLIT3: &[BindingSpec] = &[
+    MATMUL_BINDINGS_XU[0],
+    MATMUL_BINDINGS_XU[1],
+    MATMUL_BINDINGS_XU[2],
+    MATMUL_BINDINGS_XU[3],
+    MATMUL_BINDINGS_SPLIT3[4],
+    MATMUL_BINDINGS_SPLIT3[5],
+];
+
+/// Whether every matmul of `ty` in `family` runs `matmul_rows.wgsl` whatever the column count
+/// (so its epilogues, the GLU of [`with_glu`] and the split output of [`with_split3`], are
+/// available on every path and keep batch invariance).
+pub fn glu_epilogue(family: Family, ty: GgmlType) -> bool {
+    family.x_uniform
+        && BATCH_TMS
+            .iter()
+            .filter(|&&tm| tm <= uniform_max_tm(family, ty))
+            .all(|&tm| uses_rows_kernel(family, ty, tm, false))
+}
+
+/// `v` (a `matmul_rows.wgsl` variant) with the GLU epilogue `y = act(gate) * (X . W^T)`.
+pub fn with_glu(v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuError> {
+    let bindings = [MATMUL_BINDINGS_GLU, MATMUL_BINDINGS_XU_GLU];
+    with_epilogue(v, "GLU", glu.define(), bindings)
+}
+
+/// `v` (a `matmul_rows.wgsl` variant) with the split output (`SPLIT3`).
+pub fn with_split3(v: ShaderVariant) -> Result<ShaderVariant, GpuError> {
+    let bindings = [MATMUL_BINDINGS_SPLIT3, MATMUL_BINDINGS_XU_SPLIT3];
+    with_epilogue(v, "split-output", "SPLIT3", bindings)
+}
+
+/// `v` with an epilogue `define` and its extra bindings (`[X in storage, X uniform]`).
+fn with_epilogue(
+    mut v: ShaderVariant,
+    what: &str,
+    define: &'static str,
+    [storage, uniform]: [&'static [BindingSpec]; 2],
+) -> Result<ShaderVariant, GpuError> {
+    if v.shader != "matmul_rows" {
+        return Err(GpuError::BadInput {
+            what: format!("{what} epilogue on {} [{}]", v.shader, v.key()),
+            expected: "a matmul_rows variant".to_string(),
+            actual: v.shader.to_string(),
+        });
+    }
+    v.defines.push((define, String::new()));
+    v.bindings = if v.bindings == MATMUL_BINDINGS_XU {
+        uniform
+    } else {
+        storage
+    };
+    Ok(v)
+}

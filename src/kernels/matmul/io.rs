@@ -1,0 +1,159 @@
+//! Where a matmul reads X and writes Y ([`MatmulIo`], with the extra buffers of the
+//! `matmul_rows.wgsl` epilogues: the GLU gate and the split output [`SplitOut`]) and the checks
+//! every dispatch builder runs on them, with typed errors naming the values.
+
+use crate::gpu::GpuError;
+use crate::kernels::ops::glu::Glu;
+
+use super::epilogue::glu_epilogue;
+use super::variants::Family;
+use super::weights::{GpuWeight, WeightSplit};
+use super::MatmulParams;
+
+/// Where X `[m, x_stride]` and Y `[m, y_stride]` (f32) live for `Y = X . W^T`.
+#[derive(Debug, Clone, Copy)]
+pub struct MatmulIo<'a> {
+    pub x: &'a wgpu::Buffer,
+    /// First element of X (a multiple of 4).
+    pub x_off: u32,
+    /// Row stride of X in elements (a multiple of 4, at least K).
+    pub x_stride: u32,
+    pub y: &'a wgpu::Buffer,
+    /// First element of Y.
+    pub y_off: u32,
+    /// Row stride of Y in elements (at least N).
+    pub y_stride: u32,
+    /// Columns (tokens).
+    pub m: u32,
+    /// A GLU epilogue: Y = act(gate) * (X . W^T), with the gate projection laid out as Y (only
+    /// where [`glu_epilogue`] holds).
+    pub gate: Option<(Glu, &'a wgpu::Buffer)>,
+    /// A split output (only where [`glu_epilogue`] holds, without `gate`, Y at offset 0).
+    pub split: Option<SplitOut<'a>>,
+}
+
+/// Where a split output goes: weight rows `[0, split1)` to Y as `[m, split1]`, rows
+/// `[split1, split2)` to `y2` as `[m, split2 - split1]`, rows `[split2, N)` to `y3` as
+/// `[m, N - split2]` (a stacked q | k | v projection writing q, k and v in one dispatch).
+#[derive(Debug, Clone, Copy)]
+pub struct SplitOut<'a> {
+    pub y2: &'a wgpu::Buffer,
+    pub y3: &'a wgpu::Buffer,
+    pub split1: u32,
+    pub split2: u32,
+}
+
+impl<'a> MatmulIo<'a> {
+    /// Dense X `[m, K]` and Y `[m, N]` at offset 0.
+    pub fn dense(w: &GpuWeight, x: &'a wgpu::Buffer, y: &'a wgpu::Buffer, m: u32) -> Self {
+        MatmulIo {
+            x,
+            x_off: 0,
+            x_stride: w.k,
+            y,
+            y_off: 0,
+            y_stride: w.n,
+            m,
+            gate: None,
+            split: None,
+        }
+    }
+
+    /// The params of split `s` of `w` reading this X and writing this Y.
+    pub(super) fn params(&self, w: &GpuWeight, s: &WeightSplit) -> Result<MatmulParams, GpuError> {
+        Ok(MatmulParams {
+            m: self.m,
+            n_out: self.y_stride,
+            x_stride: self.x_stride,
+            x_off: self.x_off,
+            y_off: self.y_off,
+            split1: self.split.map_or(0, |o| o.split1),
+            split2: self.split.map_or(0, |o| o.split2),
+            ..w.params(s)?
+        })
+    }
+}
+
+pub(super) fn bad(what: &str, expected: String, actual: String) -> GpuError {
+    GpuError::BadInput {
+        what: what.to_string(),
+        expected,
+        actual,
+    }
+}
+
+/// `off + (rows - 1) * stride + len` elements must fit `buf` (f32 / u32 elements).
+pub(super) fn check_fits(
+    what: &str,
+    buf: &wgpu::Buffer,
+    off: u32,
+    rows: u32,
+    stride: u32,
+    len: u32,
+) -> Result<(), GpuError> {
+    let need =
+        u64::from(off) + u64::from(rows.saturating_sub(1)) * u64::from(stride) + u64::from(len);
+    if need * 4 > buf.size() {
+        return Err(bad(
+            what,
+            format!("at most {} bytes", buf.size()),
+            format!("{} bytes", need * 4),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError> {
+    if io.m == 0 {
+        return Ok(());
+    }
+    if io.x_off % 4 != 0 || io.x_stride % 4 != 0 || io.x_stride < w.k {
+        return Err(bad(
+            "matmul X layout",
+            format!("offset and stride multiples of 4, stride >= K = {}", w.k),
+            format!("offset {}, stride {}", io.x_off, io.x_stride),
+        ));
+    }
+    if io.split.is_some() {
+        return check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k); // Y: check_split
+    }
+    if io.y_stride < w.n {
+        return Err(bad(
+            "matmul Y stride",
+            format!(">= N = {}", w.n),
+            io.y_stride.to_string(),
+        ));
+    }
+    check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
+    check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, w.n)
+}
+
+/// A split output needs the `matmul_rows.wgsl` epilogues, no GLU, Y at offset 0, ordered
+/// bounds and room in the three outputs.
+pub(super) fn check_split(
+    family: Family,
+    w: &GpuWeight,
+    io: &MatmulIo<'_>,
+    o: &SplitOut<'_>,
+) -> Result<(), GpuError> {
+    let what = format!("split output of matmul {}", w.name);
+    if !glu_epilogue(family, w.ty) || io.gate.is_some() {
+        return Err(bad(
+            &what,
+            "a block-format weight on a CPU-driver family, no GLU".to_string(),
+            format!("{} on {family:?}, GLU {}", w.ty, io.gate.is_some()),
+        ));
+    }
+    if io.y_off != 0 || o.split1 > o.split2 || o.split2 > w.n {
+        return Err(bad(
+            &what,
+            format!("Y offset 0 and split1 <= split2 <= N = {}", w.n),
+            format!("offset {}, splits {} and {}", io.y_off, o.split1, o.split2),
+        ));
+    }
+    check_fits("matmul split Y", io.y, 0, io.m, o.split1, o.split1)?;
+    let n2 = o.split2 - o.split1;
+    check_fits("matmul split Y2", o.y2, 0, io.m, n2, n2)?;
+    let n3 = w.n - o.split2;
+    check_fits("matmul split Y3", o.y3, 0, io.m, n3, n3)
+}
