@@ -31,6 +31,11 @@
 //   SPLIT3     split output: weight rows [0, split1) go to y, [split1, split2) to y2 (binding
 //              4) and [split2, N) to y3 (binding 5), each [M, its rows] from element 0 (one
 //              dispatch for a stacked q | k | v projection); not with a GLU epilogue
+//   GLU_PAIRED (with SWIGLU or GEGLU, R8) the weight stacks gate and up rows in blocks of 4 * WG:
+//              stacked rows [8 WG b, 8 WG b + 4 WG) are gate rows [4 WG b, 4 WG b + 4 WG), the
+//              next 4 WG the same up rows, so an invocation holds gate and up of its output
+//              rows: y[r] = glu_act(gate . x) * (up . x), no gate binding (one dispatch for both
+//              projections; the gate value is the f32 the gate matmul would have written)
 //   SWIGLU / GEGLU  GLU epilogue: y = glu_act(gate) * (X . W^T) with the gate projection bound
 //              at binding 4 (laid out as y), the same bits as glu.wgsl after the matmul; one
 //              dispatch less per layer
@@ -81,8 +86,10 @@
 
 #ifdef GLU
 #include "common/glu_act.wgsl"
+#ifndef GLU_PAIRED
 // The gate projection, laid out as y: the output is glu_act(gate) * (X . W^T), as glu.wgsl.
 @group(0) @binding(4) var<storage, read> gate: array<f32>;
+#endif
 #endif
 
 // One block of X for each of the TM columns.
@@ -229,13 +236,42 @@ fn put(row: u32, c: u32, v: f32) {
 #else
         let i = params.y_off + c * params.n_out + params.row0 + row;
 #ifdef GLU
+#ifndef GLU_PAIRED
         y[i] = glu_act(gate[i]) * v;
+#endif
 #else
         y[i] = v;
 #endif
 #endif
     }
 }
+
+#ifdef GLU_PAIRED
+// Writes output row `orow` (of n_rows / 2) of column c: glu_act(g) * u.
+fn put_glu(orow: u32, c: u32, g: f32, u: f32) {
+    if (orow < params.n_rows / 2u && c < params.m) {
+        y[params.y_off + c * params.n_out + orow] = glu_act(g) * u;
+    }
+}
+
+// Writes the columns of output row `orow` from its gate and up accumulators.
+fn put_pair(orow: u32, col0: u32, g: RowAcc, u: RowAcc) {
+    put_glu(orow, col0, hsum(g.c0), hsum(u.c0));
+#ifdef TM_2
+    put_glu(orow, col0 + 1u, hsum(g.c1), hsum(u.c1));
+#endif
+#ifdef TM_4
+    put_glu(orow, col0 + 2u, hsum(g.c2), hsum(u.c2));
+    put_glu(orow, col0 + 3u, hsum(g.c3), hsum(u.c3));
+#endif
+#ifdef TM_8
+    put_glu(orow, col0 + 4u, hsum(g.c4), hsum(u.c4));
+    put_glu(orow, col0 + 5u, hsum(g.c5), hsum(u.c5));
+    put_glu(orow, col0 + 6u, hsum(g.c6), hsum(u.c6));
+    put_glu(orow, col0 + 7u, hsum(g.c7), hsum(u.c7));
+#endif
+}
+#endif
 
 // Writes the columns of row `row`.
 fn put_row(row: u32, col0: u32, a: RowAcc) {
@@ -314,6 +350,14 @@ fn main(
     }
 #endif
 
+#ifdef GLU_PAIRED
+    // Rows row + j WG (j < 4) are gate rows, row + (j + 4) WG the same up rows.
+    let orow = (wid.y * nwg.x + wid.x) * (4u * WG) + lid;
+    put_pair(orow, col0, a0, a4);
+    put_pair(orow + WG, col0, a1, a5);
+    put_pair(orow + 2u * WG, col0, a2, a6);
+    put_pair(orow + 3u * WG, col0, a3, a7);
+#else
     put_row(row, col0, a0);
     put_row(row + WG, col0, a1);
     put_row(row + 2u * WG, col0, a2);
@@ -323,5 +367,6 @@ fn main(
     put_row(row + 5u * WG, col0, a5);
     put_row(row + 6u * WG, col0, a6);
     put_row(row + 7u * WG, col0, a7);
+#endif
 #endif
 }

@@ -2,7 +2,8 @@
 //! weight whose rows are three weights stacked (q | k | v) writes each part to its own buffer
 //! with the bits of the three separate matmuls, for every block format, paired and unpaired
 //! rows, mat-vec and batches, on every CPU-driver family; and bad split requests are typed
-//! errors.
+//! errors. Also the paired GLU (`GLU_PAIRED`, `MatmulIo::paired`): gate and up rows stacked
+//! in blocks, one dispatch, the bits of the gate matmul, the up matmul and `glu.wgsl`.
 
 mod common;
 #[path = "kernels_matmul_data.rs"]
@@ -13,10 +14,12 @@ use data::{assert_bits, random_f32, random_weight};
 use flint::gguf::GgmlType;
 use flint::gpu::GpuContext;
 use flint::kernels::launch::submit;
+use flint::kernels::matmul::dispatch::GLU_PAIR_ROWS;
 use flint::kernels::matmul::{
     glu_epilogue, matmul_dispatches, matmul_now, Family, GpuWeight, MatmulIo, SplitOut,
     SERIAL_INT64, SERIAL_INT64_BCAST,
 };
+use flint::kernels::ops::glu::{glu_on_gpu, Glu};
 
 /// Rows of the three stacked parts (split boundaries off the 32-row workgroups).
 const PARTS: [usize; 3] = [37, 13, 11];
@@ -123,5 +126,64 @@ fn bad_split_requests_are_typed_errors() {
     let err = run(SERIAL_INT64, io(s)).unwrap_err();
     assert!(err.to_string().contains("Y2"), "{err}");
     assert!(run(SERIAL_INT64, io(split(10, 20))).is_ok());
+    assert_clean(&ctx);
+}
+
+/// Gate and up weights `[k, n]` stacked as the paired GLU reads them: per block of
+/// `GLU_PAIR_ROWS` rows, the gate rows then the same up rows.
+fn pair_rows(gate: &[u8], up: &[u8], n: usize) -> Vec<u8> {
+    let row = gate.len() / n;
+    let blk = GLU_PAIR_ROWS as usize * row;
+    let mut out = Vec::with_capacity(2 * gate.len());
+    for (g, u) in gate.chunks(blk).zip(up.chunks(blk)) {
+        out.extend_from_slice(g);
+        out.extend_from_slice(u);
+    }
+    out
+}
+
+#[test]
+fn paired_glu_matches_gate_up_and_glu_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    let n = 2 * GLU_PAIR_ROWS as usize;
+    for (i, ty) in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0]
+        .into_iter()
+        .enumerate()
+    {
+        for k in [160, 192] {
+            let seed = 90 * i as u64 + k as u64;
+            let gate = random_weight(ty, k, n, seed, true);
+            let up = random_weight(ty, k, n, seed + 1, true);
+            let shape = |rows: usize| [k as u64, rows as u64];
+            let wg = GpuWeight::upload(&ctx, "gate", ty, shape(n), &gate).unwrap();
+            let wu = GpuWeight::upload(&ctx, "up", ty, shape(n), &up).unwrap();
+            let stacked = pair_rows(&gate, &up, n);
+            let wp = GpuWeight::upload(&ctx, "gate_up", ty, shape(2 * n), &stacked).unwrap();
+            let x = random_f32(64 * k, seed + 2);
+            for family in [Family::SERIAL, SERIAL_INT64_BCAST] {
+                for m in [1, 5, 64] {
+                    let xm = &x[..m * k];
+                    let g = matmul_now(&ctx, family, &wg, xm, m as u32).unwrap();
+                    let u = matmul_now(&ctx, family, &wu, xm, m as u32).unwrap();
+                    for kind in [Glu::Swiglu, Glu::Geglu] {
+                        let want = glu_on_gpu(&ctx, kind, &g, &u).unwrap();
+                        let xb = upload_f32(&ctx, "x", xm);
+                        let yb = zeros_f32(&ctx, "y", m * n);
+                        let io = MatmulIo {
+                            paired: Some(kind),
+                            y_stride: n as u32,
+                            ..MatmulIo::dense(&wp, &xb, &yb, m as u32)
+                        };
+                        let list = matmul_dispatches(&ctx, family, &wp, &io).unwrap();
+                        submit(&ctx, "paired glu", &list.iter().collect::<Vec<_>>()).unwrap();
+                        let got = read_f32(&ctx, &yb, m * n);
+                        let what = format!("{ty} {family:?} K={k} M={m} {kind:?}");
+                        assert_bits(&what, &got, &want);
+                    }
+                }
+            }
+        }
+    }
     assert_clean(&ctx);
 }

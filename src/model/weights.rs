@@ -10,11 +10,13 @@
 //! `attn_{q,k,v}.bias` (qwen2) and `attn_{q,k}_norm.weight [head_dim]` (qwen3).
 //!
 //! On CPU drivers the target model's q, k and v projections are uploaded stacked into one
-//! weight ([`Qkv::Stacked`]) when their types allow it, so a layer runs them as one dispatch.
+//! weight ([`Qkv::Stacked`]), and its gate and up projections paired into one
+//! ([`GateUp::Paired`]), when their types allow it, so a layer runs each group as one dispatch.
 
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::gpu::buffers::create_storage_init;
 use crate::gpu::GpuContext;
+use crate::kernels::matmul::dispatch::GLU_PAIR_ROWS;
 use crate::kernels::matmul::{
     binding_limit, device_bytes, glu_epilogue, split_plan, Family, GpuWeight,
 };
@@ -43,6 +45,18 @@ pub enum Qkv {
     },
 }
 
+/// The gate and up projections of a layer's FFN.
+#[derive(Debug, Clone)]
+pub enum GateUp {
+    /// Two weights (GPU families, drafters, mixed types).
+    Separate { gate: GpuWeight, up: GpuWeight },
+    /// One weight `[d, 2 f]` (`blk.il.ffn_gate_up`): blocks of [`GLU_PAIR_ROWS`] gate rows, each
+    /// followed by the same up rows, run as one dispatch writing act(gate) * up
+    /// (`MatmulIo::paired`, CPU drivers; the gate projection's dispatch saved). Its buffer takes
+    /// exactly the bytes the memory plan gives the two weights.
+    Paired(GpuWeight),
+}
+
 /// One layer's weights (cloning shares the device buffers).
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
@@ -54,8 +68,7 @@ pub struct LayerWeights {
     /// qwen3: `[head_dim]` each.
     pub qk_norm: Option<[wgpu::Buffer; 2]>,
     pub ffn_norm: wgpu::Buffer,
-    pub gate: GpuWeight,
-    pub up: GpuWeight,
+    pub ffn: GateUp,
     pub down: GpuWeight,
 }
 
@@ -85,6 +98,18 @@ impl LayerWeights {
             ))),
         }
     }
+
+    /// The separate gate and up weights, or an error naming the paired weight (as
+    /// [`LayerWeights::separate_qkv`]).
+    pub fn separate_gate_up(&self) -> Result<[&GpuWeight; 2]> {
+        match &self.ffn {
+            GateUp::Separate { gate, up } => Ok([gate, up]),
+            GateUp::Paired(w) => Err(Error::Usage(format!(
+                "{} holds gate and up paired where separate weights were expected",
+                w.name
+            ))),
+        }
+    }
 }
 
 impl ModelWeights {
@@ -100,8 +125,9 @@ pub(crate) struct Loader<'a> {
     file: &'a GgufFile,
     pub allocations: Vec<(String, u64)>,
     bar: indicatif::ProgressBar,
-    /// Stack each layer's q, k and v weights for this family where it can ([`Qkv::Stacked`]).
-    pub stack_qkv: Option<Family>,
+    /// Stack each layer's q, k and v weights, and pair its gate and up weights, for this family
+    /// where it can ([`Qkv::Stacked`], [`GateUp::Paired`]).
+    pub stack: Option<Family>,
 }
 
 fn missing(name: &str) -> Error {
@@ -128,7 +154,7 @@ impl<'a> Loader<'a> {
             file,
             allocations: Vec::new(),
             bar,
-            stack_qkv: None,
+            stack: None,
         }
     }
 
@@ -178,51 +204,60 @@ impl<'a> Loader<'a> {
         }
     }
 
-    /// The q, k and v weights `names` stacked into one weight `name` when `family` runs one
-    /// dispatch for them (one type and row length, the `matmul_rows.wgsl` epilogues, one split)
-    /// and the stacked layout fits the bytes planned for the three; else `None`. Records the
-    /// three names with their planned bytes, so the allocations still equal the plan.
-    fn stacked_qkv(
+    /// The weights `names` stacked into one weight `name` when `family` runs them as one
+    /// dispatch (one type and row length, the `matmul_rows.wgsl` epilogues, one split) and the
+    /// stacked layout fits the bytes planned for them; else `None`. Rows one after the other,
+    /// or with `pair` (two weights of equal rows, a multiple of [`GLU_PAIR_ROWS`]) alternating
+    /// blocks of [`GLU_PAIR_ROWS`] rows of each. Records each name with its planned bytes, so
+    /// the allocations still equal the plan (made without the adapter). Returns the rows of
+    /// each part too.
+    fn stacked(
         &mut self,
         name: &str,
-        names: &[String; 3],
+        names: &[String],
         family: Family,
-    ) -> Result<Option<Qkv>> {
-        let mut parts = Vec::with_capacity(3);
+        pair: bool,
+    ) -> Result<Option<(GpuWeight, Vec<u32>)>> {
+        let mut parts = Vec::with_capacity(names.len());
         for n in names {
             parts.push(self.file.tensor_data(n)?);
         }
         let (t0, _) = parts[0];
-        let (ty, k) = (t0.ty, t0.row_len());
-        if !glu_epilogue(family, ty) || parts.iter().any(|(t, _)| t.ty != ty || t.row_len() != k) {
+        let (ty, k, n0) = (t0.ty, t0.row_len(), t0.n_rows());
+        let block = u64::from(GLU_PAIR_ROWS);
+        let paired_ok = !pair || (parts.len() == 2 && n0 % block == 0);
+        let same = |t: &TensorInfo| t.ty == ty && t.row_len() == k && (!pair || t.n_rows() == n0);
+        if !glu_epilogue(family, ty) || !paired_ok || !parts.iter().all(|(t, _)| same(t)) {
             return Ok(None);
         }
         let limits = self.ctx.limits();
         let rows: Vec<u64> = parts.iter().map(|(t, _)| t.n_rows()).collect();
-        let mut planned = Vec::with_capacity(3);
+        let mut planned = Vec::with_capacity(rows.len());
         for &n in &rows {
             planned.push(device_bytes(ty, [k, n], limits)?);
         }
         let total_rows: u64 = rows.iter().sum();
-        let binding = binding_limit(limits);
-        let plan = split_plan(ty, [k, total_rows], binding)?;
+        let plan = split_plan(ty, [k, total_rows], binding_limit(limits))?;
         let budget: u64 = planned.iter().sum();
         if plan.len() != 1 || plan[0].bytes > budget {
             return Ok(None);
         }
-        let bytes: Vec<u8> = parts.iter().flat_map(|(_, d)| d.iter().copied()).collect();
+        let bytes: Vec<u8> = if pair {
+            let blk = usize::try_from(block * (t0.n_bytes / n0)).unwrap_or(usize::MAX);
+            let (g, u) = (parts[0].1.chunks(blk), parts[1].1.chunks(blk));
+            g.zip(u)
+                .flat_map(|(g, u)| g.iter().chain(u).copied())
+                .collect()
+        } else {
+            parts.iter().flat_map(|(_, d)| d.iter().copied()).collect()
+        };
         let w = GpuWeight::upload_padded(self.ctx, name, ty, [k, total_rows], &bytes, budget)?;
         for ((n, (t, _)), b) in names.iter().zip(&parts).zip(planned) {
             self.allocations.push((n.clone(), b));
             self.bar.inc(t.n_bytes);
         }
-        let to_u32 =
-            |v: u64| u32::try_from(v).map_err(|_| Error::Usage(format!("{name}: {v} rows")));
-        Ok(Some(Qkv::Stacked {
-            w,
-            q_rows: to_u32(rows[0])?,
-            k_rows: to_u32(rows[1])?,
-        }))
+        let rows = rows.iter().map(|&r| u32::try_from(r).unwrap_or(u32::MAX));
+        Ok(Some((w, rows.collect())))
     }
 
     /// Layer `il`'s weights (llama.cpp names, the same in every format).
@@ -249,27 +284,44 @@ impl<'a> Loader<'a> {
         };
         let attn_norm = self.vector(&p("attn_norm.weight"), hp.n_embd)?;
         let names = ["attn_q.weight", "attn_k.weight", "attn_v.weight"].map(p);
-        let stacked = match self.stack_qkv {
-            Some(family) => self.stacked_qkv(&p("attn_qkv"), &names, family)?,
+        let stacked = match self.stack {
+            Some(family) => self.stacked(&p("attn_qkv"), &names, family, false)?,
             None => None,
         };
         let qkv = match stacked {
-            Some(qkv) => qkv,
+            Some((w, rows)) => Qkv::Stacked {
+                w,
+                q_rows: rows[0],
+                k_rows: rows[1],
+            },
             None => Qkv::Separate {
                 wq: self.matrix(&names[0])?,
                 wk: self.matrix(&names[1])?,
                 wv: self.matrix(&names[2])?,
             },
         };
+        let wo = self.matrix(&p("attn_output.weight"))?;
+        let ffn_norm = self.vector(&p("ffn_norm.weight"), hp.n_embd)?;
+        let names = ["ffn_gate.weight", "ffn_up.weight"].map(p);
+        let paired = match self.stack {
+            Some(family) => self.stacked(&p("ffn_gate_up"), &names, family, true)?,
+            None => None,
+        };
+        let ffn = match paired {
+            Some((w, _)) => GateUp::Paired(w),
+            None => GateUp::Separate {
+                gate: self.matrix(&names[0])?,
+                up: self.matrix(&names[1])?,
+            },
+        };
         Ok(LayerWeights {
             attn_norm,
             qkv,
-            wo: self.matrix(&p("attn_output.weight"))?,
+            wo,
             bias_qkv,
             qk_norm,
-            ffn_norm: self.vector(&p("ffn_norm.weight"), hp.n_embd)?,
-            gate: self.matrix(&p("ffn_gate.weight"))?,
-            up: self.matrix(&p("ffn_up.weight"))?,
+            ffn_norm,
+            ffn,
             down: self.matrix(&p("ffn_down.weight"))?,
         })
     }
@@ -283,7 +335,7 @@ pub fn load(
     progress: bool,
 ) -> Result<ModelWeights> {
     let mut l = Loader::new(ctx, file, progress);
-    l.stack_qkv = Some(Family::for_context(ctx));
+    l.stack = Some(Family::for_context(ctx));
     if file.shape_only {
         return Err(Error::Gguf(crate::gguf::GgufError::ShapeOnly {
             tensor: "token_embd.weight".to_string(),

@@ -10,8 +10,9 @@ use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, submit, Dispatch};
 
-use super::epilogue::{glu_epilogue, with_glu, with_split3};
-use super::io::{bad, check_fits, check_io, check_split};
+pub use super::epilogue::GLU_PAIR_ROWS;
+use super::epilogue::{glu_epilogue, with_glu, with_glu_paired, with_split3};
+use super::io::{bad, check_fits, check_io, check_paired, check_split};
 pub use super::io::{MatmulIo, SplitOut};
 use super::variants::{
     baseline_variant, embed_variant, matmul_variant, uniform_max_tm, uses_rows_kernel,
@@ -127,7 +128,12 @@ pub fn matmul_dispatches_with(
         check_split(family, w, io, &o)?;
         variant = with_split3(variant)?;
     }
-    let wg_rows = workgroup_rows(family, w.ty, tm, staged);
+    let mut wg_rows = workgroup_rows(family, w.ty, tm, staged);
+    if let Some(glu) = io.paired {
+        check_paired(family, w, io)?;
+        variant = with_glu_paired(variant, glu)?;
+        wg_rows = 2 * GLU_PAIR_ROWS; // 8 rows per invocation
+    }
     let gz = chunk.min(io.m).div_ceil(tm);
     if gz > max_dim {
         return Err(GpuError::DispatchTooLarge {

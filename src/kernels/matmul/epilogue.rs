@@ -8,6 +8,7 @@ use crate::kernels::ops::glu::Glu;
 
 use super::variants::{
     uniform_max_tm, uses_rows_kernel, Family, BATCH_TMS, MATMUL_BINDINGS, MATMUL_BINDINGS_XU,
+    ROWS_WG,
 };
 
 /// [`MATMUL_BINDINGS`] plus the gate projection (binding 4) of the GLU epilogue.
@@ -73,6 +74,22 @@ pub fn glu_epilogue(family: Family, ty: GgmlType) -> bool {
 pub fn with_glu(v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuError> {
     let bindings = [MATMUL_BINDINGS_GLU, MATMUL_BINDINGS_XU_GLU];
     with_epilogue(v, "GLU", glu.define(), bindings)
+}
+
+/// Rows of each gate and each up block of a paired gate/up weight (`GLU_PAIRED`): half the rows
+/// of a workgroup with 8 rows per invocation.
+pub const GLU_PAIR_ROWS: u32 = 4 * ROWS_WG;
+
+/// `v` (a `matmul_rows.wgsl` variant) over a paired gate/up weight with the GLU `glu`: 8 rows
+/// per invocation whatever the tile, no gate binding.
+pub fn with_glu_paired(v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuError> {
+    let bindings = [MATMUL_BINDINGS, MATMUL_BINDINGS_XU];
+    let mut v = with_epilogue(v, "paired GLU", glu.define(), bindings)?;
+    v.defines.push(("GLU_PAIRED", String::new()));
+    if !v.defines.iter().any(|(d, _)| *d == "R8") {
+        v.defines.push(("R8", String::new()));
+    }
+    Ok(v)
 }
 
 /// `v` (a `matmul_rows.wgsl` variant) with the split output (`SPLIT3`).

@@ -5,7 +5,7 @@
 use crate::gpu::GpuError;
 use crate::kernels::ops::glu::Glu;
 
-use super::epilogue::glu_epilogue;
+use super::epilogue::{glu_epilogue, GLU_PAIR_ROWS};
 use super::variants::Family;
 use super::weights::{GpuWeight, WeightSplit};
 use super::MatmulParams;
@@ -30,6 +30,9 @@ pub struct MatmulIo<'a> {
     pub gate: Option<(Glu, &'a wgpu::Buffer)>,
     /// A split output (only where [`glu_epilogue`] holds, without `gate`, Y at offset 0).
     pub split: Option<SplitOut<'a>>,
+    /// The weight pairs gate and up rows in blocks of [`GLU_PAIR_ROWS`] (N = 2 × the FFN width,
+    /// one split): Y `[m, N / 2]` = act(gate) * up (only where [`glu_epilogue`] holds).
+    pub paired: Option<Glu>,
 }
 
 /// Where a split output goes: weight rows `[0, split1)` to Y as `[m, split1]`, rows
@@ -56,6 +59,7 @@ impl<'a> MatmulIo<'a> {
             m,
             gate: None,
             split: None,
+            paired: None,
         }
     }
 
@@ -117,6 +121,18 @@ pub(super) fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError>
     if io.split.is_some() {
         return check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k); // Y: check_split
     }
+    if io.paired.is_some() {
+        check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
+        let n = w.n / 2;
+        if io.y_stride < n {
+            return Err(bad(
+                "matmul paired GLU Y stride",
+                format!(">= N / 2 = {n}"),
+                io.y_stride.to_string(),
+            ));
+        }
+        return check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, n);
+    }
     if io.y_stride < w.n {
         return Err(bad(
             "matmul Y stride",
@@ -156,4 +172,29 @@ pub(super) fn check_split(
     check_fits("matmul split Y2", o.y2, 0, io.m, n2, n2)?;
     let n3 = w.n - o.split2;
     check_fits("matmul split Y3", o.y3, 0, io.m, n3, n3)
+}
+
+/// A paired gate/up weight needs the `matmul_rows.wgsl` epilogues, no other epilogue, one split
+/// and whole blocks of [`GLU_PAIR_ROWS`] gate and up rows.
+pub(super) fn check_paired(
+    family: Family,
+    w: &GpuWeight,
+    io: &MatmulIo<'_>,
+) -> Result<(), GpuError> {
+    let what = format!("paired GLU of matmul {}", w.name);
+    if !glu_epilogue(family, w.ty) || io.gate.is_some() || io.split.is_some() {
+        return Err(bad(
+            &what,
+            "a block-format weight on a CPU-driver family, no other epilogue".to_string(),
+            format!("{} on {family:?}", w.ty),
+        ));
+    }
+    if w.splits.len() != 1 || w.n % (2 * GLU_PAIR_ROWS) != 0 {
+        return Err(bad(
+            &what,
+            format!("one split, rows a multiple of {}", 2 * GLU_PAIR_ROWS),
+            format!("{} splits, {} rows", w.splits.len(), w.n),
+        ));
+    }
+    Ok(())
 }

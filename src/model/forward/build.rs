@@ -22,7 +22,7 @@ use crate::kv_cache::KvCache;
 use crate::memory::alloc::Allocator;
 use crate::memory::RunParams;
 use crate::model::hparams::Hparams;
-use crate::model::weights::ModelWeights;
+use crate::model::weights::{GateUp, ModelWeights};
 use crate::Result;
 
 use super::rope_store::{RopeStore, SplitOps};
@@ -298,7 +298,7 @@ impl Forward {
                 attn_decode,
                 attn_multi,
                 ffn_norm: add_norm(&lw.ffn_norm)?,
-                glu: if glu_epilogue(family, lw.up.ty) {
+                glu: if glu_applied(family, &lw.ffn) {
                     None
                 } else {
                     let n = max_rows * hp.n_ff;
@@ -335,5 +335,14 @@ impl Forward {
             taps: Vec::new(),
             rope_freqs: freqs,
         })
+    }
+}
+
+/// Whether the up projection applies the GLU itself (paired gate/up weights, or the
+/// `matmul_rows.wgsl` epilogue for the up weight's type), so no GLU op is built.
+fn glu_applied(family: Family, ffn: &GateUp) -> bool {
+    match ffn {
+        GateUp::Paired(_) => true,
+        GateUp::Separate { up, .. } => glu_epilogue(family, up.ty),
     }
 }

@@ -13,11 +13,14 @@
 //! LM head, and the argmax of each logits row. Every buffer is created from the memory plan.
 //! Each `x += xn` runs inside the norm that follows it (`RmsNorm::add_then_norm`: one dispatch,
 //! the same bits), the last one inside the output norm. On CPU drivers the GLU runs inside the
-//! up projection; with f16 caches RoPE and the KV store are one dispatch (the same bits again).
+//! up projection, and the q, k, v projections (stacked weight) and the gate and up projections
+//! (paired weight) are one dispatch each (`projections`); with f16 caches RoPE and the KV store
+//! are one dispatch (the same bits again).
 //! Ops are built once for the plan's largest batch and resized per step; matmul dispatches
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
 mod build;
+mod projections;
 mod rope_store;
 
 use std::collections::HashMap;
@@ -26,12 +29,10 @@ use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{Attention, FusedAttention};
 use crate::kernels::launch::Dispatch;
-use crate::kernels::matmul::{
-    embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo, SplitOut,
-};
+use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::binary::BinaryOp;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
-use crate::kernels::ops::glu::{Glu, GluOp};
+use crate::kernels::ops::glu::GluOp;
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::select::Select;
 use crate::kv_cache::KvCache;
@@ -39,9 +40,10 @@ pub use crate::memory::alloc::Allocator;
 use crate::{Error, Result};
 
 pub use build::{rope_config, Buffers, ForwardSpec};
+use projections::{gate_up_dispatches, qkv_dispatches};
 
 use super::hparams::Hparams;
-use super::weights::{ModelWeights, Qkv};
+use super::weights::ModelWeights;
 
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
 const MATMUL_CACHE: usize = 8;
@@ -155,41 +157,14 @@ impl Forward {
         };
         let mut layers = Vec::with_capacity(self.weights.layers.len());
         for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
-            let up = if l.glu.is_none() {
-                let io = MatmulIo {
-                    gate: Some((Glu::Swiglu, &b.gate)),
-                    ..MatmulIo::dense(&lw.up, &b.xn, &b.glu, m)
-                };
-                matmul_dispatches(ctx, self.family, &lw.up, &io)?
-            } else {
-                mm(&lw.up, &b.xn, &b.up)?
-            };
-            let [q, k, v] = match &lw.qkv {
-                Qkv::Separate { wq, wk, wv } => [
-                    mm(wq, &b.xn, &b.q)?,
-                    mm(wk, &b.xn, &b.k)?,
-                    mm(wv, &b.xn, &b.v)?,
-                ],
-                Qkv::Stacked { w, q_rows, k_rows } => {
-                    let io = MatmulIo {
-                        split: Some(SplitOut {
-                            y2: &b.k,
-                            y3: &b.v,
-                            split1: *q_rows,
-                            split2: q_rows + k_rows,
-                        }),
-                        ..MatmulIo::dense(w, &b.xn, &b.q, m)
-                    };
-                    let one = matmul_dispatches(ctx, self.family, w, &io)?;
-                    [one, Vec::new(), Vec::new()]
-                }
-            };
+            let [q, k, v] = qkv_dispatches(ctx, self.family, &lw.qkv, b, m)?;
+            let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, l.glu.is_none(), b, m)?;
             layers.push([
                 q,
                 k,
                 v,
                 mm(&lw.wo, &b.attn, &b.xn)?,
-                mm(&lw.gate, &b.xn, &b.gate)?,
+                gate,
                 up,
                 mm(&lw.down, &b.glu, &b.xn)?,
             ]);
@@ -206,6 +181,7 @@ impl Forward {
             m: n_logits,
             gate: None,
             split: None,
+            paired: None,
         };
         Ok(MatmulSet {
             embed: embed_dispatches(ctx, &self.weights.token_embd, &b.tokens, 0, m, &b.x, 0)?,

@@ -168,6 +168,7 @@ impl Dspark {
                     m: 1,
                     gate: None,
                     split: None,
+                    paired: None,
                 };
                 markov.push(SlotMarkov {
                     gather: embed_dispatches(ctx, w1, &out, j, 1, e, j * r)?,

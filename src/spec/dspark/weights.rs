@@ -125,8 +125,9 @@ pub fn load(
         expect(wk, d, hp.k_dim())?;
         expect(wv, d, hp.v_dim())?;
         expect(&lw.wo, hp.n_head * hp.head_dim_v, d)?;
-        expect(&lw.gate, d, hp.n_ff)?;
-        expect(&lw.up, d, hp.n_ff)?;
+        let [gate, up] = lw.separate_gate_up()?;
+        expect(gate, d, hp.n_ff)?;
+        expect(up, d, hp.n_ff)?;
         expect(&lw.down, hp.n_ff, d)?;
         if lw.qk_norm.is_none() {
             return Err(Error::Usage(format!(
