@@ -235,11 +235,13 @@ fn fused_drafter_block_rows_are_bit_identical_to_decode() {
             check_block(&label, &ctx, ty, (9, 3, 64), 7);
             check_block(&label, &ctx, ty, (32, 8, 128), 7);
         }
-        check_block(&label, &ctx, KvType::F16, (24, 2, 64), 7); // 12 heads per KV head: 2 chunks
-                                                                // 8 rows or more: on lavapipe the f16 cache runs attn_rows.wgsl (a workgroup per
-                                                                // head and 8 rows), with a partial last block of rows.
+        // 12 heads per KV head: 2 chunks.
+        check_block(&label, &ctx, KvType::F16, (24, 2, 64), 7);
+        // On lavapipe the f16 cache runs attn_rows.wgsl (a workgroup per head and 8 rows) from
+        // 7 rows on, with a partial last block of rows, and attn_serial.wgsl below.
         check_block(&label, &ctx, KvType::F16, (9, 3, 64), 11);
         check_block(&label, &ctx, KvType::F16, (32, 8, 128), 8);
+        check_block(&label, &ctx, KvType::F16, (9, 3, 64), 5);
         assert_clean(&ctx);
     }
 }
@@ -304,7 +306,7 @@ fn fused_long_contexts_run_in_passes_with_decode_bits() {
             (KvType::F16, (16, 2, 128), 4608, 3),
             // The default model's shape: on CPU adapters the serial kernel, 7 splits a pass.
             (KvType::F16, (9, 3, 64), 8192, 3),
-            // attn_rows.wgsl (8 rows or more): rows of one block end their splits in different
+            // attn_rows.wgsl (7 rows or more): rows of one block end their splits in different
             // passes (visible 1788..=1796 keys: 7 splits, one pass, or 8 splits, two).
             (KvType::F16, (9, 3, 64), 1796, 9),
             (KvType::F16, (16, 2, 128), 4608, 8),

@@ -16,7 +16,7 @@
 //!   (`shaders/attn_fused.wgsl`). Bit-identical per row to [`attend`].
 //! - [`serial`]: the fused pass's CPU-driver form (`shaders/attn_serial.wgsl`): one invocation
 //!   per (row, head), same contract and bits, chosen on CPU adapters for the f16 cache; and
-//!   its row-block form (`shaders/attn_rows.wgsl`) for steps of 8+ rows where subgroups are 8
+//!   its row-block form (`shaders/attn_rows.wgsl`) for steps of 7+ rows where subgroups are 8
 //!   wide: K/V rows loaded once per workgroup and shared by subgroup broadcast.
 //! - [`oneshot`]: run-now convenience for tests (either path).
 //!

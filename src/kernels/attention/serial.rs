@@ -75,10 +75,12 @@ pub fn use_rows(ctx: &GpuContext, ty: KvType, head_dim: u32) -> bool {
         && head_dim % 64 == 0
 }
 
-/// Query rows from which [`use_rows`] adapters run `attn_rows.wgsl`: one subgroup of rows per
-/// head (below it, the lanes of a workgroup are mostly idle and `attn_serial.wgsl`, one lane
-/// per (row, head), spreads better).
-pub const ROWS_MIN_Q: u32 = SERIAL_WG_SIZE;
+/// Query rows from which [`use_rows`] adapters run `attn_rows.wgsl` (below it the lanes of a
+/// workgroup are mostly idle and `attn_serial.wgsl`, one lane per (row, head), spreads better).
+/// Measured on lavapipe at depth 1000 (`flint bench -p 4,5,6,7 -d 1000 -n 0 -r 2`, two
+/// alternating runs): 4 rows 39.5 → 33–36 t/s and 5 rows 34–43 → 32–36 with this kernel, 6
+/// rows even, 7 rows (a verify batch of γ = 6) 40–44 → 52–56.
+pub const ROWS_MIN_Q: u32 = 7;
 
 /// The `attn_rows.wgsl` variant (f16 cache as 64-bit pairs, subgroups) for `head_dim` dims;
 /// `first` starts from the empty state. Same bits as [`serial_variant`].
