@@ -40,6 +40,7 @@ enable f16;
 #include "common/attn_inputs.wgsl"
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 @group(0) @binding(7) var<storage, read_write> state: array<vec4<u32>>;
+#include "common/attn_row_state.wgsl"
 
 override WG_SIZE: u32 = 8u;
 override FIRST_PASS: bool = true;
@@ -104,16 +105,7 @@ fn main(
 
     var q: array<f32, HEAD_DIM>;
     var acc: array<f32, HEAD_DIM>;
-    for (var i = 0u; i < D; i += 8u) {
-        for (var k = 0u; k < 8u; k++) {
-            q[i + k] = q_in[base + i + k];
-            acc[i + k] = select(out[base + i + k], 0.0, FIRST_PASS);
-        }
-    }
-    var ml = vec2<f32>(ATTN_NEG_BIG, 0.0);
-    if (!FIRST_PASS) {
-        ml = bitcast<vec2<f32>>(state[rec].xy);
-    }
+    var ml = attn_row_start(base, rec, &q, &acc);
 
     var sc: array<f32, 256>; // ATTN_SPLIT
     for (var s = first; s < end; s++) {
@@ -218,23 +210,8 @@ fn main(
             l_s += p;
         }
 
-        if (l_s != 0.0) {
-            let g = attn_fold(ml.x, ml.y, m_s, l_s);
-            for (var i = 0u; i < D; i += 8u) {
-                for (var k = 0u; k < 8u; k++) {
-                    acc[i + k] = fma(acc[i + k], g.z, acc_s[i + k] * g.w);
-                }
-            }
-            ml = g.xy;
-        }
+        ml = attn_row_fold(ml, m_s, l_s, &acc, &acc_s);
     }
 
-    // Save the state, or finish: acc / l.
-    let done = end >= n_splits;
-    for (var i = 0u; i < D; i += 8u) {
-        for (var k = 0u; k < 8u; k++) {
-            out[base + i + k] = select(acc[i + k], attn_finish(acc[i + k], ml.y), done);
-        }
-    }
-    state[rec] = vec4<u32>(bitcast<vec2<u32>>(ml), end, 0u);
+    attn_row_save(base, rec, &acc, ml, end, n_splits); // the state, or acc / l
 }
