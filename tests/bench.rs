@@ -59,6 +59,13 @@ fn check_row(row: &Value, want: (u64, u64, u64)) {
     assert!(u("mem_target_bytes") >= u("model_size"));
     assert!(u("max_storage_binding") > 0);
     assert!(!row["adapter"].as_str().unwrap().is_empty());
+    // The kernel choice for lavapipe (a CPU adapter with subgroups of 8 and 64-bit integers).
+    let kernels = row["kernels"].as_str().unwrap();
+    assert!(
+        kernels.starts_with("matmul 1 lane, rows kernel"),
+        "{kernels}"
+    );
+    assert!(kernels.contains("attention serial"), "{kernels}");
     // gbps only for pure generation; bandwidth_pct only with --bandwidth.
     assert_eq!(row["gbps"].is_number(), want.0 == 0, "{row}");
 }

@@ -19,6 +19,8 @@ use serde_json::{json, Map, Value};
 
 use crate::engine::Engine;
 use crate::gguf::{GgmlType, Gguf};
+use crate::kernels::attention::{serial, KvType};
+use crate::kernels::matmul::Family;
 use crate::memory::Owner;
 use crate::{Error, Result};
 
@@ -311,6 +313,8 @@ pub struct SessionInfo {
     pub adapter: String,
     pub driver: String,
     pub features: Vec<String>,
+    /// The kernels chosen for this adapter, in words (matmul family, multi-row attention).
+    pub kernels: String,
     pub max_storage_binding: u64,
     pub max_buffer_size: u64,
     pub mem_target_bytes: u64,
@@ -320,6 +324,7 @@ pub struct SessionInfo {
 
 impl SessionInfo {
     pub fn from_engine(engine: &Engine, config: RunConfig, model: ModelDesc) -> SessionInfo {
+        let kernels = kernel_choice(engine, &config.type_k);
         let info = engine.ctx.info();
         let driver = if info.driver_info.is_empty() {
             info.driver.clone()
@@ -333,6 +338,7 @@ impl SessionInfo {
             adapter: info.name.clone(),
             driver,
             features: info.features.clone(),
+            kernels,
             max_storage_binding: info.limits.max_storage_buffer_binding_size,
             max_buffer_size: info.limits.max_buffer_size,
             mem_target_bytes: engine.plan.sum(Some(Owner::Target), None),
@@ -340,6 +346,19 @@ impl SessionInfo {
             mem_runtime_bytes: engine.plan.sum(Some(Owner::Runtime), None),
         }
     }
+}
+
+/// The kernels `engine`'s device runs: its matmul family and its multi-row attention over a
+/// `type_k` K cache.
+fn kernel_choice(engine: &Engine, type_k: &str) -> String {
+    let ctx = &engine.ctx;
+    let family = Family::for_context(ctx).describe();
+    let ty = GgmlType::from_name(type_k).and_then(|t| KvType::from_ggml(t).ok());
+    let attn = match ty {
+        Some(ty) => serial::describe(ctx, ty, engine.fwd.hp.head_dim),
+        None => format!("attention over a {type_k} cache"),
+    };
+    format!("{family}; {attn}")
 }
 
 /// One result row: llama-bench's fields in its order, then flint's own.
@@ -381,6 +400,7 @@ pub fn record(s: &SessionInfo, r: &TestResult) -> Map<String, Value> {
     put("adapter", json!(s.adapter));
     put("driver", json!(s.driver));
     put("features", json!(s.features.join(",")));
+    put("kernels", json!(s.kernels));
     put("max_storage_binding", json!(s.max_storage_binding));
     put("max_buffer_size", json!(s.max_buffer_size));
     put("mem_target_bytes", json!(s.mem_target_bytes));

@@ -82,6 +82,18 @@ pub fn use_rows(ctx: &GpuContext, ty: KvType, head_dim: u32) -> bool {
 /// rows even, 7 rows (a verify batch of γ = 6) 40–44 → 52–56.
 pub const ROWS_MIN_Q: u32 = 7;
 
+/// The multi-row attention kernel this adapter runs over a `ty` cache with `head_dim` dims, in
+/// words (`flint bench`'s `kernels` field).
+pub fn describe(ctx: &GpuContext, ty: KvType, head_dim: u32) -> String {
+    if use_rows(ctx, ty, head_dim) {
+        format!("attention serial, row blocks from {ROWS_MIN_Q} rows")
+    } else if use_serial(ctx, ty) {
+        "attention serial".to_string()
+    } else {
+        "attention fused, split decode".to_string()
+    }
+}
+
 /// The `attn_rows.wgsl` variant (f16 cache as 64-bit pairs, subgroups) for `head_dim` dims;
 /// `first` starts from the empty state. Same bits as [`serial_variant`].
 pub fn rows_variant(head_dim: u32, first: bool) -> ShaderVariant {

@@ -118,6 +118,32 @@ impl Family {
         self.reduce == Reduce::Subgroup
     }
 
+    /// The choice in words, for `flint bench`'s `kernels` field: lanes per row and what the
+    /// CPU-driver kernel uses, e.g. `matmul 1 lane, rows kernel, int64, x broadcast, x uniform`.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "matmul {} lane{}",
+            self.lanes,
+            if self.lanes == 1 { "" } else { "s" }
+        );
+        let flags = [
+            (self.reduce == Reduce::Subgroup, "subgroup reduce"),
+            (self.reduce == Reduce::Shared, "shared reduce"),
+            (self.mm_staged, "staged prefill"),
+            (self.multi_row, "rows kernel"),
+            (self.int64, "int64"),
+            (self.x_bcast, "x broadcast"),
+            (self.x_uniform, "x uniform"),
+        ];
+        for (on, name) in flags {
+            if on {
+                out.push_str(", ");
+                out.push_str(name);
+            }
+        }
+        out
+    }
+
     /// Whether `matmul_rows.wgsl` variants of this family need subgroups.
     fn rows_requires_subgroups(&self) -> bool {
         self.x_bcast
