@@ -186,14 +186,15 @@ impl FusedAttention {
     pub fn set_step(&mut self, ctx: &GpuContext, n_q: u32, kv_len: u32) -> Result<(), GpuError> {
         let mut p = self.shape.params(n_q, kv_len)?;
         self.rows_step = self.rows.is_some() && n_q >= ROWS_MIN_Q;
-        let groups = if self.rows_step {
-            // A workgroup per (head, block of 8 rows).
+        let groups = if self.serial {
             p.pass_splits = serial_pass_splits(self.shape.kv.head_dim);
-            u64::from(p.n_head) * u64::from(n_q.div_ceil(SERIAL_WG_SIZE))
-        } else if self.serial {
-            // One invocation per (row, head); the shader derives its tasks from n_q, n_head.
-            p.pass_splits = serial_pass_splits(self.shape.kv.head_dim);
-            (u64::from(n_q) * u64::from(p.n_head)).div_ceil(u64::from(SERIAL_WG_SIZE))
+            if self.rows_step {
+                // A workgroup per (head, block of 8 rows).
+                u64::from(p.n_head) * u64::from(n_q.div_ceil(SERIAL_WG_SIZE))
+            } else {
+                // One invocation per (row, head); the shader derives its tasks from n_q, n_head.
+                (u64::from(n_q) * u64::from(p.n_head)).div_ceil(u64::from(SERIAL_WG_SIZE))
+            }
         } else {
             u64::from(p.n_tasks)
         };

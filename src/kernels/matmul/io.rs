@@ -118,30 +118,21 @@ pub(super) fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError>
             format!("offset {}, stride {}", io.x_off, io.x_stride),
         ));
     }
-    if io.split.is_some() {
-        return check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k); // Y: check_split
-    }
-    if io.paired.is_some() {
-        check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
-        let n = w.n / 2;
-        if io.y_stride < n {
-            return Err(bad(
-                "matmul paired GLU Y stride",
-                format!(">= N / 2 = {n}"),
-                io.y_stride.to_string(),
-            ));
-        }
-        return check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, n);
-    }
-    if io.y_stride < w.n {
+    check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
+    // Elements per Y row: N, half of it for a paired GLU; a split output: check_split.
+    let n = match (io.split, io.paired) {
+        (Some(_), _) => return Ok(()),
+        (None, Some(_)) => w.n / 2,
+        (None, None) => w.n,
+    };
+    if io.y_stride < n {
         return Err(bad(
             "matmul Y stride",
-            format!(">= N = {}", w.n),
+            format!(">= the output row of {n}"),
             io.y_stride.to_string(),
         ));
     }
-    check_fits("matmul X", io.x, io.x_off, io.m, io.x_stride, w.k)?;
-    check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, w.n)
+    check_fits("matmul Y", io.y, io.y_off, io.m, io.y_stride, n)
 }
 
 /// A split output needs the `matmul_rows.wgsl` epilogues, no GLU, Y at offset 0, ordered
