@@ -8,13 +8,18 @@
 //
 // One workgroup per row; lane l accumulates x² over columns l, l + WG_SIZE, … in that order and
 // the lane partials are combined by common/reduce.wgsl in a fixed order: a row gives the same
-// bits whatever the number of rows (batch invariance).
+// bits whatever the number of rows (batch invariance). With VEC4 (n_cols a multiple of 4) a
+// lane takes vec4 elements l, l + WG_SIZE, … instead, accumulates their squares as a vec4 and
+// its partial is (a.x + a.y) + (a.z + a.w): a fourth of the loads, which matters on CPU drivers
+// (each per-lane load is a loop over the lanes there; src/kernels/ops/norm.rs has figures).
 //
 // Variants (Rust side: src/kernels/ops/norm.rs):
 //   HAS_WEIGHT     multiply by w [n_cols] (binding 3).
 //   IN_PLACE       x is read from and y written to binding 2 (binding 1 absent).
 //   ADD_RESIDUAL   as above (binding 1 read_write; not with IN_PLACE).
 //   USE_SUBGROUPS  subgroup reductions (needs the subgroups feature).
+//   VEC4           n_cols % 4 == 0: x, y and w are read and written as vec4 (the host picks it
+//                  from n_cols alone, so a row's bits never depend on the row count).
 // Dispatch: one workgroup per row, 1D or 2D (row = wid.y * nwg.x + wid.x; surplus groups exit).
 // Bindings: 0 uniform Params, 1 src x (read), 2 dst y (read_write), 3 w (read).
 
@@ -28,22 +33,28 @@ struct Params {
     _pad: u32,
 }
 
+#ifdef VEC4
+alias Elem = vec4<f32>; // 4 columns
+#else
+alias Elem = f32;
+#endif
+
 @group(0) @binding(0) var<uniform> params: Params;
 #ifdef ADD_RESIDUAL
-@group(0) @binding(1) var<storage, read_write> src: array<f32>; // residual [n_rows, n_cols]
+@group(0) @binding(1) var<storage, read_write> src: array<Elem>; // residual [n_rows, n_cols]
 #else
 #ifndef IN_PLACE
-@group(0) @binding(1) var<storage, read> src: array<f32>; // [n_rows, n_cols]
+@group(0) @binding(1) var<storage, read> src: array<Elem>; // [n_rows, n_cols]
 #endif
 #endif
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>; // [n_rows, n_cols]
+@group(0) @binding(2) var<storage, read_write> dst: array<Elem>; // [n_rows, n_cols]
 #ifdef HAS_WEIGHT
-@group(0) @binding(3) var<storage, read> weight: array<f32>; // [n_cols]
+@group(0) @binding(3) var<storage, read> weight: array<Elem>; // [n_cols]
 #endif
 
 override WG_SIZE: u32 = 64u;
 
-fn load_x(i: u32) -> f32 {
+fn load_x(i: u32) -> Elem {
 #ifdef IN_PLACE
     return dst[i];
 #else
@@ -71,9 +82,14 @@ fn main(
     if (row >= params.n_rows) {
         return; // the whole workgroup: row is uniform
     }
+#ifdef VEC4
+    let n = params.n_cols / 4u; // elements of the row
+    var acc = vec4<f32>(0.0);
+#else
     let n = params.n_cols;
-    let base = row * n;
     var acc = 0.0;
+#endif
+    let base = row * n;
     for (var c = lid; c < n; c += WG_SIZE) {
 #ifdef ADD_RESIDUAL
         // Each lane reads and writes only its own columns: no barrier needed.
@@ -84,8 +100,12 @@ fn main(
 #endif
         acc += v * v;
     }
+#ifdef VEC4
+    let sum = reduce_sum((acc.x + acc.y) + (acc.z + acc.w), lane);
+#else
     let sum = reduce_sum(acc, lane);
-    let scale = 1.0 / sqrt(sum / f32(n) + params.eps);
+#endif
+    let scale = 1.0 / sqrt(sum / f32(params.n_cols) + params.eps);
     for (var c = lid; c < n; c += WG_SIZE) {
         var y = load_x(base + c) * scale;
 #ifdef HAS_WEIGHT
