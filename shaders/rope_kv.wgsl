@@ -11,9 +11,12 @@
 // common/kv_quant.wgsl's kv_f16_bits (tests/kernels_ops_rope_kv.rs compares the two paths).
 //
 // Units, one invocation each, t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid:
-//   [0, n_q)              q pair (as rope.wgsl)  n_q = n_tokens * n_head * head_dim / 2
-//   [n_q, n_q + n_k)      K cache word           n_k = n_tokens * n_kv_heads * head_dim / 2
-//   [n_q + n_k, + n_v)    V cache word           n_v = n_tokens * n_kv_heads * head_dim_v / 2
+//   normal pairs: (token, w) for w < max(head_dim, head_dim_v) / 2: pair w of every q and k
+//                 head of the token (one angle) and V word w of every kv head (see main)
+//   NEOX:  [0, n_q)           q pair (as rope.wgsl)  n_q = n_tokens * n_head * head_dim / 2
+//          [n_q, n_q + n_k)   K cache word           n_k = n_tokens * n_kv_heads * head_dim / 2
+//          [n_q + n_k, + n_v) V cache word           n_v = n_tokens * n_kv_heads * head_dim_v / 2
+//          (a NEOX cache word holds dims of two pairs with different angles)
 // A cache word holds dims 2w (low half) and 2w + 1 (common/kv_layout.wgsl, KV_F16).
 // Variants (Rust side: src/kernels/attention/rope_kv.rs): NEOX (default: normal pairs).
 // Bindings: 0 uniform Params, 1 q (read_write), 2 k (read), 3 v (read), 4 positions (read, u32
@@ -47,6 +50,7 @@ struct Params {
 
 override WG_SIZE: u32 = 64u;
 
+#ifdef NEOX
 // Pair t of q, rotated in place: rope.wgsl's main with IN_PLACE.
 fn rope_q(t: u32) {
     let p = rope_pair(t, params.n_head, params.head_dim, params.n_rot);
@@ -58,7 +62,6 @@ fn rope_q(t: u32) {
     q[p.i1] = y.y;
 }
 
-#ifdef NEOX
 // Dim e of the k head row starting at `base`, rotated as rope.wgsl rotates it in place (NEOX:
 // the two dims of a cache word belong to different pairs).
 fn k_rotated(base: u32, e: u32, pos: i32) -> f32 {
@@ -71,20 +74,10 @@ fn k_rotated(base: u32, e: u32, pos: i32) -> f32 {
     }
     return rope_rotate(k[base + e - half_rot], k[base + e], pos, freqs[e - half_rot]).y;
 }
-#endif
 
 // Dims 2w, 2w + 1 of the k head row starting at `base` (one K cache word), rotated.
 fn k_word(base: u32, w: u32, pos: i32) -> vec2<f32> {
-#ifdef NEOX
     return vec2<f32>(k_rotated(base, 2u * w, pos), k_rotated(base, 2u * w + 1u, pos));
-#else
-    // Normal pairs are cache words: one rotation gives both halves.
-    let x = vec2<f32>(k[base + 2u * w], k[base + 2u * w + 1u]);
-    if (2u * w >= params.n_rot) {
-        return x;
-    }
-    return rope_rotate(x.x, x.y, pos, freqs[w]);
-#endif
 }
 
 @compute @workgroup_size(WG_SIZE)
@@ -132,3 +125,63 @@ fn main(
     let at = kv_row_base(pos, row % n_kv, n_kv, params.head_dim_v) + w;
     v_cache[at] = kv_f16_bits(v[base + 2u * w]) | (kv_f16_bits(v[base + 2u * w + 1u]) << 16u);
 }
+#else
+// Normal pairs: unit (token, w) for w < max(head_dim, head_dim_v) / 2, t = token * words + w.
+// Pair w of every head of the token shares one angle, computed once (rope_cos_sin): each
+// q head's pair (2w, 2w + 1) is rotated in place, each k head's pair is rotated into K cache
+// word w (a normal pair is a cache word), each v head's word w goes to the V cache. Pairs past
+// n_rot pass through (k words stored as they are). The sin, cos and angle reduction were most
+// of this kernel's work when every (head, pair) computed them: on lavapipe an 8-token layer
+// (9 q heads, 3 kv heads of 64 dims) took 100–114 µs in a pass of 300 copies, and takes
+// 43–51 µs this way; one token stays at 20–40 µs, about the dispatch's fixed cost.
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid;
+    let k_words = params.head_dim / 2u;
+    let v_words = params.head_dim_v / 2u;
+    let words = max(k_words, v_words);
+    if (t >= params.n_tokens * words) {
+        return;
+    }
+    let token = t / words;
+    let w = t % words;
+    let n_kv = params.n_kv_heads;
+    let pos = positions[token];
+    let stored = pos < params.n_ctx;
+    if (w < k_words) {
+        let rotated = 2u * w < params.n_rot;
+        var cs = vec2<f32>(1.0, 0.0);
+        if (rotated) {
+            cs = rope_cos_sin(i32(pos), freqs[w]);
+            for (var h = 0u; h < params.n_head; h++) {
+                let i0 = (token * params.n_head + h) * params.head_dim + 2u * w;
+                let y = rope_apply(q[i0], q[i0 + 1u], cs);
+                q[i0] = y.x;
+                q[i0 + 1u] = y.y;
+            }
+        }
+        if (stored) {
+            for (var h = 0u; h < n_kv; h++) {
+                let i0 = (token * n_kv + h) * params.head_dim + 2u * w;
+                var y = vec2<f32>(k[i0], k[i0 + 1u]);
+                if (rotated) {
+                    y = rope_apply(y.x, y.y, cs);
+                }
+                let at = kv_row_base(pos, h, n_kv, params.head_dim) + w;
+                k_cache[at] = kv_f16_bits(y.x) | (kv_f16_bits(y.y) << 16u);
+            }
+        }
+    }
+    if (w < v_words && stored) {
+        for (var h = 0u; h < n_kv; h++) {
+            let i0 = (token * n_kv + h) * params.head_dim_v + 2u * w;
+            let at = kv_row_base(pos, h, n_kv, params.head_dim_v) + w;
+            v_cache[at] = kv_f16_bits(v[i0]) | (kv_f16_bits(v[i0 + 1u]) << 16u);
+        }
+    }
+}
+#endif

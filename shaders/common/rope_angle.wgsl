@@ -1,7 +1,7 @@
 // common/rope_angle.wgsl: what rope.wgsl and rope_kv.wgsl share: the angle reduction (exact
 // Payne-Hanek reduction of theta to [-π, π] in integer arithmetic, see reduce_angle), the
-// rotation of one pair (rope_rotate) and the element indices of a pair (rope_pair; NEOX from
-// the includer's variant).
+// rotation of one pair (rope_rotate, or rope_cos_sin once and rope_apply per pair) and the
+// element indices of a pair (rope_pair; NEOX from the includer's variant).
 
 // 1/(2π) as a 0.64 fixed-point fraction: floor(2^64 / 2π) = INV_TWO_PI_HI:INV_TWO_PI_LO.
 const INV_TWO_PI_HI: u32 = 0x28be60dbu;
@@ -59,13 +59,22 @@ fn reduce_angle(x: f32) -> f32 {
     return select(r, -r, (bits >> 31u) != 0u);
 }
 
-// The rotated pair (x0 cos θ - x1 sin θ, x0 sin θ + x1 cos θ) for θ = pos * freq, as rope.wgsl
-// writes it (both kernels use this one expression, so their bits agree).
-fn rope_rotate(x0: f32, x1: f32, pos: i32, freq: f32) -> vec2<f32> {
+// (cos θ, sin θ) for θ = pos * freq, reduced: the angle of rope_rotate, for callers that
+// rotate several pairs by it (rope_kv.wgsl: every head of a token at one pair index).
+fn rope_cos_sin(pos: i32, freq: f32) -> vec2<f32> {
     let theta = reduce_angle(f32(pos) * freq);
-    let c = cos(theta);
-    let s = sin(theta);
-    return vec2<f32>(x0 * c - x1 * s, x0 * s + x1 * c);
+    return vec2<f32>(cos(theta), sin(theta));
+}
+
+// The pair rotated by the angle whose (cos, sin) is cs: (x0 c - x1 s, x0 s + x1 c).
+fn rope_apply(x0: f32, x1: f32, cs: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+}
+
+// The rotated pair (x0 cos θ - x1 sin θ, x0 sin θ + x1 cos θ) for θ = pos * freq, as rope.wgsl
+// writes it (every kernel uses these expressions, so their bits agree).
+fn rope_rotate(x0: f32, x1: f32, pos: i32, freq: f32) -> vec2<f32> {
+    return rope_apply(x0, x1, rope_cos_sin(pos, freq));
 }
 
 // Pair t (flat over token, head, pair) of x [n_tokens, n_heads, head_dim]: the first element of

@@ -92,12 +92,17 @@ pub struct RopeKvIo<'a> {
 pub struct RopeKv {
     pub dispatch: Dispatch,
     params: RopeKvParams,
+    mode: RopeMode,
     max_tokens: u32,
 }
 
-/// Invocations for `p`: q pairs, then K and V cache words.
-fn units(p: &RopeKvParams) -> u64 {
+/// Invocations for `p`: with normal pairs one per (token, pair index), which rotates that pair
+/// of every head by one angle; with NEOX pairs q pairs, then K and V cache words.
+fn units(p: &RopeKvParams, mode: RopeMode) -> u64 {
     let t = u64::from(p.n_tokens);
+    if mode == RopeMode::Normal {
+        return t * u64::from(p.head_dim.max(p.head_dim_v) / 2);
+    }
     let q = u64::from(p.n_head) * u64::from(p.head_dim / 2);
     let kv = u64::from(p.n_kv_heads) * u64::from(p.head_dim / 2 + p.head_dim_v / 2);
     t * (q + kv)
@@ -158,7 +163,10 @@ impl RopeKv {
             n_ctx: kl.n_ctx,
             _pad: 0,
         };
-        crate::kernels::ops::to_u32("fused RoPE + KV store invocations", units(&params))?;
+        crate::kernels::ops::to_u32(
+            "fused RoPE + KV store invocations",
+            units(&params, cfg.mode),
+        )?;
         let label = "rope + kv store";
         let uniform = params_uniform(ctx, label, &params)?;
         let buffers = [
@@ -173,13 +181,14 @@ impl RopeKv {
         let g = grid(
             ctx,
             label,
-            units(&params).div_ceil(u64::from(WG_SIZE)),
+            units(&params, cfg.mode).div_ceil(u64::from(WG_SIZE)),
             WG_SIZE,
         )?;
         let dispatch = build(ctx, &variant(cfg.mode), label, &uniform, &buffers, g)?;
         Ok(RopeKv {
             dispatch,
             params,
+            mode: cfg.mode,
             max_tokens,
         })
     }
@@ -192,7 +201,7 @@ impl RopeKv {
         }
         self.params.n_tokens = n_tokens;
         rewrite_params(ctx, &self.dispatch, &self.params)?;
-        let groups = units(&self.params).div_ceil(u64::from(WG_SIZE));
+        let groups = units(&self.params, self.mode).div_ceil(u64::from(WG_SIZE));
         self.dispatch.grid = grid(ctx, "rope + kv store", groups, WG_SIZE)?;
         Ok(())
     }
