@@ -260,3 +260,46 @@ print(json.dumps(rows))
         assert_eq!(r.5, "llama 135M Q4_1");
     }
 }
+
+/// `--sps`: one JSON object per batch size, 1 first, each with a sample per round; the ratio of
+/// B = 1 to itself is 1 and the curve is timed at the requested depth. Bad lists are refused.
+#[test]
+fn sps_curve_times_verify_steps_of_every_batch_size() {
+    let model = common::model_path();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "-m", model.to_str().unwrap(), "-r", "2"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_flint"))
+            .args(&args)
+            .output()
+            .expect("run flint bench --sps")
+    };
+    let out = run(&["--sps", "4,2", "-d", "3", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows = rows.as_array().expect("array");
+    let batches: Vec<u64> = rows.iter().map(|r| r["batch"].as_u64().unwrap()).collect();
+    assert_eq!(batches, [1, 4, 2]);
+    for r in rows {
+        assert_eq!(r["n_depth"], 3, "{r}");
+        assert_eq!(r["samples_s"].as_array().unwrap().len(), 2, "{r}");
+        assert!(r["sps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["sps_ratio_to_b1"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert_eq!(rows[0]["sps_ratio_to_b1"].as_f64(), Some(1.0));
+    for (extra, want) in [
+        (&["--sps", "0,2"][..], "batch sizes start at 1"),
+        (&["--sps", "2", "-o", "csv"][..], "--sps writes md or json"),
+    ] {
+        let out = run(extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{extra:?}: {err}"
+        );
+    }
+}

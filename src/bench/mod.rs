@@ -11,6 +11,7 @@ pub mod compare;
 pub mod output;
 pub mod profile;
 pub mod spec;
+pub mod sps;
 pub mod stats;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

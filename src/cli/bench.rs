@@ -98,6 +98,11 @@ pub struct BenchArgs {
     /// rows (at the first `-d` depth): time per kernel, dispatches, submits and readbacks.
     #[arg(long = "profile")]
     pub profile: bool,
+    /// Instead of the tests, the SPS(B) curve: verify steps of B rows (logits and argmax of
+    /// every row) for each comma-separated B, at the first `-d` depth, in `-r` interleaved
+    /// rounds, with SPS(B) / SPS(1) (md or json).
+    #[arg(long = "sps", value_delimiter = ',', conflicts_with = "profile")]
+    pub sps: Vec<u32>,
 }
 
 fn parse_pg(s: &str) -> Result<(u32, u32)> {
@@ -164,12 +169,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let hp = Hparams::from_gguf(&file.gguf)?;
         ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings)
     };
+    let sps_rows = args.sps.iter().copied().max().unwrap_or(1).max(1);
+    let sps_ctx = args.n_depth.first().copied().unwrap_or(0) + sps_rows;
     let n_ctx = tests
         .iter()
         .map(bench::TestSpec::ctx_needed)
         .max()
         .unwrap_or(1)
-        .max(1);
+        .max(sps_ctx);
     let opts = EngineOptions {
         model: args.model.clone(),
         n_ctx,
@@ -180,6 +187,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         gpu_mem,
         progress: false,
         draft: None,
+        verify_rows: sps_rows,
     };
     let mut engine = Engine::load(&opts)?;
     let config = RunConfig {
@@ -193,6 +201,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     if args.profile {
         return profile(args, &mut engine);
+    }
+    if !args.sps.is_empty() {
+        return sps(args, format, &mut engine);
     }
     let session = SessionInfo::from_engine(&engine, config, desc);
 
@@ -224,6 +235,22 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             eprint!("{cmp}");
         }
     }
+    super::info::write_stdout(&text)
+}
+
+/// `--sps`: the SPS(B) curve.
+fn sps(args: &BenchArgs, format: output::Format, engine: &mut Engine) -> Result<()> {
+    let depth = args.n_depth.first().copied().unwrap_or(0);
+    let curve = bench::sps::measure(engine, &args.sps, depth, args.repetitions)?;
+    let text = match format {
+        output::Format::Md => bench::sps::render_md(&curve, &engine.ctx.info().name),
+        output::Format::Json => format!("{:#}\n", bench::sps::to_json(&curve)),
+        _ => {
+            return Err(Error::Usage(
+                "--sps writes md or json (-o md, -o json)".into(),
+            ))
+        }
+    };
     super::info::write_stdout(&text)
 }
 

@@ -63,6 +63,7 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         gpu_mem: gpu_mem(args)?,
         progress: false,
         draft: Some(d),
+        verify_rows: 1,
     })?;
     let session = rows::SpecSession::from_engine(
         &engine,

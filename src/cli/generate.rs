@@ -103,6 +103,7 @@ impl ModelArgs {
             draft: self
                 .spec
                 .draft_options(Self::kv, &self.model, default_drafter)?,
+            verify_rows: 1,
         })
     }
 

@@ -148,6 +148,7 @@ fn inputs(args: &PlanArgs) -> Result<Inputs> {
             .as_ref()
             .map_or(args.n_ubatch, |d| args.n_ubatch.min(d.inject_chunk)),
         draft,
+        verify_rows: 1,
     };
     Ok(Inputs {
         target,

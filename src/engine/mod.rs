@@ -42,6 +42,8 @@ pub struct EngineOptions {
     pub progress: bool,
     /// A DSpark drafter to speculate with.
     pub draft: Option<DraftOptions>,
+    /// Rows whose logits one step may compute without a drafter (1; `flint bench --sps`).
+    pub verify_rows: u32,
 }
 
 impl Default for EngineOptions {
@@ -56,6 +58,7 @@ impl Default for EngineOptions {
             gpu_mem: None,
             progress: false,
             draft: None,
+            verify_rows: 1,
         }
     }
 }
@@ -168,6 +171,7 @@ impl Engine {
             n_ubatch: opts.n_ubatch,
             type_k: opts.type_k,
             type_v: opts.type_v,
+            verify_rows: opts.verify_rows.max(1),
             ..RunParams::default()
         };
         if let (Some(d), Some(meta)) = (&opts.draft, &dmeta) {

@@ -86,6 +86,9 @@ pub struct RunParams {
     /// `-ub`: rows per prefill ubatch.
     pub n_ubatch: u32,
     pub draft: Option<DraftParams>,
+    /// Rows per sequence whose logits one step computes at most when no drafter asks for more
+    /// (1; `flint bench --sps` times verify-sized steps without a drafter).
+    pub verify_rows: u32,
 }
 
 /// Speculative-decoding parameters.
@@ -111,6 +114,7 @@ impl Default for RunParams {
             type_v: GgmlType::F16,
             n_ubatch: 512,
             draft: None,
+            verify_rows: 1,
         }
     }
 }

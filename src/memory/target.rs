@@ -18,19 +18,25 @@ fn buf(kind: Kind, name: impl Into<String>, bytes: u64, bound_whole: bool) -> Pl
     }
 }
 
+/// Rows of a sequence's verify batch: `n_draft + 1` with a drafter, at least `verify_rows`.
+fn verify_rows(p: &RunParams) -> u64 {
+    let draft = p.draft.as_ref().map_or(1, |d| u64::from(d.n_draft) + 1);
+    draft.max(u64::from(p.verify_rows))
+}
+
 /// Rows of the largest batch the target processes: a prefill ubatch, or every sequence's verify
-/// batch of `n_draft + 1` rows.
+/// batch ([`verify_rows`]).
 pub fn max_rows(p: &RunParams) -> u64 {
-    let verify = p.draft.as_ref().map_or(1, |d| u64::from(d.n_draft) + 1);
+    let verify = verify_rows(p);
     u64::from(p.n_ubatch)
         .max(u64::from(p.n_seq) * verify)
         .max(1)
 }
 
-/// Rows whose logits are read: one per sequence, or every verify row.
+/// Rows whose logits are read: every verify row of every sequence (one each without a drafter
+/// or `verify_rows`).
 pub fn logit_rows(p: &RunParams) -> u64 {
-    let verify = p.draft.as_ref().map_or(1, |d| u64::from(d.n_draft) + 1);
-    u64::from(p.n_seq) * verify
+    u64::from(p.n_seq) * verify_rows(p)
 }
 
 /// Every target buffer.

@@ -1,0 +1,199 @@
+//! `flint bench --sps B,…`: the SPS(B) curve (issue item 4, dspark-spec §3.5), target steps per
+//! second for a step of B rows that computes the logits and argmax of every row, as a verify
+//! step does (a `-p B` test computes the last row's logits only), after `-d` cached tokens.
+//!
+//! Rounds are interleaved: a round times one step of every B in turn, so a slow spell of a
+//! noisy machine falls on all batch sizes alike, and SPS(B) / SPS(1) is taken within each round
+//! (the median over rounds is reported). The cache is cut back to the depth after every step.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::engine::Engine;
+use crate::{Error, Result};
+
+/// Timed steps of one batch size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpsPoint {
+    pub batch: u32,
+    /// Seconds of each round's step.
+    pub secs: Vec<f64>,
+}
+
+/// The curve: batch sizes in the order given, 1 first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpsCurve {
+    pub depth: u32,
+    pub rounds: u32,
+    pub points: Vec<SpsPoint>,
+}
+
+/// The batch sizes to time: `batches` with 1 put first (the ratios' base), duplicates dropped.
+pub fn batch_list(batches: &[u32]) -> Result<Vec<u32>> {
+    if let Some(&b) = batches.iter().find(|&&b| b == 0) {
+        return Err(Error::Usage(format!("--sps {b}: batch sizes start at 1")));
+    }
+    let mut out = vec![1];
+    for &b in batches {
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    Ok(out)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}
+
+impl SpsPoint {
+    /// SPS(B): steps per second of the median step.
+    pub fn sps(&self) -> f64 {
+        1.0 / median(self.secs.clone())
+    }
+}
+
+impl SpsCurve {
+    /// Median over rounds of SPS(B) / SPS(1) = t(1) / t(B) within the round.
+    pub fn ratio(&self, i: usize) -> f64 {
+        let (Some(base), Some(p)) = (self.points.first(), self.points.get(i)) else {
+            return f64::NAN;
+        };
+        median(base.secs.iter().zip(&p.secs).map(|(a, b)| a / b).collect())
+    }
+}
+
+/// Times `rounds` rounds of one step per batch size of [`batch_list`]`(batches)` after `depth`
+/// random cached tokens (one untimed round first builds every shape's dispatches).
+pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) -> Result<SpsCurve> {
+    let batches = batch_list(batches)?;
+    let max_b = batches.iter().copied().max().unwrap_or(1);
+    let limit = engine.fwd.max_logit_rows().min(engine.fwd.max_rows());
+    if max_b > limit {
+        return Err(Error::Usage(format!(
+            "--sps {max_b}: this engine computes logits of at most {limit} rows per step"
+        )));
+    }
+    let n_vocab = engine.fwd.hp.n_vocab;
+    let mut rng = super::TokenRng::new(0x5B5B);
+    engine.reset()?;
+    if depth > 0 {
+        engine.prefill(&rng.tokens(depth, n_vocab))?;
+        engine.fwd.argmax(&engine.ctx)?;
+    }
+    let mut points: Vec<SpsPoint> = batches
+        .iter()
+        .map(|&batch| SpsPoint {
+            batch,
+            secs: Vec::with_capacity(rounds as usize),
+        })
+        .collect();
+    for round in 0..=rounds.max(1) {
+        for p in &mut points {
+            let tokens = rng.tokens(p.batch, n_vocab);
+            let t0 = Instant::now();
+            engine.fwd.step(&engine.ctx, &tokens, p.batch)?;
+            let ids = engine.fwd.argmax(&engine.ctx)?;
+            let dt = t0.elapsed().as_secs_f64();
+            if ids.len() != p.batch as usize {
+                return Err(Error::Usage(format!(
+                    "verify step of {} rows returned {} argmax ids",
+                    p.batch,
+                    ids.len()
+                )));
+            }
+            engine.fwd.kv.truncate_to(0, depth)?;
+            if round > 0 {
+                p.secs.push(dt);
+            }
+        }
+    }
+    Ok(SpsCurve {
+        depth,
+        rounds: rounds.max(1),
+        points,
+    })
+}
+
+/// A markdown table: B, ms per step (median, min, max), SPS(B), SPS(B)/SPS(1), tokens/s.
+pub fn render_md(c: &SpsCurve, adapter: &str) -> String {
+    let mut s = format!(
+        "adapter: {adapter}; verify steps (logits and argmax of every row) at depth {}, {} \
+         interleaved rounds\n\n",
+        c.depth, c.rounds
+    );
+    s.push_str("| B | ms / step (median) | min | max | SPS(B) | SPS(B) / SPS(1) | rows / s |\n");
+    s.push_str("|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i, p) in c.points.iter().enumerate() {
+        let min = p.secs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = p.secs.iter().copied().fold(0.0, f64::max);
+        s.push_str(&format!(
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.2} |\n",
+            p.batch,
+            1e3 / p.sps(),
+            min * 1e3,
+            max * 1e3,
+            p.sps(),
+            c.ratio(i),
+            p.sps() * f64::from(p.batch)
+        ));
+    }
+    s
+}
+
+/// One JSON object per batch size (`-o json`).
+pub fn to_json(c: &SpsCurve) -> Value {
+    let rows: Vec<Value> = c
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            json!({
+                "batch": p.batch,
+                "n_depth": c.depth,
+                "samples_s": p.secs,
+                "sps": p.sps(),
+                "sps_ratio_to_b1": c.ratio(i),
+            })
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_list_puts_one_first_and_drops_repeats() {
+        assert_eq!(batch_list(&[8, 2, 8, 1]).unwrap(), vec![1, 8, 2]);
+        assert!(batch_list(&[0, 4]).is_err());
+    }
+
+    #[test]
+    fn ratio_is_taken_within_rounds() {
+        // Round 2 is slow for every batch: per-round ratios stay 0.5.
+        let c = SpsCurve {
+            depth: 0,
+            rounds: 3,
+            points: vec![
+                SpsPoint {
+                    batch: 1,
+                    secs: vec![0.01, 0.03, 0.01],
+                },
+                SpsPoint {
+                    batch: 8,
+                    secs: vec![0.02, 0.06, 0.02],
+                },
+            ],
+        };
+        assert!((c.ratio(1) - 0.5).abs() < 1e-12);
+        assert!((c.ratio(0) - 1.0).abs() < 1e-12);
+    }
+}
