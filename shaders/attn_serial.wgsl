@@ -59,6 +59,48 @@ fn halves(v: vec4<u64>) -> array<vec2<f32>, 8> {
         unpack2x16float(b.x), unpack2x16float(b.y), unpack2x16float(b.z), unpack2x16float(b.w),
     );
 }
+
+// dot + q[i .. i + 16] . the 16 dims of entry `v`, one fma per dim in order.
+fn dot16(q: ptr<function, array<f32, HEAD_DIM>>, i: u32, v: vec4<u64>, dot_in: f32) -> f32 {
+    let h = halves(v);
+    var dot = fma((*q)[i], h[0].x, dot_in);
+    dot = fma((*q)[i + 1u], h[0].y, dot);
+    dot = fma((*q)[i + 2u], h[1].x, dot);
+    dot = fma((*q)[i + 3u], h[1].y, dot);
+    dot = fma((*q)[i + 4u], h[2].x, dot);
+    dot = fma((*q)[i + 5u], h[2].y, dot);
+    dot = fma((*q)[i + 6u], h[3].x, dot);
+    dot = fma((*q)[i + 7u], h[3].y, dot);
+    dot = fma((*q)[i + 8u], h[4].x, dot);
+    dot = fma((*q)[i + 9u], h[4].y, dot);
+    dot = fma((*q)[i + 10u], h[5].x, dot);
+    dot = fma((*q)[i + 11u], h[5].y, dot);
+    dot = fma((*q)[i + 12u], h[6].x, dot);
+    dot = fma((*q)[i + 13u], h[6].y, dot);
+    dot = fma((*q)[i + 14u], h[7].x, dot);
+    return fma((*q)[i + 15u], h[7].y, dot);
+}
+
+// acc[i .. i + 16] = fma(p, the 16 dims of entry `v`, acc[i .. i + 16]).
+fn pv16(acc: ptr<function, array<f32, HEAD_DIM>>, i: u32, p: f32, v: vec4<u64>) {
+    let h = halves(v);
+    (*acc)[i] = fma(p, h[0].x, (*acc)[i]);
+    (*acc)[i + 1u] = fma(p, h[0].y, (*acc)[i + 1u]);
+    (*acc)[i + 2u] = fma(p, h[1].x, (*acc)[i + 2u]);
+    (*acc)[i + 3u] = fma(p, h[1].y, (*acc)[i + 3u]);
+    (*acc)[i + 4u] = fma(p, h[2].x, (*acc)[i + 4u]);
+    (*acc)[i + 5u] = fma(p, h[2].y, (*acc)[i + 5u]);
+    (*acc)[i + 6u] = fma(p, h[3].x, (*acc)[i + 6u]);
+    (*acc)[i + 7u] = fma(p, h[3].y, (*acc)[i + 7u]);
+    (*acc)[i + 8u] = fma(p, h[4].x, (*acc)[i + 8u]);
+    (*acc)[i + 9u] = fma(p, h[4].y, (*acc)[i + 9u]);
+    (*acc)[i + 10u] = fma(p, h[5].x, (*acc)[i + 10u]);
+    (*acc)[i + 11u] = fma(p, h[5].y, (*acc)[i + 11u]);
+    (*acc)[i + 12u] = fma(p, h[6].x, (*acc)[i + 12u]);
+    (*acc)[i + 13u] = fma(p, h[6].y, (*acc)[i + 13u]);
+    (*acc)[i + 14u] = fma(p, h[7].x, (*acc)[i + 14u]);
+    (*acc)[i + 15u] = fma(p, h[7].y, (*acc)[i + 15u]);
+}
 #else
 fn pair(is_v: bool, row: u32, w: u32) -> vec2<f32> {
 #ifdef USE_F16
@@ -119,25 +161,17 @@ fn main(
             let krow = kv_row_base(j, kv_head, params.n_kv_heads, D);
             var dot = 0.0;
 #ifdef INT64
-            for (var c = 0u; c < D / 16u; c++) {
-                let h = halves(k_cache[(krow >> 3u) + c]);
-                let i = 16u * c;
-                dot = fma(q[i], h[0].x, dot);
-                dot = fma(q[i + 1u], h[0].y, dot);
-                dot = fma(q[i + 2u], h[1].x, dot);
-                dot = fma(q[i + 3u], h[1].y, dot);
-                dot = fma(q[i + 4u], h[2].x, dot);
-                dot = fma(q[i + 5u], h[2].y, dot);
-                dot = fma(q[i + 6u], h[3].x, dot);
-                dot = fma(q[i + 7u], h[3].y, dot);
-                dot = fma(q[i + 8u], h[4].x, dot);
-                dot = fma(q[i + 9u], h[4].y, dot);
-                dot = fma(q[i + 10u], h[5].x, dot);
-                dot = fma(q[i + 11u], h[5].y, dot);
-                dot = fma(q[i + 12u], h[6].x, dot);
-                dot = fma(q[i + 13u], h[6].y, dot);
-                dot = fma(q[i + 14u], h[7].x, dot);
-                dot = fma(q[i + 15u], h[7].y, dot);
+            // Blocks of 64 dims written out (for D = 64 the loop is one pass and every index
+            // into q is a constant, so q stays in registers), then any 16-dim blocks left.
+            let ke = krow >> 3u;
+            for (var c = 0u; c < D / 64u; c++) {
+                dot = dot16(&q, 64u * c, k_cache[ke + 4u * c], dot);
+                dot = dot16(&q, 64u * c + 16u, k_cache[ke + 4u * c + 1u], dot);
+                dot = dot16(&q, 64u * c + 32u, k_cache[ke + 4u * c + 2u], dot);
+                dot = dot16(&q, 64u * c + 48u, k_cache[ke + 4u * c + 3u], dot);
+            }
+            for (var c = (D / 64u) * 4u; c < D / 16u; c++) {
+                dot = dot16(&q, 16u * c, k_cache[ke + c], dot);
             }
 #else
             for (var w = 0u; w < D / 2u; w += 4u) {
@@ -171,25 +205,17 @@ fn main(
             let p = select(exp(score - m_s), 0.0, score <= ATTN_NEG_BIG);
             let vrow = kv_row_base(start + jj, kv_head, params.n_kv_heads, D);
 #ifdef INT64
-            for (var c = 0u; c < D / 16u; c++) {
-                let h = halves(v_cache[(vrow >> 3u) + c]);
-                let i = 16u * c;
-                acc_s[i] = fma(p, h[0].x, acc_s[i]);
-                acc_s[i + 1u] = fma(p, h[0].y, acc_s[i + 1u]);
-                acc_s[i + 2u] = fma(p, h[1].x, acc_s[i + 2u]);
-                acc_s[i + 3u] = fma(p, h[1].y, acc_s[i + 3u]);
-                acc_s[i + 4u] = fma(p, h[2].x, acc_s[i + 4u]);
-                acc_s[i + 5u] = fma(p, h[2].y, acc_s[i + 5u]);
-                acc_s[i + 6u] = fma(p, h[3].x, acc_s[i + 6u]);
-                acc_s[i + 7u] = fma(p, h[3].y, acc_s[i + 7u]);
-                acc_s[i + 8u] = fma(p, h[4].x, acc_s[i + 8u]);
-                acc_s[i + 9u] = fma(p, h[4].y, acc_s[i + 9u]);
-                acc_s[i + 10u] = fma(p, h[5].x, acc_s[i + 10u]);
-                acc_s[i + 11u] = fma(p, h[5].y, acc_s[i + 11u]);
-                acc_s[i + 12u] = fma(p, h[6].x, acc_s[i + 12u]);
-                acc_s[i + 13u] = fma(p, h[6].y, acc_s[i + 13u]);
-                acc_s[i + 14u] = fma(p, h[7].x, acc_s[i + 14u]);
-                acc_s[i + 15u] = fma(p, h[7].y, acc_s[i + 15u]);
+            // As the scores: a private array written at a varying index is stored lane by lane
+            // on llvmpipe, at a constant index as one vector.
+            let ve = vrow >> 3u;
+            for (var c = 0u; c < D / 64u; c++) {
+                pv16(&acc_s, 64u * c, p, v_cache[ve + 4u * c]);
+                pv16(&acc_s, 64u * c + 16u, p, v_cache[ve + 4u * c + 1u]);
+                pv16(&acc_s, 64u * c + 32u, p, v_cache[ve + 4u * c + 2u]);
+                pv16(&acc_s, 64u * c + 48u, p, v_cache[ve + 4u * c + 3u]);
+            }
+            for (var c = (D / 64u) * 4u; c < D / 16u; c++) {
+                pv16(&acc_s, 16u * c, p, v_cache[ve + c]);
             }
 #else
             for (var w = 0u; w < D / 2u; w += 4u) {
