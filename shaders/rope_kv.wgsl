@@ -132,8 +132,8 @@ fn main(
 // word w (a normal pair is a cache word), each v head's word w goes to the V cache. Pairs past
 // n_rot pass through (k words stored as they are). The sin, cos and angle reduction were most
 // of this kernel's work when every (head, pair) computed them: on lavapipe an 8-token layer
-// (9 q heads, 3 kv heads of 64 dims) took 100–114 µs in a pass of 300 copies, and takes
-// 43–51 µs this way; one token stays at 20–40 µs, about the dispatch's fixed cost.
+// (9 q heads, 3 kv heads of 64 dims; `cargo bench --bench ops`) took 114.5–125.8 µs and takes
+// 55.4–57.4 µs this way; one token stays at 36–44 µs, about the dispatch's fixed cost.
 @compute @workgroup_size(WG_SIZE)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,

@@ -20,9 +20,9 @@ use super::{row_variant, row_variants, HostIo, Io};
 pub const WG_SIZE: u32 = 64;
 /// Invocations per workgroup on CPU drivers: one SIMD group of lavapipe's 256-bit vectors, so
 /// a row's lanes are one subgroup and the workgroup needs no coroutine switch at its barrier.
-/// An 8-row residual add + norm of 576 columns on lavapipe, one pass of 300 copies
-/// (`examples`-style timing, best of 7): 93 µs scalar with 64 lanes, 66 µs with VEC4, 43 µs
-/// with VEC4 and 8 lanes; a 1-row one stays about 30–35 µs (the dispatch's fixed cost).
+/// `cargo bench --bench ops` on lavapipe, residual add + norm of 576 columns: 8 rows 72.6 µs
+/// with 64 scalar lanes, 40.6–40.9 µs with `VEC4` and 8 lanes; 1 row 29.7–38.3 → 22.2–22.8 µs
+/// (about the dispatch's fixed cost).
 pub const CPU_WG_SIZE: u32 = 8;
 const _: () = assert!(
     WG_SIZE <= 256 && CPU_WG_SIZE <= 256,
