@@ -216,16 +216,22 @@ impl TokenRng {
     }
 }
 
+/// Empties the cache, then fills it with `depth` random tokens and waits for the device
+/// (untimed: what `@ dN` tests, profiles and SPS curves start from).
+pub fn fill_depth(engine: &mut Engine, depth: u32, rng: &mut TokenRng) -> Result<()> {
+    engine.reset()?;
+    if depth > 0 {
+        engine.prefill(&rng.tokens(depth, engine.fwd.hp.n_vocab))?;
+        engine.fwd.argmax(&engine.ctx)?;
+    }
+    Ok(())
+}
+
 /// One run of a test: reset, fill the depth (untimed), then the timed prompt and generation.
 /// Returns the nanoseconds of the timed part.
 pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Result<u64> {
     let n_vocab = engine.fwd.hp.n_vocab;
-    engine.reset()?;
-    if spec.n_depth > 0 {
-        let depth = rng.tokens(spec.n_depth, n_vocab);
-        engine.prefill(&depth)?;
-        engine.fwd.argmax(&engine.ctx)?;
-    }
+    fill_depth(engine, spec.n_depth, rng)?;
     let prompt = rng.tokens(spec.n_prompt, n_vocab);
     let first = rng.next(n_vocab);
     let t0 = Instant::now();

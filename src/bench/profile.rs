@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::stats::median;
 use crate::engine::Engine;
 use crate::kernels::launch::submit;
 use crate::{Error, Result};
@@ -38,11 +39,6 @@ pub struct StepProfile {
     pub kernels: Vec<KernelTime>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 fn wait(engine: &Engine) -> Result<()> {
     Ok(engine.ctx.poll("profile", true)?)
 }
@@ -52,11 +48,7 @@ fn wait(engine: &Engine) -> Result<()> {
 pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Result<StepProfile> {
     let n_vocab = engine.fwd.hp.n_vocab;
     let mut rng = super::TokenRng::new(0x9A0F);
-    engine.reset()?;
-    if depth > 0 {
-        engine.prefill(&rng.tokens(depth, n_vocab))?;
-        engine.fwd.argmax(&engine.ctx)?;
-    }
+    super::fill_depth(engine, depth, &mut rng)?;
     let tokens = rng.tokens(rows, n_vocab);
     // A real step: how many submits and readbacks a token costs.
     let (s0, r0) = engine.ctx.counters().get();
@@ -88,7 +80,7 @@ pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Re
             .entry(format!("{} [{}]", v.shader, v.key()))
             .or_default();
         e.0 += 1;
-        e.1 += median(times);
+        e.1 += median(&times);
     }
     let mut kernels: Vec<KernelTime> = by_kernel
         .into_iter()
@@ -102,7 +94,7 @@ pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Re
         rows,
         depth,
         dispatches: list.len(),
-        whole_ms: median(whole),
+        whole_ms: median(&whole),
         isolated_ms: kernels.iter().map(|k| k.ms).sum(),
         submits: s1 - s0,
         readbacks: r1 - r0,

@@ -4,13 +4,14 @@
 //!
 //! Rounds are interleaved: a round times one step of every B in turn, so a slow spell of a
 //! noisy machine falls on all batch sizes alike, and SPS(B) / SPS(1) is taken within each round
-//! (the median over rounds is reported). The cache is cut back to the depth after every step.
-
-use std::time::Instant;
+//! (the median over rounds is reported). The timing loop is the scheduler's start-up profile's
+//! ([`crate::spec::profile::verify_step_rounds`]).
 
 use serde_json::{json, Value};
 
+use super::stats::median;
 use crate::engine::Engine;
+use crate::spec::profile::verify_step_rounds;
 use crate::{Error, Result};
 
 /// Timed steps of one batch size.
@@ -43,19 +44,10 @@ pub fn batch_list(batches: &[u32]) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
-}
-
 impl SpsPoint {
     /// SPS(B): steps per second of the median step.
     pub fn sps(&self) -> f64 {
-        1.0 / median(self.secs.clone())
+        1.0 / median(&self.secs)
     }
 }
 
@@ -65,12 +57,14 @@ impl SpsCurve {
         let (Some(base), Some(p)) = (self.points.first(), self.points.get(i)) else {
             return f64::NAN;
         };
-        median(base.secs.iter().zip(&p.secs).map(|(a, b)| a / b).collect())
+        let ratios: Vec<f64> = base.secs.iter().zip(&p.secs).map(|(a, b)| a / b).collect();
+        median(&ratios)
     }
 }
 
-/// Times `rounds` rounds of one step per batch size of [`batch_list`]`(batches)` after `depth`
-/// random cached tokens (one untimed round first builds every shape's dispatches).
+/// Times `rounds` interleaved rounds of verify steps
+/// ([`crate::spec::profile::verify_step_rounds`]) of every batch size of
+/// [`batch_list`]`(batches)` after `depth` random cached tokens.
 pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) -> Result<SpsCurve> {
     let batches = batch_list(batches)?;
     let max_b = batches.iter().copied().max().unwrap_or(1);
@@ -80,43 +74,17 @@ pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) ->
             "--sps {max_b}: this engine computes logits of at most {limit} rows per step"
         )));
     }
-    let n_vocab = engine.fwd.hp.n_vocab;
-    let mut rng = super::TokenRng::new(0x5B5B);
-    engine.reset()?;
-    if depth > 0 {
-        engine.prefill(&rng.tokens(depth, n_vocab))?;
-        engine.fwd.argmax(&engine.ctx)?;
-    }
-    let mut points: Vec<SpsPoint> = batches
-        .iter()
-        .map(|&batch| SpsPoint {
-            batch,
-            secs: Vec::with_capacity(rounds as usize),
-        })
+    super::fill_depth(engine, depth, &mut super::TokenRng::new(0x5B5B))?;
+    let rounds = rounds.max(1);
+    let secs = verify_step_rounds(&engine.ctx, &mut engine.fwd, &batches, rounds as usize)?;
+    let points = batches
+        .into_iter()
+        .zip(secs)
+        .map(|(batch, secs)| SpsPoint { batch, secs })
         .collect();
-    for round in 0..=rounds.max(1) {
-        for p in &mut points {
-            let tokens = rng.tokens(p.batch, n_vocab);
-            let t0 = Instant::now();
-            engine.fwd.step(&engine.ctx, &tokens, p.batch)?;
-            let ids = engine.fwd.argmax(&engine.ctx)?;
-            let dt = t0.elapsed().as_secs_f64();
-            if ids.len() != p.batch as usize {
-                return Err(Error::Usage(format!(
-                    "verify step of {} rows returned {} argmax ids",
-                    p.batch,
-                    ids.len()
-                )));
-            }
-            engine.fwd.kv.truncate_to(0, depth)?;
-            if round > 0 {
-                p.secs.push(dt);
-            }
-        }
-    }
     Ok(SpsCurve {
         depth,
-        rounds: rounds.max(1),
+        rounds,
         points,
     })
 }

@@ -1,5 +1,5 @@
 //! Sample statistics as llama-bench computes them: the mean, and the sample standard deviation
-//! (n − 1 in the denominator; 0 below two samples).
+//! (n − 1 in the denominator; 0 below two samples); and the median of the profiles.
 
 /// Arithmetic mean; 0 for no samples.
 pub fn mean(xs: &[f64]) -> f64 {
@@ -7,6 +7,17 @@ pub fn mean(xs: &[f64]) -> f64 {
         return 0.0;
     }
     xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// Median (the mean of the two middle values for an even count); NaN for no samples.
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
 }
 
 /// Sample standard deviation (Bessel-corrected); 0 for fewer than two samples.

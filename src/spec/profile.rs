@@ -1,5 +1,6 @@
-//! The SPS(B) profile of the paper's Algorithm 1 (dspark-spec §3.5): target forwards of B rows
-//! timed at start-up for B = 1..=max (the median of a few runs each), the cache emptied after.
+//! The SPS(B) profile of the paper's Algorithm 1 (dspark-spec §3.5): verify steps of B rows
+//! (every row's logits and argmax) timed at start-up for B = 1..=max, the cache emptied after.
+//! [`verify_step_rounds`] is the one timing loop, shared with `flint bench --sps`.
 
 use std::time::Instant;
 
@@ -7,8 +8,44 @@ use crate::gpu::GpuContext;
 use crate::model::forward::Forward;
 use crate::{Error, Result};
 
+/// Seconds of verify steps, `out[i][r]` for `batches[i]` in round `r` of `rounds`. A round runs
+/// one step of every batch size in turn (interleaved: a slow spell of the machine falls on
+/// every size alike); one untimed round first builds every shape's dispatches. A step computes
+/// the logits of all its rows and reads back their argmax, as a verify step does, and the cache
+/// is cut back to its length at entry after each.
+pub fn verify_step_rounds(
+    ctx: &GpuContext,
+    fwd: &mut Forward,
+    batches: &[u32],
+    rounds: usize,
+) -> Result<Vec<Vec<f64>>> {
+    let len = fwd.kv.len(0)?;
+    let mut out = vec![Vec::with_capacity(rounds); batches.len()];
+    for round in 0..=rounds {
+        for (&b, secs) in batches.iter().zip(&mut out) {
+            let tokens = vec![0u32; b as usize];
+            let t = Instant::now();
+            fwd.step(ctx, &tokens, b)?;
+            let ids = fwd.argmax(ctx)?;
+            let dt = t.elapsed().as_secs_f64();
+            fwd.kv.truncate_to(0, len)?;
+            if ids.len() != b as usize {
+                return Err(Error::Usage(format!(
+                    "a verify step of {b} rows returned {} argmax ids",
+                    ids.len()
+                )));
+            }
+            if round > 0 {
+                secs.push(dt);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Seconds per target step of B = 1..=`max_b` rows (index B − 1), measured on `fwd` with an
-/// empty cache, `reps` runs each (median); the cache is empty again afterwards.
+/// empty cache, `reps` interleaved rounds ([`verify_step_rounds`], the median of each B); the
+/// cache is empty again afterwards.
 pub fn step_seconds(
     ctx: &GpuContext,
     fwd: &mut Forward,
@@ -21,22 +58,13 @@ pub fn step_seconds(
         ));
     }
     let max_b = max_b.min(fwd.max_rows()).min(fwd.kv.capacity());
-    let mut out = Vec::with_capacity(max_b as usize);
-    for b in 1..=max_b {
-        let tokens = vec![0u32; b as usize];
-        let mut times = Vec::with_capacity(reps.max(1));
-        // One untimed warm-up builds the dispatches for this shape.
-        for rep in 0..=reps.max(1) {
-            let t = Instant::now();
-            fwd.step(ctx, &tokens, b)?;
-            fwd.argmax(ctx)?;
-            if rep > 0 {
-                times.push(t.elapsed().as_secs_f64());
-            }
-            fwd.kv.truncate_to(0, 0)?;
-        }
-        times.sort_by(f64::total_cmp);
-        out.push(times[times.len() / 2]);
-    }
-    Ok(out)
+    let batches: Vec<u32> = (1..=max_b).collect();
+    let rounds = verify_step_rounds(ctx, fwd, &batches, reps.max(1))?;
+    Ok(rounds
+        .into_iter()
+        .map(|mut times| {
+            times.sort_by(f64::total_cmp);
+            times[times.len() / 2]
+        })
+        .collect())
 }
