@@ -50,6 +50,11 @@ struct Params {
 
 override WG_SIZE: u32 = 64u;
 
+// One f16 cache word from dims (2w, 2w + 1): low half first (common/kv_layout.wgsl).
+fn cache_word(y: vec2<f32>) -> u32 {
+    return kv_f16_bits(y.x) | (kv_f16_bits(y.y) << 16u);
+}
+
 #ifdef NEOX
 // Pair t of q, rotated in place: rope.wgsl's main with IN_PLACE.
 fn rope_q(t: u32) {
@@ -107,7 +112,7 @@ fn main(
         let base = row * params.head_dim;
         let y = k_word(base, w, i32(pos));
         let at = kv_row_base(pos, row % n_kv, n_kv, params.head_dim) + w;
-        k_cache[at] = kv_f16_bits(y.x) | (kv_f16_bits(y.y) << 16u);
+        k_cache[at] = cache_word(y);
         return;
     }
     let v_words = params.head_dim_v / 2u;
@@ -123,7 +128,7 @@ fn main(
     }
     let base = row * params.head_dim_v;
     let at = kv_row_base(pos, row % n_kv, n_kv, params.head_dim_v) + w;
-    v_cache[at] = kv_f16_bits(v[base + 2u * w]) | (kv_f16_bits(v[base + 2u * w + 1u]) << 16u);
+    v_cache[at] = cache_word(vec2<f32>(v[base + 2u * w], v[base + 2u * w + 1u]));
 }
 #else
 // Normal pairs: unit (token, w) for w < max(head_dim, head_dim_v) / 2, t = token * words + w.
@@ -172,7 +177,7 @@ fn main(
                     y = rope_apply(y.x, y.y, cs);
                 }
                 let at = kv_row_base(pos, h, n_kv, params.head_dim) + w;
-                k_cache[at] = kv_f16_bits(y.x) | (kv_f16_bits(y.y) << 16u);
+                k_cache[at] = cache_word(y);
             }
         }
     }
@@ -180,7 +185,7 @@ fn main(
         for (var h = 0u; h < n_kv; h++) {
             let i0 = (token * n_kv + h) * params.head_dim_v + 2u * w;
             let at = kv_row_base(pos, h, n_kv, params.head_dim_v) + w;
-            v_cache[at] = kv_f16_bits(v[i0]) | (kv_f16_bits(v[i0 + 1u]) << 16u);
+            v_cache[at] = cache_word(vec2<f32>(v[i0], v[i0 + 1u]));
         }
     }
 }
