@@ -7,8 +7,9 @@
 //
 // Same bits as matmul.wgsl's SERIAL variants: every output is the sequence of
 // common/quant_legacy.wgsl (per block: s = q[0] * x[0..4]; s = fma(q[i], x[4i..4i+4], s) for
-// i = 1..7; acc = fma(d, s, acc); with a minimum sx = x[0..4] + x[4..8] + ... in order and
-// acc = fma(m, sx, acc)), blocks in increasing order, then part = (acc.x + acc.y) + (acc.z + acc.w).
+// i = 1..7; acc = fma(d, hsum(s), acc) on a scalar acc; with a minimum sx = x[0..4] + x[4..8] +
+// ... in order and acc = fma(m, hsum(sx), acc); hsum(v) = (v.x + v.y) + (v.z + v.w)), blocks in
+// increasing order; acc is the output.
 // Every loop index that picks a register is a constant (the helpers are written out), so the
 // driver's compiler keeps the blocks in registers.
 //
@@ -166,19 +167,19 @@ fn xcols_load(col0: u32, b: u32) -> XCols {
 
 // One row's accumulators of the TM columns.
 struct RowAcc {
-    c0: vec4<f32>,
+    c0: f32,
 #ifdef TM_2
-    c1: vec4<f32>,
+    c1: f32,
 #endif
 #ifdef TM_4
-    c2: vec4<f32>,
-    c3: vec4<f32>,
+    c2: f32,
+    c3: f32,
 #endif
 #ifdef TM_8
-    c4: vec4<f32>,
-    c5: vec4<f32>,
-    c6: vec4<f32>,
-    c7: vec4<f32>,
+    c4: f32,
+    c5: f32,
+    c6: f32,
+    c7: f32,
 #endif
 }
 
@@ -201,7 +202,7 @@ fn fma4(q: vec4<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
 // of 4. llvmpipe splits every fma into a multiply and a dependent add, so one column's chain
 // is a string of adds each waiting for the last (`cargo bench --bench kernels`, Q4_1
 // [2048, 2048] x 8 on lavapipe: 1.601 ms column by column, 1.464 ms interleaved).
-fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: Acc4) -> Acc4 {
+fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: vec4<f32>) -> vec4<f32> {
     var s = Acc4(k.q[0] * x0.v[0], k.q[0] * x1.v[0], k.q[0] * x2.v[0], k.q[0] * x3.v[0]);
     s = fma4(k.q[1], x0.v[1], x1.v[1], x2.v[1], x3.v[1], s);
     s = fma4(k.q[2], x0.v[2], x1.v[2], x2.v[2], x3.v[2], s);
@@ -210,17 +211,22 @@ fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: Acc4) -> Acc4 {
     s = fma4(k.q[5], x0.v[5], x1.v[5], x2.v[5], x3.v[5], s);
     s = fma4(k.q[6], x0.v[6], x1.v[6], x2.v[6], x3.v[6], s);
     s = fma4(k.q[7], x0.v[7], x1.v[7], x2.v[7], x3.v[7], s);
-    let d = vec4<f32>(k.d);
+    let d = k.d;
 #ifdef LEGACY_MIN
-    let m = vec4<f32>(k.m);
-    return Acc4(
-        fma(m, x0.sx, fma(d, s.c0, a.c0)),
-        fma(m, x1.sx, fma(d, s.c1, a.c1)),
-        fma(m, x2.sx, fma(d, s.c2, a.c2)),
-        fma(m, x3.sx, fma(d, s.c3, a.c3)),
+    let m = k.m;
+    return vec4<f32>(
+        fma(m, x0.sx, fma(d, hsum(s.c0), a.x)),
+        fma(m, x1.sx, fma(d, hsum(s.c1), a.y)),
+        fma(m, x2.sx, fma(d, hsum(s.c2), a.z)),
+        fma(m, x3.sx, fma(d, hsum(s.c3), a.w)),
     );
 #else
-    return Acc4(fma(d, s.c0, a.c0), fma(d, s.c1, a.c1), fma(d, s.c2, a.c2), fma(d, s.c3, a.c3));
+    return vec4<f32>(
+        fma(d, hsum(s.c0), a.x),
+        fma(d, hsum(s.c1), a.y),
+        fma(d, hsum(s.c2), a.z),
+        fma(d, hsum(s.c3), a.w),
+    );
 #endif
 }
 #endif
@@ -229,11 +235,11 @@ fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: Acc4) -> Acc4 {
 fn cols_dot(k: Dec, xs: XCols, a: RowAcc) -> RowAcc {
     var o: RowAcc;
 #ifdef TM_4
-    let lo = blk_dot4(k, xs.x0, xs.x1, xs.x2, xs.x3, Acc4(a.c0, a.c1, a.c2, a.c3));
-    o.c0 = lo.c0;
-    o.c1 = lo.c1;
-    o.c2 = lo.c2;
-    o.c3 = lo.c3;
+    let lo = blk_dot4(k, xs.x0, xs.x1, xs.x2, xs.x3, vec4<f32>(a.c0, a.c1, a.c2, a.c3));
+    o.c0 = lo.x;
+    o.c1 = lo.y;
+    o.c2 = lo.z;
+    o.c3 = lo.w;
 #else
     o.c0 = blk_dot(k, xs.x0, a.c0);
 #ifdef TM_2
@@ -241,11 +247,11 @@ fn cols_dot(k: Dec, xs: XCols, a: RowAcc) -> RowAcc {
 #endif
 #endif
 #ifdef TM_8
-    let hi = blk_dot4(k, xs.x4, xs.x5, xs.x6, xs.x7, Acc4(a.c4, a.c5, a.c6, a.c7));
-    o.c4 = hi.c0;
-    o.c5 = hi.c1;
-    o.c6 = hi.c2;
-    o.c7 = hi.c3;
+    let hi = blk_dot4(k, xs.x4, xs.x5, xs.x6, xs.x7, vec4<f32>(a.c4, a.c5, a.c6, a.c7));
+    o.c4 = hi.x;
+    o.c5 = hi.y;
+    o.c6 = hi.z;
+    o.c7 = hi.w;
 #endif
     return o;
 }
@@ -304,38 +310,38 @@ fn put_glu(orow: u32, c: u32, g: f32, u: f32) {
 
 // Writes the columns of output row `orow` from its gate and up accumulators.
 fn put_pair(orow: u32, col0: u32, g: RowAcc, u: RowAcc) {
-    put_glu(orow, col0, hsum(g.c0), hsum(u.c0));
+    put_glu(orow, col0, g.c0, u.c0);
 #ifdef TM_2
-    put_glu(orow, col0 + 1u, hsum(g.c1), hsum(u.c1));
+    put_glu(orow, col0 + 1u, g.c1, u.c1);
 #endif
 #ifdef TM_4
-    put_glu(orow, col0 + 2u, hsum(g.c2), hsum(u.c2));
-    put_glu(orow, col0 + 3u, hsum(g.c3), hsum(u.c3));
+    put_glu(orow, col0 + 2u, g.c2, u.c2);
+    put_glu(orow, col0 + 3u, g.c3, u.c3);
 #endif
 #ifdef TM_8
-    put_glu(orow, col0 + 4u, hsum(g.c4), hsum(u.c4));
-    put_glu(orow, col0 + 5u, hsum(g.c5), hsum(u.c5));
-    put_glu(orow, col0 + 6u, hsum(g.c6), hsum(u.c6));
-    put_glu(orow, col0 + 7u, hsum(g.c7), hsum(u.c7));
+    put_glu(orow, col0 + 4u, g.c4, u.c4);
+    put_glu(orow, col0 + 5u, g.c5, u.c5);
+    put_glu(orow, col0 + 6u, g.c6, u.c6);
+    put_glu(orow, col0 + 7u, g.c7, u.c7);
 #endif
 }
 #endif
 
 // Writes the columns of row `row`.
 fn put_row(row: u32, col0: u32, a: RowAcc) {
-    put(row, col0, hsum(a.c0));
+    put(row, col0, a.c0);
 #ifdef TM_2
-    put(row, col0 + 1u, hsum(a.c1));
+    put(row, col0 + 1u, a.c1);
 #endif
 #ifdef TM_4
-    put(row, col0 + 2u, hsum(a.c2));
-    put(row, col0 + 3u, hsum(a.c3));
+    put(row, col0 + 2u, a.c2);
+    put(row, col0 + 3u, a.c3);
 #endif
 #ifdef TM_8
-    put(row, col0 + 4u, hsum(a.c4));
-    put(row, col0 + 5u, hsum(a.c5));
-    put(row, col0 + 6u, hsum(a.c6));
-    put(row, col0 + 7u, hsum(a.c7));
+    put(row, col0 + 4u, a.c4);
+    put(row, col0 + 5u, a.c5);
+    put(row, col0 + 6u, a.c6);
+    put(row, col0 + 7u, a.c7);
 #endif
 }
 

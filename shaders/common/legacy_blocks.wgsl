@@ -120,10 +120,10 @@ fn blk_q(k: Blk, i: u32) -> vec4<f32> {
 #endif
 }
 
-// X for one block of one column: its 8 vec4s and (with a minimum) their sum in order.
+// X for one block of one column: its 8 vec4s and (with a minimum) hsum of their sum in order.
 struct XBlk {
     v: array<vec4<f32>, 8>,
-    sx: vec4<f32>,
+    sx: f32,
 }
 
 #ifdef X_U64
@@ -151,7 +151,7 @@ fn xblk_load(i0: u32) -> XBlk {
     return xblk_sum(o);
 }
 
-// `o` with its sum (with a minimum): x[0..4] + x[4..8] + ... in order.
+// `o` with its sum (with a minimum): sx = x[0..4] + x[4..8] + ... in order, then hsum(sx).
 fn xblk_sum(b: XBlk) -> XBlk {
     var o = b;
 #ifdef LEGACY_MIN
@@ -161,7 +161,8 @@ fn xblk_sum(b: XBlk) -> XBlk {
     sx = sx + o.v[4];
     sx = sx + o.v[5];
     sx = sx + o.v[6];
-    o.sx = sx + o.v[7];
+    sx = sx + o.v[7];
+    o.sx = (sx.x + sx.y) + (sx.z + sx.w);
 #endif
     return o;
 }
@@ -189,7 +190,7 @@ fn blk_decode(k: Blk) -> Dec {
 }
 
 // acc + this block . this block of X, in the fixed order.
-fn blk_dot(k: Dec, xb: XBlk, acc: vec4<f32>) -> vec4<f32> {
+fn blk_dot(k: Dec, xb: XBlk, acc: f32) -> f32 {
     var s = k.q[0] * xb.v[0];
     s = fma(k.q[1], xb.v[1], s);
     s = fma(k.q[2], xb.v[2], s);
@@ -198,10 +199,11 @@ fn blk_dot(k: Dec, xb: XBlk, acc: vec4<f32>) -> vec4<f32> {
     s = fma(k.q[5], xb.v[5], s);
     s = fma(k.q[6], xb.v[6], s);
     s = fma(k.q[7], xb.v[7], s);
+    let ss = (s.x + s.y) + (s.z + s.w);
 #ifdef LEGACY_MIN
-    return fma(vec4<f32>(k.m), xb.sx, fma(vec4<f32>(k.d), s, acc));
+    return fma(k.m, xb.sx, fma(k.d, ss, acc));
 #else
-    return fma(vec4<f32>(k.d), s, acc);
+    return fma(k.d, ss, acc);
 #endif
 }
 
