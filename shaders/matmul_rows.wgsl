@@ -184,7 +184,7 @@ struct RowAcc {
 }
 
 #ifdef TM_4
-// Four columns' partial sums (or accumulators).
+// Four columns' block sums (one vec4 each).
 struct Acc4 {
     c0: vec4<f32>,
     c1: vec4<f32>,
@@ -201,7 +201,8 @@ fn fma4(q: vec4<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
 // is blk_dot's (same bits), but the driver sees 16 independent chains at every step instead
 // of 4. llvmpipe splits every fma into a multiply and a dependent add, so one column's chain
 // is a string of adds each waiting for the last (`cargo bench --bench kernels`, Q4_1
-// [2048, 2048] x 8 on lavapipe: 1.601 ms column by column, 1.464 ms interleaved).
+// [2048, 2048] x 8 on lavapipe: 1.601 ms column by column, 1.464 ms interleaved). `a` holds
+// the four columns' scalar accumulators (component j for column j).
 fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: vec4<f32>) -> vec4<f32> {
     var s = Acc4(k.q[0] * x0.v[0], k.q[0] * x1.v[0], k.q[0] * x2.v[0], k.q[0] * x3.v[0]);
     s = fma4(k.q[1], x0.v[1], x1.v[1], x2.v[1], x3.v[1], s);

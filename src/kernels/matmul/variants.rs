@@ -61,8 +61,9 @@ pub struct Family {
 }
 
 impl Family {
-    /// One invocation per row, vec4 accumulation, no barrier outside prefill staging: what CPU
-    /// Vulkan drivers (lavapipe) run fastest.
+    /// One invocation per row, vec4 accumulation (the running sum in `.x` for the 32-element
+    /// block formats), no barrier outside prefill staging: what CPU Vulkan drivers (lavapipe)
+    /// run fastest.
     pub const SERIAL: Family = Family {
         lanes: 1,
         rows: 32,
