@@ -32,13 +32,38 @@ override FIRST_PASS: bool = true;
 const D: u32 = HEAD_DIM;
 const NONE: u32 = 0xffffffffu;
 
-// The 8 dims of entry words `e` (as f32, ascending; unpack2x16float is exact).
-fn dims8(e: vec4<u32>) -> array<f32, 8> {
-    let a = unpack2x16float(e.x);
-    let b = unpack2x16float(e.y);
-    let c = unpack2x16float(e.z);
-    let d = unpack2x16float(e.w);
-    return array<f32, 8>(a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y);
+// This lane's 8 dims of a K or V row as f32 (ascending; unpack2x16float is exact). Each lane
+// unpacks its own dims once and the f32s are broadcast, instead of every lane unpacking every
+// lane's words.
+struct Dims {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+fn dims_of(e: vec4<u32>) -> Dims {
+    return Dims(
+        vec4<f32>(unpack2x16float(e.x), unpack2x16float(e.y)),
+        vec4<f32>(unpack2x16float(e.z), unpack2x16float(e.w)),
+    );
+}
+
+// One lane's 8 dims from its two broadcast vec4s.
+fn dims8(lo: vec4<f32>, hi: vec4<f32>) -> array<f32, 8> {
+    return array<f32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+}
+
+// The 64 dims of the subgroup's words, lane l's 8 in entry l (constant lanes, one shuffle each).
+fn dims64(e: Dims) -> array<array<f32, 8>, 8> {
+    return array<array<f32, 8>, 8>(
+        dims8(subgroupBroadcast(e.lo, 0u), subgroupBroadcast(e.hi, 0u)),
+        dims8(subgroupBroadcast(e.lo, 1u), subgroupBroadcast(e.hi, 1u)),
+        dims8(subgroupBroadcast(e.lo, 2u), subgroupBroadcast(e.hi, 2u)),
+        dims8(subgroupBroadcast(e.lo, 3u), subgroupBroadcast(e.hi, 3u)),
+        dims8(subgroupBroadcast(e.lo, 4u), subgroupBroadcast(e.hi, 4u)),
+        dims8(subgroupBroadcast(e.lo, 5u), subgroupBroadcast(e.hi, 5u)),
+        dims8(subgroupBroadcast(e.lo, 6u), subgroupBroadcast(e.hi, 6u)),
+        dims8(subgroupBroadcast(e.lo, 7u), subgroupBroadcast(e.hi, 7u)),
+    );
 }
 
 // dot + q[i0 .. i0 + 8] . h, one fma per dim in order.
@@ -79,16 +104,16 @@ fn row_words(is_v: bool, j: u32, kv_head: u32, c: u32, lane: u32) -> vec4<u32> {
 fn score_dot(q: ptr<function, array<f32, HEAD_DIM>>, j: u32, kv_head: u32, lane: u32) -> f32 {
     var dot = 0.0;
     for (var c = 0u; c < D / 64u; c++) {
-        let e = row_words(false, j, kv_head, c, lane);
+        let h = dims64(dims_of(row_words(false, j, kv_head, c, lane)));
         let i = 64u * c;
-        dot = dot8(q, i, dims8(subgroupBroadcast(e, 0u)), dot);
-        dot = dot8(q, i + 8u, dims8(subgroupBroadcast(e, 1u)), dot);
-        dot = dot8(q, i + 16u, dims8(subgroupBroadcast(e, 2u)), dot);
-        dot = dot8(q, i + 24u, dims8(subgroupBroadcast(e, 3u)), dot);
-        dot = dot8(q, i + 32u, dims8(subgroupBroadcast(e, 4u)), dot);
-        dot = dot8(q, i + 40u, dims8(subgroupBroadcast(e, 5u)), dot);
-        dot = dot8(q, i + 48u, dims8(subgroupBroadcast(e, 6u)), dot);
-        dot = dot8(q, i + 56u, dims8(subgroupBroadcast(e, 7u)), dot);
+        dot = dot8(q, i, h[0], dot);
+        dot = dot8(q, i + 8u, h[1], dot);
+        dot = dot8(q, i + 16u, h[2], dot);
+        dot = dot8(q, i + 24u, h[3], dot);
+        dot = dot8(q, i + 32u, h[4], dot);
+        dot = dot8(q, i + 40u, h[5], dot);
+        dot = dot8(q, i + 48u, h[6], dot);
+        dot = dot8(q, i + 56u, h[7], dot);
     }
     return dot;
 }
@@ -103,16 +128,16 @@ fn pv_row(
     ok: bool,
 ) {
     for (var c = 0u; c < D / 64u; c++) {
-        let e = row_words(true, j, kv_head, c, lane);
+        let h = dims64(dims_of(row_words(true, j, kv_head, c, lane)));
         let i = 64u * c;
-        pv8(acc, i, p, dims8(subgroupBroadcast(e, 0u)), ok);
-        pv8(acc, i + 8u, p, dims8(subgroupBroadcast(e, 1u)), ok);
-        pv8(acc, i + 16u, p, dims8(subgroupBroadcast(e, 2u)), ok);
-        pv8(acc, i + 24u, p, dims8(subgroupBroadcast(e, 3u)), ok);
-        pv8(acc, i + 32u, p, dims8(subgroupBroadcast(e, 4u)), ok);
-        pv8(acc, i + 40u, p, dims8(subgroupBroadcast(e, 5u)), ok);
-        pv8(acc, i + 48u, p, dims8(subgroupBroadcast(e, 6u)), ok);
-        pv8(acc, i + 56u, p, dims8(subgroupBroadcast(e, 7u)), ok);
+        pv8(acc, i, p, h[0], ok);
+        pv8(acc, i + 8u, p, h[1], ok);
+        pv8(acc, i + 16u, p, h[2], ok);
+        pv8(acc, i + 24u, p, h[3], ok);
+        pv8(acc, i + 32u, p, h[4], ok);
+        pv8(acc, i + 40u, p, h[5], ok);
+        pv8(acc, i + 48u, p, h[6], ok);
+        pv8(acc, i + 56u, p, h[7], ok);
     }
 }
 
