@@ -8,7 +8,7 @@
 // Same bits as matmul.wgsl's SERIAL variants: every output is the sequence of
 // common/quant_legacy.wgsl (per block: s = q[0] * x[0..4]; s = fma(q[i], x[4i..4i+4], s) for
 // i = 1..7; acc = fma(d, hsum(s), acc) on a scalar acc; with a minimum sx = x[0..4] + x[4..8] +
-// ... in order and acc = fma(m, hsum(sx), acc); hsum(v) = (v.x + v.y) + (v.z + v.w)), blocks in
+// ... in order and acc = fma(m, hsum(sx), acc); hsum = legacy_hsum), blocks in
 // increasing order; acc is the output.
 // Every loop index that picks a register is a constant (the helpers are written out), so the
 // driver's compiler keeps the blocks in registers.
@@ -216,17 +216,17 @@ fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: vec4<f32>) -> vec
 #ifdef LEGACY_MIN
     let m = k.m;
     return vec4<f32>(
-        fma(m, x0.sx, fma(d, hsum(s.c0), a.x)),
-        fma(m, x1.sx, fma(d, hsum(s.c1), a.y)),
-        fma(m, x2.sx, fma(d, hsum(s.c2), a.z)),
-        fma(m, x3.sx, fma(d, hsum(s.c3), a.w)),
+        fma(m, x0.sx, fma(d, legacy_hsum(s.c0), a.x)),
+        fma(m, x1.sx, fma(d, legacy_hsum(s.c1), a.y)),
+        fma(m, x2.sx, fma(d, legacy_hsum(s.c2), a.z)),
+        fma(m, x3.sx, fma(d, legacy_hsum(s.c3), a.w)),
     );
 #else
     return vec4<f32>(
-        fma(d, hsum(s.c0), a.x),
-        fma(d, hsum(s.c1), a.y),
-        fma(d, hsum(s.c2), a.z),
-        fma(d, hsum(s.c3), a.w),
+        fma(d, legacy_hsum(s.c0), a.x),
+        fma(d, legacy_hsum(s.c1), a.y),
+        fma(d, legacy_hsum(s.c2), a.z),
+        fma(d, legacy_hsum(s.c3), a.w),
     );
 #endif
 }
@@ -271,10 +271,6 @@ fn row_step2(r: u32, b: u32, xs: XCols, xt: XCols, a: RowAcc) -> RowAcc {
     return cols_dot(blk_decode(k2.hi), xt, cols_dot(blk_decode(k2.lo), xs, a));
 }
 #endif
-
-fn hsum(a: vec4<f32>) -> f32 {
-    return (a.x + a.y) + (a.z + a.w);
-}
 
 // Writes row `row` (split-local) of column c when both exist.
 fn put(row: u32, c: u32, v: f32) {

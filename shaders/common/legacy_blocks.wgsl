@@ -120,7 +120,7 @@ fn blk_q(k: Blk, i: u32) -> vec4<f32> {
 #endif
 }
 
-// X for one block of one column: its 8 vec4s and (with a minimum) hsum of their sum in order.
+// X for one block of one column: its 8 vec4s and (with a minimum) legacy_hsum of their sum.
 struct XBlk {
     v: array<vec4<f32>, 8>,
     sx: f32,
@@ -151,7 +151,7 @@ fn xblk_load(i0: u32) -> XBlk {
     return xblk_sum(o);
 }
 
-// `o` with its sum (with a minimum): sx = x[0..4] + x[4..8] + ... in order, then hsum(sx).
+// `o` with its sum (with a minimum): sx = x[0..4] + x[4..8] + ... in order, then legacy_hsum(sx).
 fn xblk_sum(b: XBlk) -> XBlk {
     var o = b;
 #ifdef LEGACY_MIN
@@ -162,7 +162,7 @@ fn xblk_sum(b: XBlk) -> XBlk {
     sx = sx + o.v[5];
     sx = sx + o.v[6];
     sx = sx + o.v[7];
-    o.sx = (sx.x + sx.y) + (sx.z + sx.w);
+    o.sx = legacy_hsum(sx);
 #endif
     return o;
 }
@@ -199,7 +199,7 @@ fn blk_dot(k: Dec, xb: XBlk, acc: f32) -> f32 {
     s = fma(k.q[5], xb.v[5], s);
     s = fma(k.q[6], xb.v[6], s);
     s = fma(k.q[7], xb.v[7], s);
-    let ss = (s.x + s.y) + (s.z + s.w);
+    let ss = legacy_hsum(s);
 #ifdef LEGACY_MIN
     return fma(k.m, xb.sx, fma(k.d, ss, acc));
 #else

@@ -108,9 +108,9 @@ fn wu_dot(wu: WU, t: u32, k0: u32, acc: vec4<f32>) -> vec4<f32> {
     }
     // The running sum is a scalar in acc.x (y, z, w stay 0, so the caller's final
     // (acc.x + acc.y) + (acc.z + acc.w) is acc.x: it is never -0, being a sum started at +0).
-    let ss = (s.x + s.y) + (s.z + s.w);
+    let ss = legacy_hsum(s);
 #ifdef LEGACY_MIN
-    let sxs = (sx.x + sx.y) + (sx.z + sx.w);
+    let sxs = legacy_hsum(sx);
     return vec4<f32>(fma(wu.m, sxs, fma(wu.d, ss, acc.x)), 0.0, 0.0, 0.0);
 #else
     return vec4<f32>(fma(wu.d, ss, acc.x), 0.0, 0.0, 0.0);

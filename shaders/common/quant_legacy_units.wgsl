@@ -1,6 +1,7 @@
 // common/quant_legacy_units.wgsl: what the 32-element block decoders share between
 // common/quant_legacy.wgsl (the generic decoder interface) and matmul_rows.wgsl (CPU drivers):
-// the LEGACY_BLOCK / LEGACY_MIN defines, the element decode (legacy_elems) and the fast scale
+// the LEGACY_BLOCK / LEGACY_MIN defines, the block-sum order (legacy_hsum), the element decode
+// (legacy_elems) and the fast scale
 // loads (legacy_dm_fast, legacy_dm_pair: matmul_rows.wgsl only).
 // Needs common/quant_common.wgsl (params, w) first.
 
@@ -23,6 +24,12 @@
 #endif
 
 #ifdef LEGACY_BLOCK
+// A block's vec4 sum reduced to the scalar it scales, in the one order every block-format
+// kernel uses (the bits of common/quant_legacy.wgsl's unit dot depend on it).
+fn legacy_hsum(v: vec4<f32>) -> f32 {
+    return (v.x + v.y) + (v.z + v.w);
+}
+
 // The fifth bits of elements s..s+3 (bits s..s+3 of qh), times 16.
 fn qh_high4(qh: u32, s: u32) -> vec4<f32> {
     let bits = (vec4<u32>(qh) >> vec4<u32>(s, s + 1u, s + 2u, s + 3u)) & vec4<u32>(1u);

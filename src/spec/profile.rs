@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use crate::bench::stats::median;
 use crate::gpu::GpuContext;
 use crate::model::forward::Forward;
 use crate::{Error, Result};
@@ -60,11 +61,5 @@ pub fn step_seconds(
     let max_b = max_b.min(fwd.max_rows()).min(fwd.kv.capacity());
     let batches: Vec<u32> = (1..=max_b).collect();
     let rounds = verify_step_rounds(ctx, fwd, &batches, reps.max(1))?;
-    Ok(rounds
-        .into_iter()
-        .map(|mut times| {
-            times.sort_by(f64::total_cmp);
-            times[times.len() / 2]
-        })
-        .collect())
+    Ok(rounds.iter().map(|times| median(times)).collect())
 }
