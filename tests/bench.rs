@@ -303,3 +303,65 @@ fn sps_curve_times_verify_steps_of_every_batch_size() {
         );
     }
 }
+
+/// `--profile --sps B`: the decode step and a verify step of B rows with every row's logits (the
+/// step SPS(B) times), each table's dispatch column summing to its step's dispatch count.
+#[test]
+fn profile_of_a_verify_step() {
+    let model = common::model_path();
+    let args = [
+        "bench",
+        "-m",
+        model.to_str().unwrap(),
+        "--profile",
+        "--sps",
+        "3",
+        "-d",
+        "2",
+        "-r",
+        "1",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(args)
+        .output()
+        .expect("run flint bench --profile --sps");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8 stdout");
+    let heads = [
+        "step of 1 row(s) (1 with logits) at depth 2: ",
+        "step of 3 row(s) (3 with logits) at depth 2: ",
+    ];
+    let mut sections = Vec::new();
+    for head in heads {
+        let at = text
+            .find(head)
+            .unwrap_or_else(|| panic!("no '{head}' in:\n{text}"));
+        sections.push(&text[at + head.len()..]);
+    }
+    for (i, s) in sections.iter().enumerate() {
+        let stated: usize = s
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("dispatch count of step {i}: {s}"));
+        // The table rows up to the next step line.
+        let table = s.split("step of ").next().unwrap_or("");
+        let counted: usize = table
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| kernel"))
+            .map(|l| {
+                l.split('|')
+                    .nth(2)
+                    .unwrap()
+                    .trim()
+                    .parse::<usize>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(counted, stated, "step {i}:\n{table}");
+    }
+}

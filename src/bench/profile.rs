@@ -27,6 +27,8 @@ pub struct KernelTime {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepProfile {
     pub rows: u32,
+    /// Rows whose logits the step computes (the last ones).
+    pub logit_rows: u32,
     pub depth: u32,
     pub dispatches: usize,
     /// The whole step as one pass and one submit (median of the repetitions).
@@ -44,20 +46,29 @@ fn wait(engine: &Engine) -> Result<()> {
 }
 
 /// Profile a step of `rows` rows (1: a decode step; more: a prefill ubatch or verify batch)
-/// after `depth` cached tokens, over `reps` repetitions.
-pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Result<StepProfile> {
+/// computing the logits of the last `logit_rows` rows (1 for decode and prefill, `rows` for a
+/// verify step) after `depth` cached tokens, over `reps` repetitions.
+pub fn profile_step(
+    engine: &mut Engine,
+    rows: u32,
+    logit_rows: u32,
+    depth: u32,
+    reps: u32,
+) -> Result<StepProfile> {
     let n_vocab = engine.fwd.hp.n_vocab;
     let mut rng = super::TokenRng::new(0x9A0F);
     super::fill_depth(engine, depth, &mut rng)?;
     let tokens = rng.tokens(rows, n_vocab);
     // A real step: how many submits and readbacks a token costs.
     let (s0, r0) = engine.ctx.counters().get();
-    engine.fwd.step(&engine.ctx, &tokens, 1)?;
+    engine.fwd.step(&engine.ctx, &tokens, logit_rows)?;
     engine.fwd.argmax(&engine.ctx)?;
     let (s1, r1) = engine.ctx.counters().get();
     engine.fwd.kv.truncate_to(0, depth)?;
-    engine.fwd.prepare(&engine.ctx, &tokens, depth, 1)?;
-    let (list, _) = engine.fwd.record(rows, 1)?;
+    engine
+        .fwd
+        .prepare(&engine.ctx, &tokens, depth, logit_rows)?;
+    let (list, _) = engine.fwd.record(rows, logit_rows)?;
     let reps = reps.max(1);
     let mut whole = Vec::new();
     for _ in 0..reps {
@@ -92,6 +103,7 @@ pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Re
     }
     Ok(StepProfile {
         rows,
+        logit_rows,
         depth,
         dispatches: list.len(),
         whole_ms: median(&whole),
@@ -105,10 +117,11 @@ pub fn profile_step(engine: &mut Engine, rows: u32, depth: u32, reps: u32) -> Re
 /// The profile as a markdown table.
 pub fn render(p: &StepProfile) -> String {
     let mut out = format!(
-        "step of {} row(s) at depth {}: {} dispatches, {} submit(s) and {} readback(s) per \
+        "step of {} row(s) ({} with logits) at depth {}: {} dispatches, {} submit(s) and {} readback(s) per \
          step, whole step {:.2} ms (one pass, one submit); dispatches alone sum to {:.2} ms \
          ({:.1} µs of overhead per dispatch)\n\n",
         p.rows,
+        p.logit_rows,
         p.depth,
         p.dispatches,
         p.submits,

@@ -96,12 +96,13 @@ pub struct BenchArgs {
     pub spec_raw_prompts: bool,
     /// Instead of the tests, profile a decode step and a prefill ubatch of the first `-p`
     /// rows (at the first `-d` depth): time per kernel, dispatches, submits and readbacks.
+    /// With `--sps B`, a verify step of B rows (logits of every row) instead of the ubatch.
     #[arg(long = "profile")]
     pub profile: bool,
     /// Instead of the tests, the SPS(B) curve: verify steps of B rows (logits and argmax of
     /// every row) for each comma-separated B, at the first `-d` depth, in `-r` interleaved
     /// rounds, with SPS(B) / SPS(1) (md or json).
-    #[arg(long = "sps", value_delimiter = ',', conflicts_with = "profile")]
+    #[arg(long = "sps", value_delimiter = ',')]
     pub sps: Vec<u32>,
 }
 
@@ -200,6 +201,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bandwidth_gbps: args.bandwidth,
     };
     if args.profile {
+        // With `--sps`, the verify step is profiled instead of the prefill ubatch.
         return profile(args, &mut engine);
     }
     if !args.sps.is_empty() {
@@ -264,9 +266,19 @@ fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
         .find(|&p| p > 0)
         .unwrap_or(512)
         .min(engine.fwd.max_rows());
+    // `--sps B`: a verify step of the largest B, every row's logits (what SPS(B) times).
+    let verify = args.sps.iter().copied().max();
+    let (rows, logit_rows) = match verify {
+        Some(b) => (
+            b.min(engine.fwd.max_rows()),
+            b.min(engine.fwd.max_logit_rows()),
+        ),
+        None => (prefill, 1),
+    };
     let mut text = format!("adapter: {}\n\n", engine.ctx.info().name);
-    for rows in [1, prefill] {
-        let p = crate::bench::profile::profile_step(engine, rows, depth, args.repetitions)?;
+    for (rows, logit_rows) in [(1, 1), (rows, logit_rows)] {
+        let p =
+            crate::bench::profile::profile_step(engine, rows, logit_rows, depth, args.repetitions)?;
         text.push_str(&crate::bench::profile::render(&p));
         text.push('\n');
     }
