@@ -31,13 +31,18 @@ fn bench(format: &str, extra: &[&str]) -> String {
         format,
     ];
     args.extend_from_slice(extra);
+    flint_ok(&args)
+}
+
+/// Runs flint with `args`; returns its stdout, or panics with its stderr when it fails.
+fn flint_ok(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(&args)
+        .args(args)
         .output()
-        .expect("run flint bench");
+        .expect("run flint");
     assert!(
         out.status.success(),
-        "flint bench -o {format} failed: {}",
+        "flint {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8 stdout")
@@ -321,16 +326,7 @@ fn profile_of_a_verify_step() {
         "-r",
         "1",
     ];
-    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(args)
-        .output()
-        .expect("run flint bench --profile --sps");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8 stdout");
+    let text = flint_ok(&args);
     let heads = [
         "step of 1 row(s) (1 with logits) at depth 2: ",
         "step of 3 row(s) (3 with logits) at depth 2: ",
