@@ -12,6 +12,9 @@
 // increasing order; acc is the output.
 // Every loop index that picks a register is a constant (the helpers are written out), so the
 // driver's compiler keeps the blocks in registers.
+// The column tile (TM blocks of X, a row's TM accumulators, a block against them, the writes of
+// a row's TM outputs) is common/matmul_cols.wgsl; this file has the bindings, the row steps, the
+// output writes of one value and the loop.
 //
 // Defines (Rust side: src/kernels/matmul/variants.rs):
 //   TYPE_*     one of the five block formats
@@ -93,169 +96,7 @@
 #endif
 #endif
 
-// One block of X for each of the TM columns.
-struct XCols {
-    x0: XBlk,
-#ifdef TM_2
-    x1: XBlk,
-#endif
-#ifdef TM_4
-    x2: XBlk,
-    x3: XBlk,
-#endif
-#ifdef TM_8
-    x4: XBlk,
-    x5: XBlk,
-    x6: XBlk,
-    x7: XBlk,
-#endif
-}
-
-// Vec4 index of element 0 of column c (surplus columns clamp to the last one).
-fn xrow(c: u32) -> u32 {
-    return (params.x_off + min(c, params.m - 1u) * params.x_stride) >> 2u;
-}
-
-#ifdef X_BCAST
-// The invocation's lane (0..8; the workgroup is one subgroup of 8).
-var<private> lane: u32;
-
-// A block of X from the subgroup: lane l holds vec4 l of it (one load per lane instead of
-// eight), every invocation gets all eight by subgroupBroadcast.
-fn xblk_bcast(e: vec4<f32>) -> XBlk {
-    var o: XBlk;
-    o.v[0] = subgroupBroadcast(e, 0u);
-    o.v[1] = subgroupBroadcast(e, 1u);
-    o.v[2] = subgroupBroadcast(e, 2u);
-    o.v[3] = subgroupBroadcast(e, 3u);
-    o.v[4] = subgroupBroadcast(e, 4u);
-    o.v[5] = subgroupBroadcast(e, 5u);
-    o.v[6] = subgroupBroadcast(e, 6u);
-    o.v[7] = subgroupBroadcast(e, 7u);
-    return xblk_sum(o);
-}
-#endif
-
-// Block b of column c.
-fn xblk_at(c: u32, b: u32) -> XBlk {
-#ifdef X_BCAST
-    return xblk_bcast(x_at(xrow(c) + b * 8u + lane));
-#else
-    return xblk_load(xrow(c) + b * 8u);
-#endif
-}
-
-// Block b of the TM columns from column col0.
-fn xcols_load(col0: u32, b: u32) -> XCols {
-    var o: XCols;
-    o.x0 = xblk_at(col0, b);
-#ifdef TM_2
-    o.x1 = xblk_at(col0 + 1u, b);
-#endif
-#ifdef TM_4
-    o.x2 = xblk_at(col0 + 2u, b);
-    o.x3 = xblk_at(col0 + 3u, b);
-#endif
-#ifdef TM_8
-    o.x4 = xblk_at(col0 + 4u, b);
-    o.x5 = xblk_at(col0 + 5u, b);
-    o.x6 = xblk_at(col0 + 6u, b);
-    o.x7 = xblk_at(col0 + 7u, b);
-#endif
-    return o;
-}
-
-// One row's accumulators of the TM columns.
-struct RowAcc {
-    c0: f32,
-#ifdef TM_2
-    c1: f32,
-#endif
-#ifdef TM_4
-    c2: f32,
-    c3: f32,
-#endif
-#ifdef TM_8
-    c4: f32,
-    c5: f32,
-    c6: f32,
-    c7: f32,
-#endif
-}
-
-#ifdef TM_4
-// Four columns' block sums (one vec4 each).
-struct Acc4 {
-    c0: vec4<f32>,
-    c1: vec4<f32>,
-    c2: vec4<f32>,
-    c3: vec4<f32>,
-}
-
-// One step of four columns' sums: s.cj = fma(q, xj, s.cj).
-fn fma4(q: vec4<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>, s: Acc4) -> Acc4 {
-    return Acc4(fma(q, x0, s.c0), fma(q, x1, s.c1), fma(q, x2, s.c2), fma(q, x3, s.c3));
-}
-
-// blk_dot of four columns with their steps interleaved: each column's sequence of operations
-// is blk_dot's (same bits), but the driver sees 16 independent chains at every step instead
-// of 4. llvmpipe splits every fma into a multiply and a dependent add, so one column's chain
-// is a string of adds each waiting for the last (`cargo bench --bench kernels`, Q4_1
-// [2048, 2048] x 8 on lavapipe: 1.601 ms column by column, 1.464 ms interleaved). `a` holds
-// the four columns' scalar accumulators (component j for column j).
-fn blk_dot4(k: Dec, x0: XBlk, x1: XBlk, x2: XBlk, x3: XBlk, a: vec4<f32>) -> vec4<f32> {
-    var s = Acc4(k.q[0] * x0.v[0], k.q[0] * x1.v[0], k.q[0] * x2.v[0], k.q[0] * x3.v[0]);
-    s = fma4(k.q[1], x0.v[1], x1.v[1], x2.v[1], x3.v[1], s);
-    s = fma4(k.q[2], x0.v[2], x1.v[2], x2.v[2], x3.v[2], s);
-    s = fma4(k.q[3], x0.v[3], x1.v[3], x2.v[3], x3.v[3], s);
-    s = fma4(k.q[4], x0.v[4], x1.v[4], x2.v[4], x3.v[4], s);
-    s = fma4(k.q[5], x0.v[5], x1.v[5], x2.v[5], x3.v[5], s);
-    s = fma4(k.q[6], x0.v[6], x1.v[6], x2.v[6], x3.v[6], s);
-    s = fma4(k.q[7], x0.v[7], x1.v[7], x2.v[7], x3.v[7], s);
-    let d = k.d;
-#ifdef LEGACY_MIN
-    let m = k.m;
-    return vec4<f32>(
-        fma(m, x0.sx, fma(d, legacy_hsum(s.c0), a.x)),
-        fma(m, x1.sx, fma(d, legacy_hsum(s.c1), a.y)),
-        fma(m, x2.sx, fma(d, legacy_hsum(s.c2), a.z)),
-        fma(m, x3.sx, fma(d, legacy_hsum(s.c3), a.w)),
-    );
-#else
-    return vec4<f32>(
-        fma(d, legacy_hsum(s.c0), a.x),
-        fma(d, legacy_hsum(s.c1), a.y),
-        fma(d, legacy_hsum(s.c2), a.z),
-        fma(d, legacy_hsum(s.c3), a.w),
-    );
-#endif
-}
-#endif
-
-// A decoded block against the same block of the TM columns.
-fn cols_dot(k: Dec, xs: XCols, a: RowAcc) -> RowAcc {
-    var o: RowAcc;
-#ifdef TM_4
-    let lo = blk_dot4(k, xs.x0, xs.x1, xs.x2, xs.x3, vec4<f32>(a.c0, a.c1, a.c2, a.c3));
-    o.c0 = lo.x;
-    o.c1 = lo.y;
-    o.c2 = lo.z;
-    o.c3 = lo.w;
-#else
-    o.c0 = blk_dot(k, xs.x0, a.c0);
-#ifdef TM_2
-    o.c1 = blk_dot(k, xs.x1, a.c1);
-#endif
-#endif
-#ifdef TM_8
-    let hi = blk_dot4(k, xs.x4, xs.x5, xs.x6, xs.x7, vec4<f32>(a.c4, a.c5, a.c6, a.c7));
-    o.c4 = hi.x;
-    o.c5 = hi.y;
-    o.c6 = hi.z;
-    o.c7 = hi.w;
-#endif
-    return o;
-}
+#include "common/matmul_cols.wgsl"
 
 // Block b of split-local row r (clamped to the last row) against the columns: loaded, decoded
 // and used at once, one row after the other, so only one decoded block is live (the loads are
@@ -304,43 +145,7 @@ fn put_glu(orow: u32, c: u32, g: f32, u: f32) {
         y[params.y_off + c * params.n_out + orow] = glu_act(g) * u;
     }
 }
-
-// Writes the columns of output row `orow` from its gate and up accumulators.
-fn put_pair(orow: u32, col0: u32, g: RowAcc, u: RowAcc) {
-    put_glu(orow, col0, g.c0, u.c0);
-#ifdef TM_2
-    put_glu(orow, col0 + 1u, g.c1, u.c1);
 #endif
-#ifdef TM_4
-    put_glu(orow, col0 + 2u, g.c2, u.c2);
-    put_glu(orow, col0 + 3u, g.c3, u.c3);
-#endif
-#ifdef TM_8
-    put_glu(orow, col0 + 4u, g.c4, u.c4);
-    put_glu(orow, col0 + 5u, g.c5, u.c5);
-    put_glu(orow, col0 + 6u, g.c6, u.c6);
-    put_glu(orow, col0 + 7u, g.c7, u.c7);
-#endif
-}
-#endif
-
-// Writes the columns of row `row`.
-fn put_row(row: u32, col0: u32, a: RowAcc) {
-    put(row, col0, a.c0);
-#ifdef TM_2
-    put(row, col0 + 1u, a.c1);
-#endif
-#ifdef TM_4
-    put(row, col0 + 2u, a.c2);
-    put(row, col0 + 3u, a.c3);
-#endif
-#ifdef TM_8
-    put(row, col0 + 4u, a.c4);
-    put(row, col0 + 5u, a.c5);
-    put(row, col0 + 6u, a.c6);
-    put(row, col0 + 7u, a.c7);
-#endif
-}
 
 @compute @workgroup_size(WG)
 fn main(
