@@ -310,7 +310,8 @@ fn sps_curve_times_verify_steps_of_every_batch_size() {
 }
 
 /// `--profile --sps B`: the decode step and a verify step of B rows with every row's logits (the
-/// step SPS(B) times), each table's dispatch column summing to its step's dispatch count.
+/// step SPS(B) times), each table's dispatch column summing to its step's dispatch count; B = 0
+/// is refused.
 #[test]
 fn profile_of_a_verify_step() {
     let model = common::model_path();
@@ -360,4 +361,21 @@ fn profile_of_a_verify_step() {
             .sum();
         assert_eq!(counted, stated, "step {i}:\n{table}");
     }
+    // A batch of 0 rows is refused as `--sps` alone refuses it.
+    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args([
+            "bench",
+            "-m",
+            model.to_str().unwrap(),
+            "--profile",
+            "--sps",
+            "0",
+        ])
+        .output()
+        .expect("run flint bench --profile --sps 0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("batch sizes start at 1"),
+        "{err}"
+    );
 }

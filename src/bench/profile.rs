@@ -117,8 +117,8 @@ pub fn profile_step(
 /// The profile as a markdown table.
 pub fn render(p: &StepProfile) -> String {
     let mut out = format!(
-        "step of {} row(s) ({} with logits) at depth {}: {} dispatches, {} submit(s) and {} readback(s) per \
-         step, whole step {:.2} ms (one pass, one submit); dispatches alone sum to {:.2} ms \
+        "step of {} row(s) ({} with logits) at depth {}: {} dispatches, {} submit(s) and {} \
+         readback(s) per step, whole step {:.2} ms (one pass, one submit); dispatches alone sum to {:.2} ms \
          ({:.1} µs of overhead per dispatch)\n\n",
         p.rows,
         p.logit_rows,

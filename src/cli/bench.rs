@@ -256,24 +256,21 @@ fn sps(args: &BenchArgs, format: output::Format, engine: &mut Engine) -> Result<
     super::info::write_stdout(&text)
 }
 
-/// `--profile`: a decode step and a prefill ubatch, kernel by kernel.
+/// `--profile`: a decode step and a prefill ubatch (with `--sps`: a verify step of the largest
+/// B, every row's logits, the step SPS(B) times), kernel by kernel.
 fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
-    let prefill = args
-        .n_prompt
-        .iter()
-        .copied()
-        .find(|&p| p > 0)
-        .unwrap_or(512)
-        .min(engine.fwd.max_rows());
-    // `--sps B`: a verify step of the largest B, every row's logits (what SPS(B) times).
-    let verify = args.sps.iter().copied().max();
-    let (rows, logit_rows) = match verify {
-        Some(b) => (
-            b.min(engine.fwd.max_rows()),
-            b.min(engine.fwd.max_logit_rows()),
-        ),
-        None => (prefill, 1),
+    let max_rows = engine.fwd.max_rows();
+    let (rows, logit_rows) = if args.sps.is_empty() {
+        let prefill = args.n_prompt.iter().copied().find(|&p| p > 0);
+        (prefill.unwrap_or(512).min(max_rows), 1)
+    } else {
+        // The same checks as `--sps` itself (no batch of 0 rows).
+        let b = crate::bench::sps::batch_list(&args.sps)?
+            .into_iter()
+            .max()
+            .unwrap_or(1);
+        (b.min(max_rows), b.min(engine.fwd.max_logit_rows()))
     };
     let mut text = format!("adapter: {}\n\n", engine.ctx.info().name);
     for (rows, logit_rows) in [(1, 1), (rows, logit_rows)] {
