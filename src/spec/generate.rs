@@ -2,11 +2,17 @@
 //! the drafter, then cycles of draft → choose ℓ → verify `[x0, d1..dℓ]` in one target forward →
 //! accept (greedy, or lossless rejection sampling) → commit `a + 1` tokens, roll the target's KV
 //! back to them and inject exactly those rows. Plain steps (nothing worth verifying, bypass)
-//! still inject their row, so the drafter never conditions on a hole.
+//! still give the drafter their row, so it never conditions on a hole, but deferred: the target
+//! captures each plain step's taps one staging row further on ([`Pending`]), and the rows go
+//! in as one chunk before the next draft, when the staging is full, and at the end. A chunk
+//! gives the same K/V as row-by-row injection (rows are independent in the K/V-only pass) for
+//! one submit instead of one per token.
 
 use std::time::Instant;
 
 use crate::engine::{Engine, GenStats};
+use crate::gpu::GpuContext;
+use crate::model::forward::Forward;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
 use crate::{Error, Result};
 
@@ -76,6 +82,52 @@ impl<F: FnMut(u32) -> Result<bool>> Emitter<'_, F> {
     }
 }
 
+/// The device and the target's forward pass.
+type Io<'a> = (&'a GpuContext, &'a mut Forward);
+
+/// Rows committed by single-row steps and not yet injected: staging rows `0..n`, target
+/// positions `at..at + n`.
+struct Pending {
+    at: u32,
+    n: u32,
+}
+
+impl Pending {
+    /// Injects the waiting rows (one chunk) and points the target's taps back at row 0.
+    fn flush(&mut self, io: Io<'_>, d: &mut dyn Drafter, spec: &mut SpecStats) -> Result<()> {
+        let (ctx, fwd) = io;
+        if self.n > 0 {
+            let ti = Instant::now();
+            d.inject(ctx, self.n, self.at)?;
+            spec.inject_secs += ti.elapsed().as_secs_f64();
+            spec.injections += 1;
+            self.n = 0;
+        }
+        fwd.set_tap_row(0);
+        Ok(())
+    }
+
+    /// Before a single-row step at position `p`: room for its row (flushing a full staging)
+    /// and the target's taps pointed at it.
+    fn make_room(
+        &mut self,
+        io: Io<'_>,
+        d: &mut dyn Drafter,
+        spec: &mut SpecStats,
+        p: u32,
+    ) -> Result<()> {
+        let (ctx, fwd) = io;
+        if self.n >= d.max_inject() {
+            self.flush((ctx, &mut *fwd), d, spec)?;
+        }
+        if self.n == 0 {
+            self.at = p;
+        }
+        fwd.set_tap_row(self.n);
+        Ok(())
+    }
+}
+
 /// Generates up to `n_predict` tokens after `prompt` with `drafter`; the same tokens as
 /// [`Engine::generate`] under greedy decoding, the same distribution when sampling.
 pub fn generate(
@@ -116,7 +168,9 @@ pub fn generate(
         let ti = Instant::now();
         drafter.inject(&eng.ctx, part.len() as u32, at)?;
         spec.inject_secs += ti.elapsed().as_secs_f64();
+        spec.injections += 1;
     }
+    let mut pending = Pending { at: 0, n: 0 };
     let mut token = eng.pick(sampler.as_deref_mut())?;
     stats.prefill_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
@@ -163,6 +217,8 @@ pub fn generate(
             let mut drafts = Vec::new();
             let mut dists = Vec::new();
             if max_len > 0 {
+                // The drafter conditions on every committed row.
+                pending.flush((&eng.ctx, &mut eng.fwd), drafter, &mut spec)?;
                 let td = Instant::now();
                 let draft = match sampler.as_deref() {
                     None => drafter.draft(&eng.ctx, token, p0, None)?,
@@ -190,6 +246,9 @@ pub fn generate(
             let mut rows = vec![token];
             rows.extend(&drafts);
             let m = rows.len() as u32;
+            if m == 1 {
+                pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, p0)?;
+            }
             eng.fwd.step(&eng.ctx, &rows, m)?;
             spec.target_forwards += 1;
             let verdict = match sampler.as_deref_mut() {
@@ -212,11 +271,17 @@ pub fn generate(
             if !drafts.is_empty() {
                 spec.record(drafts.len(), a);
             }
-            // Commit x0, d1..da: roll the target back, inject exactly those rows.
+            // Commit x0, d1..da: roll the target back, inject exactly those rows (a
+            // single-row step's row waits in the staging).
             eng.fwd.kv.truncate_to(0, p0 + a as u32 + 1)?;
-            let ti = Instant::now();
-            drafter.inject(&eng.ctx, a as u32 + 1, p0)?;
-            spec.inject_secs += ti.elapsed().as_secs_f64();
+            if m == 1 {
+                pending.n += 1;
+            } else {
+                let ti = Instant::now();
+                drafter.inject(&eng.ctx, a as u32 + 1, p0)?;
+                spec.inject_secs += ti.elapsed().as_secs_f64();
+                spec.injections += 1;
+            }
             let mut go = true;
             for &d in &drafts[..a] {
                 go = em.emit(d)?;
@@ -230,6 +295,8 @@ pub fn generate(
             token = verdict.next;
         }
     }
+    // The drafter leaves holding every committed row, as the next generation expects.
+    pending.flush((&eng.ctx, &mut eng.fwd), drafter, &mut spec)?;
     stats.decode_secs = t1.elapsed().as_secs_f64();
     stats.spec = Some(spec);
     Ok(stats)

@@ -22,6 +22,8 @@ pub struct SpecStats {
     pub slot_drafted: Vec<u64>,
     pub slot_accepted: Vec<u64>,
     pub inject_secs: f64,
+    /// Injection submits (rows committed by plain steps wait and go in one chunk).
+    pub injections: u64,
     pub draft_secs: f64,
     pub verify_secs: f64,
 }
@@ -67,6 +69,7 @@ impl SpecStats {
             }
         }
         self.inject_secs += o.inject_secs;
+        self.injections += o.injections;
         self.draft_secs += o.draft_secs;
         self.verify_secs += o.verify_secs;
     }
@@ -109,6 +112,7 @@ impl SpecStats {
             "bypassed": self.bypassed,
             "slot_acceptance": self.slot_acceptance(),
             "inject_ms": self.inject_secs * 1e3,
+            "injections": self.injections,
             "draft_ms": self.draft_secs * 1e3,
             "verify_ms": self.verify_secs * 1e3,
         })
@@ -118,7 +122,7 @@ impl SpecStats {
     pub fn summary(&self, generated: usize) -> String {
         format!(
             "spec: {} cycles ({} plain steps bypassed), {} drafted, {} accepted ({:.1} %), tau {:.2}, {:.2} tokens/target \
-             forward; inject {:.0} ms, draft {:.0} ms, verify {:.0} ms",
+             forward; inject {:.0} ms ({} submits), draft {:.0} ms, verify {:.0} ms",
             self.cycles,
             self.bypassed,
             self.drafted,
@@ -127,6 +131,7 @@ impl SpecStats {
             self.tau(),
             self.tokens_per_target_forward(generated),
             self.inject_secs * 1e3,
+            self.injections,
             self.draft_secs * 1e3,
             self.verify_secs * 1e3
         )

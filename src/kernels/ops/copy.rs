@@ -124,6 +124,19 @@ impl CopyRows {
 
     /// Copy the first `n_rows` rows from the next submission on.
     pub fn set_rows(&mut self, ctx: &GpuContext, n_rows: u32) -> Result<(), GpuError> {
+        let (src_off, dst_off) = (self.params.src_off, self.params.dst_off);
+        self.set_rows_at(ctx, n_rows, src_off, dst_off)
+    }
+
+    /// Copy `n_rows` rows read from element `src_off` and written from element `dst_off` from
+    /// the next submission on (one uniform write; the rows must fit at the new offsets).
+    pub fn set_rows_at(
+        &mut self,
+        ctx: &GpuContext,
+        n_rows: u32,
+        src_off: u32,
+        dst_off: u32,
+    ) -> Result<(), GpuError> {
         if n_rows > self.max_rows {
             return Err(bad_input(
                 "row copy rows",
@@ -132,13 +145,15 @@ impl CopyRows {
             ));
         }
         let p = &self.params;
-        if end(p.src_off, n_rows, p.src_stride, p.n_cols) > self.src_len
-            || end(p.dst_off, n_rows, p.dst_stride, p.n_cols) > self.dst_len
+        if end(src_off, n_rows, p.src_stride, p.n_cols) > self.src_len
+            || end(dst_off, n_rows, p.dst_stride, p.n_cols) > self.dst_len
         {
-            let actual = format!("{n_rows} rows at offsets {} / {}", p.src_off, p.dst_off);
+            let actual = format!("{n_rows} rows at offsets {src_off} / {dst_off}");
             return Err(bad_input("row copy rows", "inside both buffers", actual));
         }
         self.params.n_rows = n_rows;
+        self.params.src_off = src_off;
+        self.params.dst_off = dst_off;
         rewrite_params(ctx, &self.dispatch, &self.params)?;
         let groups =
             (u64::from(n_rows) * u64::from(self.params.n_cols)).div_ceil(u64::from(WG_SIZE));

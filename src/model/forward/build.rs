@@ -333,6 +333,8 @@ impl Forward {
             n_logits: max_logit_rows,
             argmax_rows: max_logit_rows,
             taps: Vec::new(),
+            tap_row: 0,
+            taps_set: (0, 0),
             rope_freqs: freqs,
         })
     }

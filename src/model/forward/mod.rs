@@ -97,6 +97,10 @@ pub struct Forward {
     argmax_rows: u32,
     /// DSpark taps: (layer whose input is captured, the copy into the tap staging buffer).
     taps: Vec<(u32, CopyRows)>,
+    /// Staging row the next step's first row is captured at, and the (rows, row) the tap
+    /// copies are set for.
+    tap_row: u32,
+    taps_set: (u32, u32),
     /// RoPE frequencies `[n_rot / 2]` (shared with a drafter's injection pass).
     pub rope_freqs: wgpu::Buffer,
 }
@@ -137,6 +141,33 @@ impl Forward {
             taps.push((layer, copy));
         }
         self.taps = taps;
+        self.tap_row = 0;
+        self.taps_set = (self.rows, 0);
+        Ok(())
+    }
+
+    /// Capture the next steps' rows from staging row `row` on (default 0): a scheduler that
+    /// defers injection lets several steps' rows pile up in the staging buffer and injects
+    /// them as one chunk. A step whose rows do not fit in the staging buffer from `row` is
+    /// refused.
+    pub fn set_tap_row(&mut self, row: u32) {
+        self.tap_row = row;
+    }
+
+    /// Points the tap copies at `m` rows from staging row `self.tap_row`.
+    fn place_taps(&mut self, ctx: &GpuContext, m: u32) -> Result<()> {
+        if self.taps_set == (m, self.tap_row) {
+            return Ok(());
+        }
+        let d = self.hp.n_embd;
+        let width = d * self.taps.len() as u32;
+        let base = self.tap_row.checked_mul(width).ok_or_else(|| {
+            Error::Usage(format!("tap staging row {} is out of range", self.tap_row))
+        })?;
+        for (k, (_, copy)) in self.taps.iter_mut().enumerate() {
+            copy.set_rows_at(ctx, m, 0, base + k as u32 * d)?;
+        }
+        self.taps_set = (m, self.tap_row);
         Ok(())
     }
 
@@ -208,11 +239,9 @@ impl Forward {
                 }
             }
             self.final_norm.set_rows(ctx, m)?;
-            for (_, copy) in &mut self.taps {
-                copy.set_rows(ctx, m)?;
-            }
             self.rows = m;
         }
+        self.place_taps(ctx, m)?;
         if n_logits > 0 && n_logits != self.argmax_rows {
             if let Some((op, _)) = &mut self.argmax {
                 op.set_rows(ctx, n_logits)?;
