@@ -43,11 +43,15 @@ pub struct BypassConfig {
     /// Plain steps per bypass before probing again. Default 64 (FreeToken #71).
     pub plain_steps: u32,
     /// The plain stretch doubles after each probe that ends in a bypass again, up to this.
-    /// Default 1024 (a probe of 8 cycles then costs under 1 % of the steps with a drafter
+    /// Default 1024 (a probe of 4 cycles then costs under 0.5 % of the steps with a drafter
     /// that never pays).
     pub max_plain_steps: u32,
     /// Speculative cycles of a probe (and of the warm-up at the start) before the next decision.
-    /// Default 8.
+    /// Default 4: a wrong call costs in proportion to how far τ is from break-even, so the
+    /// close calls a short probe gets wrong are the cheap ones, while every probe of a drafter
+    /// that does not pay costs its cycles (on lavapipe, where verifying 7 rows costs 2 decode
+    /// steps and a draft 0.8, `flint generate -n 128` with the default drafter ran 17.7 instead
+    /// of 16.2 tok/s, medians of four alternating runs, against 8 cycles).
     pub probe_cycles: u32,
     /// Verified drafts the breaker waits for before judging the acceptance. Default 32
     /// (FreeToken #71).
@@ -67,7 +71,7 @@ impl Default for BypassConfig {
             margin: 1.05,
             plain_steps: 64,
             max_plain_steps: 1024,
-            probe_cycles: 8,
+            probe_cycles: 4,
             window: 32,
             min_acceptance: 0.1,
         }
@@ -321,13 +325,21 @@ mod tests {
         let config = BypassConfig::default();
         let mut b = seeded(config, 0.010);
         let d = run(&mut b, 1000, (0.005, 0.012, 7, 0), 0.010);
-        // Warm-up, then bypasses of 64, 128, 256, 512 plain steps (each probe lost again),
-        // each followed by an 8-cycle probe.
-        assert!(d[..8].iter().all(|&x| x));
-        assert!(d[8..72].iter().all(|&x| !x));
+        // Warm-up of p cycles, then bypasses of 64, 128, 256, 512 plain steps (each probe
+        // lost again), each followed by a p-cycle probe.
+        let p = config.probe_cycles as usize;
+        assert!(d[..p].iter().all(|&x| x));
+        assert!(d[p..p + 64].iter().all(|&x| !x));
         let starts = probe_starts(&d);
-        assert_eq!(starts, [72, 72 + 136, 72 + 136 + 264, 72 + 136 + 264 + 520]);
-        assert_eq!(d.iter().filter(|&&x| x).count(), 8 * (1 + starts.len()));
+        let first = p + 64;
+        let want = [
+            first,
+            first + 128 + p,
+            first + 128 + 256 + 2 * p,
+            first + 128 + 256 + 512 + 3 * p,
+        ];
+        assert_eq!(starts, want);
+        assert_eq!(d.iter().filter(|&&x| x).count(), p * (1 + starts.len()));
         // The stretch stops doubling at max_plain_steps.
         let mut b = seeded(config, 0.010);
         let d = run(&mut b, 12000, (0.005, 0.012, 7, 0), 0.010);
@@ -335,7 +347,7 @@ mod tests {
         let gaps: Vec<usize> = starts.windows(2).map(|p| p[1] - p[0]).collect();
         assert_eq!(
             gaps[..5],
-            [136, 264, 520, 1032, 1032],
+            [128 + p, 256 + p, 512 + p, 1024 + p, 1024 + p],
             "probes at {starts:?}"
         );
     }
