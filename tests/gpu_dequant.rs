@@ -122,6 +122,46 @@ fn run_suite(ctx: &GpuContext, label: &str) {
 }
 
 #[test]
+fn pipelines_are_set_up_once_and_built_off_thread() {
+    let ctx = context(DeviceOptions::default());
+    let variants: Vec<ShaderVariant> = dequant::SUPPORTED_TYPES
+        .iter()
+        .map(|&ty| dequant::variant(ty, false, false).unwrap())
+        .collect();
+    // Four threads ask for every variant at once: one pipeline each, the same for all.
+    let handles: Vec<Vec<_>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let got: Vec<_> = variants
+                        .iter()
+                        .map(|v| ctx.pipelines().get(&ctx, v).unwrap())
+                        .collect();
+                    for p in &got {
+                        p.ready().unwrap();
+                    }
+                    got
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(ctx.pipelines().len(), variants.len());
+    for other in &handles[1..] {
+        for (a, b) in handles[0].iter().zip(other) {
+            assert!(std::sync::Arc::ptr_eq(a, b), "{:?} set up twice", a.variant);
+        }
+    }
+    // The pipelines built on the cache's threads compute what the CPU does.
+    run_suite(&ctx, "pipelines built off thread");
+    for (v, p) in variants.iter().zip(&handles[0]) {
+        let again = ctx.pipelines().get(&ctx, v).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&again, p), "{v:?} set up again");
+    }
+    assert_clean(&ctx);
+}
+
+#[test]
 fn dequant_matches_cpu_with_every_granted_feature() {
     let ctx = context(DeviceOptions::default());
     eprintln!("adapter: {:?}", ctx);
@@ -270,7 +310,8 @@ fn bad_inputs_and_broken_variants_are_typed_errors() {
         }
         other => panic!("expected a Shader error, got {other:?}"),
     }
-    // Bindings that disagree with the WGSL are caught by wgpu validation, also as Shader.
+    // Bindings that disagree with the WGSL are caught by wgpu validation when the pipeline is
+    // created (on a builder thread, reported by `ready`), also as Shader.
     static WRONG: [BindingSpec; 1] = [BindingSpec {
         group: 0,
         binding: 0,
@@ -280,7 +321,11 @@ fn bad_inputs_and_broken_variants_are_typed_errors() {
         bindings: &WRONG,
         ..dequant::variant(GgmlType::Q8_0, false, false).unwrap()
     };
-    let err = ctx.pipelines().get(&ctx, &wrong).unwrap_err();
+    let err = ctx
+        .pipelines()
+        .get(&ctx, &wrong)
+        .and_then(|p| p.ready().map(|_| ()))
+        .unwrap_err();
     assert!(matches!(err, GpuError::Shader { .. }), "{err}");
     assert_clean(&ctx);
 }

@@ -211,6 +211,8 @@ impl Engine {
         for _ in 0..n_slots {
             let mut alloc = Allocator::new(&ctx, &slot_plan);
             let mut fwd = Forward::new(&ctx, hp.clone(), w.clone(), &params, &mut alloc)?;
+            // A full prefill ubatch, then the decode step.
+            fwd.warm(&ctx, &[(fwd.max_rows(), 1), (1, 1)])?;
             let drafter = match (&opts.draft, &dfile, &params.draft) {
                 (Some(d), Some(f), Some(dp)) => {
                     let cfg = DrafterConfig {
@@ -219,7 +221,8 @@ impl Engine {
                         type_k: dp.type_k,
                         type_v: dp.type_v,
                     };
-                    let dspark = Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
+                    let mut dspark =
+                        Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
                     if d.p_min > 0.0 && !dspark.meta.has_confidence {
                         return Err(Error::Usage(format!(
                             "--spec-draft-p-min {} needs a confidence head, and {} has none: \
@@ -229,6 +232,9 @@ impl Engine {
                         )));
                     }
                     fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
+                    let verify = dp.n_draft + 1;
+                    fwd.warm(&ctx, &[(verify, verify)])?;
+                    dspark.warm(&ctx)?;
                     // Measured once (the slots are identical).
                     let policy = match policy.clone() {
                         Some(p) => p,

@@ -1,34 +1,214 @@
-//! Pipeline cache: each (shader, variant key) compute pipeline is built once per device.
+//! Pipeline cache: each (shader, variant key) compute pipeline is built once per device, off
+//! the calling thread.
 //!
-//! Building = check the variant's feature needs against what the device was granted, preprocess,
-//! create the shader module, explicit bind-group layouts from the variant's [`BindingSpec`]s (so
-//! the Rust-side spec, which `tests/shaders.rs` checks against the WGSL, is what the pipeline
-//! uses), the pipeline layout and the pipeline, all inside error scopes: a failure is
-//! [`GpuError::Shader`] naming the shader and variant, never a panic.
+//! [`PipelineCache::get`] checks the variant's feature needs against what the device was
+//! granted, preprocesses, creates the shader module (WGSL errors surface here), explicit
+//! bind-group layouts from the variant's [`BindingSpec`]s (so the Rust-side spec, which
+//! `tests/shaders.rs` checks against the WGSL, is what the pipeline uses) and the pipeline
+//! layout, and returns at once: the pipeline itself, the dear part (on lavapipe 20–350 ms per
+//! variant even with Mesa's shader cache warm, most of a short run's wall time), is queued to a
+//! pool of builder threads, one per CPU. [`CachedPipeline::ready`] waits for it, or builds it on
+//! the calling thread when no builder has taken it yet; recording a dispatch calls it. So a
+//! model's pipelines build in parallel while its weights load and its ops are set up, and the
+//! first step waits only for what is still missing (llama.cpp's Vulkan backend compiles its
+//! pipelines concurrently the same way).
+//!
+//! Every failure is [`GpuError::Shader`] naming the shader and variant (from `get` for WGSL
+//! and layout errors, from `ready` for pipeline creation), never a panic. `FLINT_PIPELINE_THREADS=0`
+//! builds every pipeline inside `get`, on the calling thread.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use super::device::GpuContext;
 use super::shaders::{BindingKind, BindingSpec, ShaderVariant};
 use super::GpuError;
 
-/// A built pipeline and the layouts its bind groups must use (index = group).
-#[derive(Debug)]
+/// Locks `m`, also after a panic elsewhere (the data are plain state, valid either way).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What creating a pipeline needs, kept until a thread runs it.
+struct Job {
+    device: wgpu::Device,
+    module: wgpu::ShaderModule,
+    layout: wgpu::PipelineLayout,
+}
+
+impl Job {
+    /// Creates the pipeline inside this thread's error scopes; `Err` is wgpu's message.
+    fn run(self, v: &ShaderVariant, label: &str) -> Result<wgpu::ComputePipeline, String> {
+        let device = &self.device;
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: Some(&self.layout),
+            module: &self.module,
+            entry_point: Some(v.entry_point),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &v.overrides,
+                ..Default::default()
+            },
+            cache: None,
+        });
+        let caught = [
+            pollster::block_on(internal.pop()),
+            pollster::block_on(validation.pop()),
+            pollster::block_on(oom.pop()),
+        ];
+        match caught.into_iter().flatten().next() {
+            None => Ok(pipeline),
+            Some(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Where a pipeline's creation stands.
+enum Build {
+    Queued(Job),
+    Building,
+    Done,
+}
+
+/// A pipeline (built, or being built) and the layouts its bind groups must use (index = group).
 pub struct CachedPipeline {
-    pub pipeline: wgpu::ComputePipeline,
     pub bind_group_layouts: Vec<wgpu::BindGroupLayout>,
     pub variant: ShaderVariant,
+    label: String,
+    state: Mutex<Build>,
+    finished: Condvar,
+    pipeline: OnceLock<Result<wgpu::ComputePipeline, String>>,
+}
+
+impl std::fmt::Debug for CachedPipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.pipeline.get() {
+            None => "building",
+            Some(Ok(_)) => "built",
+            Some(Err(_)) => "failed",
+        };
+        f.debug_struct("CachedPipeline")
+            .field("label", &self.label)
+            .field("state", &state)
+            .finish()
+    }
+}
+
+impl CachedPipeline {
+    /// The pipeline: built by now, built here if no builder has taken it yet, or waited for.
+    pub fn ready(&self) -> Result<&wgpu::ComputePipeline, GpuError> {
+        if self.pipeline.get().is_none() {
+            self.build_or_wait();
+        }
+        match self.pipeline.get() {
+            Some(Ok(p)) => Ok(p),
+            Some(Err(message)) => Err(self.error(message.clone())),
+            None => Err(self.error("the pipeline build ended without a result".into())),
+        }
+    }
+
+    fn error(&self, message: String) -> GpuError {
+        GpuError::Shader {
+            name: self.variant.shader.to_string(),
+            variant: self.variant.key(),
+            message,
+        }
+    }
+
+    /// Runs the queued build on this thread, or waits for the thread running it.
+    fn build_or_wait(&self) {
+        let mut state = lock(&self.state);
+        match std::mem::replace(&mut *state, Build::Building) {
+            Build::Queued(job) => {
+                drop(state);
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    job.run(&self.variant, &self.label)
+                }));
+                let result = run.unwrap_or_else(|_| Err("the pipeline build panicked".into()));
+                // Only this thread sets it (the state left Queued once).
+                let _ = self.pipeline.set(result);
+                *lock(&self.state) = Build::Done;
+                self.finished.notify_all();
+            }
+            Build::Building => {
+                while matches!(*state, Build::Building) {
+                    state = self
+                        .finished
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            Build::Done => *state = Build::Done,
+        }
+    }
+}
+
+/// Builder threads taking queued pipelines in order; they end when the cache is dropped.
+struct Pool {
+    queue: Mutex<Sender<Arc<CachedPipeline>>>,
+}
+
+impl Pool {
+    /// `threads` builders (none: `None`, pipelines build in `get`).
+    fn start(threads: usize) -> Option<Pool> {
+        if threads == 0 {
+            return None;
+        }
+        let (tx, rx) = channel::<Arc<CachedPipeline>>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..threads {
+            let rx: Arc<Mutex<Receiver<Arc<CachedPipeline>>>> = Arc::clone(&rx);
+            let spawned = std::thread::Builder::new()
+                .name(format!("flint-pipelines-{i}"))
+                .spawn(move || loop {
+                    let next = lock(&rx).recv();
+                    match next {
+                        // Skipped when nothing else holds it (the cache was dropped).
+                        Ok(p) if Arc::strong_count(&p) > 1 => p.build_or_wait(),
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                });
+            if spawned.is_err() && i == 0 {
+                return None;
+            }
+        }
+        Some(Pool {
+            queue: Mutex::new(tx),
+        })
+    }
+
+    /// Builder threads: `FLINT_PIPELINE_THREADS`, else one per CPU (at most 8).
+    fn threads() -> usize {
+        match std::env::var("FLINT_PIPELINE_THREADS") {
+            Ok(v) => v.trim().parse().unwrap_or(1),
+            Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+        }
+    }
 }
 
 /// Pipelines by (shader, variant key). Owned by a [`GpuContext`]: see [`GpuContext::pipelines`].
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct PipelineCache {
     map: Mutex<HashMap<(String, String), Arc<CachedPipeline>>>,
+    pool: OnceLock<Option<Pool>>,
+}
+
+impl std::fmt::Debug for PipelineCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineCache")
+            .field("pipelines", &self.len())
+            .finish()
+    }
 }
 
 impl PipelineCache {
-    /// The pipeline of `variant`, built on first use.
+    /// The pipeline of `variant`, set up on first use and queued to the builders ([`CachedPipeline::ready`]
+    /// gives the pipeline).
     pub fn get(
         &self,
         ctx: &GpuContext,
@@ -36,22 +216,27 @@ impl PipelineCache {
     ) -> Result<Arc<CachedPipeline>, GpuError> {
         ctx.check_alive()?;
         let key = (variant.shader.to_string(), variant.key());
-        // Held while building: concurrent requests for the same variant build it once.
-        let mut map = self
-            .map
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Held while setting up: concurrent requests for the same variant set it up once.
+        let mut map = lock(&self.map);
         if let Some(p) = map.get(&key) {
             return Ok(Arc::clone(p));
         }
-        let built = Arc::new(build(ctx, variant)?);
+        let built = Arc::new(set_up(ctx, variant)?);
         map.insert(key, Arc::clone(&built));
+        drop(map);
+        match self.pool.get_or_init(|| Pool::start(Pool::threads())) {
+            Some(pool) if lock(&pool.queue).send(Arc::clone(&built)).is_ok() => {}
+            // No builders: build now, so `get` reports every failure as before.
+            _ => {
+                built.ready()?;
+            }
+        }
         Ok(built)
     }
 
-    /// Number of pipelines built so far.
+    /// Number of pipelines set up so far (built or building).
     pub fn len(&self) -> usize {
-        self.map.lock().map_or(0, |m| m.len())
+        lock(&self.map).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -60,10 +245,7 @@ impl PipelineCache {
 
     /// Drops every cached pipeline (after a device loss they are useless).
     pub fn clear(&self) {
-        self.map
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clear();
+        lock(&self.map).clear();
     }
 }
 
@@ -85,7 +267,7 @@ fn layout_entry(spec: &BindingSpec) -> wgpu::BindGroupLayoutEntry {
     }
 }
 
-fn build(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuError> {
+fn set_up(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuError> {
     let variant = v.key();
     let missing = |feature: &str| GpuError::MissingFeature {
         name: v.shader.to_string(),
@@ -104,7 +286,7 @@ fn build(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuError
     let source = v.source()?;
     let label = format!("{} [{variant}]", v.shader);
     let n_groups = v.bindings.iter().map(|b| b.group + 1).max().unwrap_or(0);
-    let result = ctx.scoped(&format!("building pipeline {label}"), 0, |device| {
+    let result = ctx.scoped(&format!("setting up pipeline {label}"), 0, |device| {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(&label),
             source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -124,29 +306,26 @@ fn build(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuError
             })
             .collect();
         let layout_refs: Vec<Option<&wgpu::BindGroupLayout>> = layouts.iter().map(Some).collect();
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(&label),
             bind_group_layouts: &layout_refs,
             immediate_size: 0,
         });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(&label),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some(v.entry_point),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &v.overrides,
-                ..Default::default()
-            },
-            cache: None,
-        });
-        (pipeline, layouts)
+        let job = Job {
+            device: device.clone(),
+            module,
+            layout,
+        };
+        (job, layouts)
     });
     match result {
-        Ok((pipeline, bind_group_layouts)) => Ok(CachedPipeline {
-            pipeline,
+        Ok((job, bind_group_layouts)) => Ok(CachedPipeline {
             bind_group_layouts,
             variant: v.clone(),
+            label,
+            state: Mutex::new(Build::Queued(job)),
+            finished: Condvar::new(),
+            pipeline: OnceLock::new(),
         }),
         Err(GpuError::Validation { message, .. } | GpuError::Internal { message, .. }) => {
             Err(GpuError::Shader {

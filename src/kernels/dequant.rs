@@ -184,6 +184,7 @@ pub fn dequantize_on_gpu(
     let dst = create_storage(ctx, "dequantize output", n * 4)?;
     let uniform = create_uniform(ctx, "dequantize params", &params)?;
     let pipeline = ctx.pipelines().get(ctx, &variant)?;
+    let compute = pipeline.ready()?;
     let layout = pipeline
         .bind_group_layouts
         .first()
@@ -219,7 +220,7 @@ pub fn dequantize_on_gpu(
                 label: Some("dequantize"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_pipeline(compute);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(gx, gy, 1);
         }

@@ -22,14 +22,15 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
-    /// Record into an open compute pass.
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+    /// Record into an open compute pass (waiting for the pipeline if it is still building).
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) -> Result<(), GpuError> {
         if self.grid.contains(&0) {
-            return;
+            return Ok(());
         }
-        pass.set_pipeline(&self.pipeline.pipeline);
+        pass.set_pipeline(self.pipeline.ready()?);
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(self.grid[0], self.grid[1], self.grid[2]);
+        Ok(())
     }
 }
 
@@ -78,6 +79,11 @@ pub fn bind_group(
 /// Record `dispatches` into one compute pass of one command buffer and submit it (no wait).
 pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result<(), GpuError> {
     ctx.check_alive()?;
+    // Pipelines still building are waited for (or built) before anything is encoded.
+    for d in dispatches {
+        d.pipeline.ready()?;
+    }
+    let mut failed = None;
     ctx.scoped(label, 0, |device| {
         let mut encoder =
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
@@ -87,11 +93,19 @@ pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result
                 timestamp_writes: None,
             });
             for d in dispatches {
-                d.record(&mut pass);
+                if let Err(e) = d.record(&mut pass) {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
-        ctx.queue().submit([encoder.finish()]);
-        ctx.counters().submitted();
+        if failed.is_none() {
+            ctx.queue().submit([encoder.finish()]);
+            ctx.counters().submitted();
+        }
     })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     ctx.check_alive()
 }

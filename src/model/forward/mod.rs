@@ -171,6 +171,23 @@ impl Forward {
         Ok(())
     }
 
+    /// Sets up the matmuls of steps of these (rows, logit rows) shapes now, so their pipelines
+    /// build on the pipeline cache's threads while the caller goes on (loading, other ops)
+    /// instead of at the first such step. Shapes past the limits are skipped.
+    pub fn warm(&mut self, ctx: &GpuContext, shapes: &[(u32, u32)]) -> Result<()> {
+        for &(m, n_logits) in shapes {
+            let fits = m >= 1 && m <= self.max_rows && n_logits <= m.min(self.max_logit_rows);
+            if fits && !self.matmuls.contains_key(&(m, n_logits)) {
+                if self.matmuls.len() >= MATMUL_CACHE {
+                    break;
+                }
+                let set = self.matmul_set(ctx, m, n_logits)?;
+                self.matmuls.insert((m, n_logits), set);
+            }
+        }
+        Ok(())
+    }
+
     /// Most rows one step computes logits for (a verify batch of `n_draft + 1`).
     pub fn max_logit_rows(&self) -> u32 {
         self.max_logit_rows

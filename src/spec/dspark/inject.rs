@@ -235,6 +235,19 @@ impl Inject {
         Ok(())
     }
 
+    /// Sets up the matmuls of chunks of `n` rows now (their pipelines build in the
+    /// background).
+    pub fn warm(
+        &mut self,
+        ctx: &GpuContext,
+        n: u32,
+        model: &ModelWeights,
+        heads: &HeadWeights,
+        n_kv_heads: u32,
+    ) -> Result<()> {
+        self.resize(ctx, n, model, heads, n_kv_heads)
+    }
+
     /// The per-layer K/V dispatches for the rows in `g`.
     fn kv_list<'a>(&'a self, set: &'a [Vec<Dispatch>], list: &mut Vec<&'a Dispatch>) {
         for (il, l) in self.layers.iter().enumerate() {

@@ -197,6 +197,17 @@ impl Dspark {
         })
     }
 
+    /// Sets up the draft step's and a full injection chunk's matmuls now, so their pipelines
+    /// build in the background ([`Forward::warm`]).
+    pub fn warm(&mut self, ctx: &GpuContext) -> Result<()> {
+        let gamma = self.meta.block_size;
+        self.fwd.warm(ctx, &[(gamma, gamma)])?;
+        let n_kv = self.meta.hp.n_head_kv;
+        let u = self.inject.max_rows;
+        self.inject
+            .warm(ctx, u, &self.fwd.weights, &self.heads, n_kv)
+    }
+
     /// Where the target's forward writes tap rows (`[U, m·d_t]`), for `Forward::set_taps`.
     pub fn taps_buffer(&self) -> &wgpu::Buffer {
         &self.inject.taps
