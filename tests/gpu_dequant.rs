@@ -321,12 +321,27 @@ fn bad_inputs_and_broken_variants_are_typed_errors() {
         bindings: &WRONG,
         ..dequant::variant(GgmlType::Q8_0, false, false).unwrap()
     };
-    let err = ctx
-        .pipelines()
-        .get(&ctx, &wrong)
-        .and_then(|p| p.ready().map(|_| ()))
-        .unwrap_err();
-    assert!(matches!(err, GpuError::Shader { .. }), "{err}");
+    for attempt in 0..2 {
+        // A failed build is not cached: asking again fails again.
+        let err = ctx
+            .pipelines()
+            .get(&ctx, &wrong)
+            .and_then(|p| p.ready().map(|_| ()))
+            .unwrap_err();
+        assert!(
+            matches!(err, GpuError::Shader { .. }),
+            "attempt {attempt}: {err}"
+        );
+    }
+    // wait_all reports the failure once, then the variant is gone.
+    assert!(
+        ctx.pipelines().wait_all().is_err(),
+        "wait_all hid the failure"
+    );
+    assert!(
+        ctx.pipelines().wait_all().is_ok(),
+        "the failed variant stayed cached"
+    );
     assert_clean(&ctx);
 }
 

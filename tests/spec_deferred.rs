@@ -10,7 +10,8 @@
 //! - A step whose rows would land past the staging is refused, and the next one in range runs.
 //! - A generation that bypasses the drafter for stretches longer than `U` equals plain
 //!   decoding, injects in fewer submits than it commits rows, and leaves the drafter holding
-//!   every committed row.
+//!   every committed row; it starts from staging row 0 whatever a failed one left, and a
+//!   drafter without a staging limit of its own is held to the target's.
 
 mod common;
 
@@ -18,6 +19,7 @@ use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::spec::adversarial::{Adversary, AdversaryKind};
 use flint::spec::bypass::BypassConfig;
 use flint::spec::dspark::Dspark;
 use flint::spec::{SpecOptions, VerifyPolicy};
@@ -196,6 +198,8 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
         bypass: Some(bypass),
     };
     eng.reset().unwrap();
+    // Taps left pointing past row 0 (a generation that failed half-way) are reset.
+    eng.fwd.set_tap_row(U - 1);
     let s = flint::spec::generate(&mut eng, &mut ds, &opts, &p, n, None, |_| Ok(true)).unwrap();
     assert_eq!(
         s.generated_token_ids, want,
@@ -210,5 +214,18 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     assert!(
         spec.injections < u64::from(committed) - p.len() as u64,
         "one injection per row: {spec:?}"
+    );
+    // A drafter without a staging limit of its own: the target's staging (U rows) still
+    // bounds the wait.
+    let seq: Vec<u32> = p.iter().chain(&want).copied().collect();
+    let n_vocab = eng.fwd.hp.n_vocab;
+    let mut adv = Adversary::new(AdversaryKind::AlwaysWrong, seq, 4, n_vocab);
+    eng.reset().unwrap();
+    let s = flint::spec::generate(&mut eng, &mut adv, &opts, &p, n, None, |_| Ok(true)).unwrap();
+    assert_eq!(s.generated_token_ids, want, "adversary: output differs");
+    let spec = s.spec.unwrap();
+    assert!(
+        spec.bypassed > u64::from(U),
+        "adversary: no stretch past U: {spec:?}"
     );
 }

@@ -266,6 +266,9 @@ impl Engine {
                 allocated,
             });
         }
+        // Every pipeline set up so far (the hot steps', `Forward::warm`) is built, or its
+        // failure reported, before the engine is handed out.
+        ctx.pipelines().wait_all()?;
         Ok(slots)
     }
 

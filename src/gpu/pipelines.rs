@@ -9,13 +9,13 @@
 //! variant even with Mesa's shader cache warm, most of a short run's wall time), is queued to a
 //! pool of builder threads, one per CPU. [`CachedPipeline::ready`] waits for it, or builds it on
 //! the calling thread when no builder has taken it yet; recording a dispatch calls it. So a
-//! model's pipelines build in parallel while its weights load and its ops are set up, and the
-//! first step waits only for what is still missing (llama.cpp's Vulkan backend compiles its
-//! pipelines concurrently the same way).
+//! model's pipelines build in parallel, with each other and with the setting up of its ops
+//! (llama.cpp's Vulkan backend compiles its pipelines concurrently the same way).
 //!
 //! Every failure is [`GpuError::Shader`] naming the shader and variant (from `get` for WGSL
-//! and layout errors, from `ready` for pipeline creation), never a panic. `FLINT_PIPELINE_THREADS=0`
-//! builds every pipeline inside `get`, on the calling thread.
+//! and layout errors, from `ready` and [`PipelineCache::wait_all`] for pipeline creation),
+//! never a panic; a failed variant is not kept, so asking again tries again.
+//! `FLINT_PIPELINE_THREADS=0` builds every pipeline inside `get`, on the calling thread.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -111,6 +111,11 @@ impl CachedPipeline {
         }
     }
 
+    /// The build ended in an error.
+    fn failed(&self) -> bool {
+        matches!(self.pipeline.get(), Some(Err(_)))
+    }
+
     fn error(&self, message: String) -> GpuError {
         GpuError::Shader {
             name: self.variant.shader.to_string(),
@@ -121,7 +126,16 @@ impl CachedPipeline {
 
     /// Runs the queued build on this thread, or waits for the thread running it.
     fn build_or_wait(&self) {
+        self.build(true);
+    }
+
+    /// Runs the build on this thread if it is still queued; if another thread runs it, waits
+    /// for it when `wait`.
+    fn build(&self, wait: bool) {
         let mut state = lock(&self.state);
+        if !wait && !matches!(*state, Build::Queued(_)) {
+            return;
+        }
         match std::mem::replace(&mut *state, Build::Building) {
             Build::Queued(job) => {
                 drop(state);
@@ -149,7 +163,7 @@ impl CachedPipeline {
 
 /// Builder threads taking queued pipelines in order; they end when the cache is dropped.
 struct Pool {
-    queue: Mutex<Sender<Arc<CachedPipeline>>>,
+    queue: Sender<Arc<CachedPipeline>>,
 }
 
 impl Pool {
@@ -162,13 +176,16 @@ impl Pool {
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..threads {
             let rx: Arc<Mutex<Receiver<Arc<CachedPipeline>>>> = Arc::clone(&rx);
+            // Driver compilers recurse deeply: the main thread's 8 MiB, not a spawned
+            // thread's 2 MiB default.
             let spawned = std::thread::Builder::new()
                 .name(format!("flint-pipelines-{i}"))
+                .stack_size(8 << 20)
                 .spawn(move || loop {
                     let next = lock(&rx).recv();
                     match next {
                         // Skipped when nothing else holds it (the cache was dropped).
-                        Ok(p) if Arc::strong_count(&p) > 1 => p.build_or_wait(),
+                        Ok(p) if Arc::strong_count(&p) > 1 => p.build(false),
                         Ok(_) => {}
                         Err(_) => break,
                     }
@@ -177,17 +194,17 @@ impl Pool {
                 return None;
             }
         }
-        Some(Pool {
-            queue: Mutex::new(tx),
-        })
+        Some(Pool { queue: tx })
     }
 
-    /// Builder threads: `FLINT_PIPELINE_THREADS`, else one per CPU (at most 8).
+    /// Builder threads: `FLINT_PIPELINE_THREADS` when it is a number, else one per CPU (at
+    /// most 8).
     fn threads() -> usize {
-        match std::env::var("FLINT_PIPELINE_THREADS") {
-            Ok(v) => v.trim().parse().unwrap_or(1),
-            Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
-        }
+        let per_cpu = || std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        std::env::var("FLINT_PIPELINE_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(per_cpu)
     }
 }
 
@@ -219,19 +236,44 @@ impl PipelineCache {
         // Held while setting up: concurrent requests for the same variant set it up once.
         let mut map = lock(&self.map);
         if let Some(p) = map.get(&key) {
-            return Ok(Arc::clone(p));
+            // A failed build is not kept: this request sets the variant up again.
+            if !p.failed() {
+                return Ok(Arc::clone(p));
+            }
         }
         let built = Arc::new(set_up(ctx, variant)?);
-        map.insert(key, Arc::clone(&built));
+        map.insert(key.clone(), Arc::clone(&built));
         drop(map);
         match self.pool.get_or_init(|| Pool::start(Pool::threads())) {
-            Some(pool) if lock(&pool.queue).send(Arc::clone(&built)).is_ok() => {}
-            // No builders: build now, so `get` reports every failure as before.
+            Some(pool) if pool.queue.send(Arc::clone(&built)).is_ok() => {}
+            // No builders: build now, so `get` reports every failure.
             _ => {
-                built.ready()?;
+                if let Err(e) = built.ready() {
+                    lock(&self.map).remove(&key);
+                    return Err(e);
+                }
             }
         }
         Ok(built)
+    }
+
+    /// Waits for (or builds) every pipeline set up so far: the first failure, after which the
+    /// failed variants are dropped from the cache.
+    pub fn wait_all(&self) -> Result<(), GpuError> {
+        let all: Vec<Arc<CachedPipeline>> = lock(&self.map).values().cloned().collect();
+        let mut first = None;
+        for p in &all {
+            if let Err(e) = p.ready() {
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            None => Ok(()),
+            Some(e) => {
+                lock(&self.map).retain(|_, p| !p.failed());
+                Err(e)
+            }
+        }
     }
 
     /// Number of pipelines set up so far (built or building).

@@ -79,9 +79,13 @@ pub fn bind_group(
 /// Record `dispatches` into one compute pass of one command buffer and submit it (no wait).
 pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result<(), GpuError> {
     ctx.check_alive()?;
-    // Pipelines still building are waited for (or built) before anything is encoded.
-    for d in dispatches {
-        d.pipeline.ready()?;
+    // Pipelines still building are waited for (or built) before anything is encoded; a
+    // failure while the device is lost is reported as the loss.
+    for d in dispatches.iter().filter(|d| !d.grid.contains(&0)) {
+        if let Err(e) = d.pipeline.ready() {
+            ctx.check_alive()?;
+            return Err(e);
+        }
     }
     let mut failed = None;
     ctx.scoped(label, 0, |device| {

@@ -117,7 +117,7 @@ impl Pending {
         p: u32,
     ) -> Result<()> {
         let (ctx, fwd) = io;
-        if self.n >= d.max_inject() {
+        if self.n >= d.max_inject().min(fwd.tap_capacity()) {
             self.flush((ctx, &mut *fwd), d, spec)?;
         }
         if self.n == 0 {
@@ -148,6 +148,8 @@ pub fn generate(
         ..GenStats::default()
     };
     let start = eng.fwd.kv.len(0)?;
+    // A generation that failed half-way may have left the taps pointed past row 0.
+    eng.fwd.set_tap_row(0);
     if start == 0 {
         drafter.reset();
     }

@@ -122,6 +122,11 @@ impl CopyRows {
         rewrite_params(ctx, &self.dispatch, &self.params)
     }
 
+    /// f32 elements of the destination buffer.
+    pub fn dst_len(&self) -> u64 {
+        self.dst_len
+    }
+
     /// Copy the first `n_rows` rows from the next submission on.
     pub fn set_rows(&mut self, ctx: &GpuContext, n_rows: u32) -> Result<(), GpuError> {
         let (src_off, dst_off) = (self.params.src_off, self.params.dst_off);

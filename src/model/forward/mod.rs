@@ -154,6 +154,17 @@ impl Forward {
         self.tap_row = row;
     }
 
+    /// Rows the tap staging holds (`u32::MAX` without taps: nothing is captured).
+    pub fn tap_capacity(&self) -> u32 {
+        let width = u64::from(self.hp.n_embd) * self.taps.len() as u64;
+        match self.taps.first() {
+            Some((_, copy)) if width > 0 => {
+                u32::try_from(copy.dst_len() / width).unwrap_or(u32::MAX)
+            }
+            _ => u32::MAX,
+        }
+    }
+
     /// Points the tap copies at `m` rows from staging row `self.tap_row`.
     fn place_taps(&mut self, ctx: &GpuContext, m: u32) -> Result<()> {
         if self.taps_set == (m, self.tap_row) {
@@ -161,11 +172,14 @@ impl Forward {
         }
         let d = self.hp.n_embd;
         let width = d * self.taps.len() as u32;
-        let base = self.tap_row.checked_mul(width).ok_or_else(|| {
-            Error::Usage(format!("tap staging row {} is out of range", self.tap_row))
-        })?;
+        let out_of_range =
+            || Error::Usage(format!("tap staging row {} is out of range", self.tap_row));
+        let base = self.tap_row.checked_mul(width).ok_or_else(out_of_range)?;
+        // Unknown until every copy is set (a failure half-way leaves some moved).
+        self.taps_set = (u32::MAX, u32::MAX);
         for (k, (_, copy)) in self.taps.iter_mut().enumerate() {
-            copy.set_rows_at(ctx, m, 0, base + k as u32 * d)?;
+            let off = base.checked_add(k as u32 * d).ok_or_else(out_of_range)?;
+            copy.set_rows_at(ctx, m, 0, off)?;
         }
         self.taps_set = (m, self.tap_row);
         Ok(())

@@ -192,8 +192,9 @@ impl Inject {
         Ok(out)
     }
 
-    /// Sets every op for chunks of `n` rows (and builds that chunk's matmuls).
-    fn resize(
+    /// Sets every op for chunks of `n` rows (and sets up that chunk's matmuls, whose pipelines
+    /// then build in the background: `Dspark::warm` calls it at load).
+    pub fn resize(
         &mut self,
         ctx: &GpuContext,
         n: u32,
@@ -217,10 +218,9 @@ impl Inject {
                 l.store_v.set_n_tokens(ctx, n)?;
             }
             if let Some(st) = &mut self.store {
-                // Offsets first: the old ones need not hold the new row count.
+                // Offsets reset with the rows: the old ones need not hold the new row count.
                 for copy in [&mut st.put, &mut st.get] {
-                    copy.set_offsets(ctx, 0, 0)?;
-                    copy.set_rows(ctx, n)?;
+                    copy.set_rows_at(ctx, n, 0, 0)?;
                 }
             }
             self.rows = n;
@@ -233,19 +233,6 @@ impl Inject {
             self.matmuls.insert(n, set);
         }
         Ok(())
-    }
-
-    /// Sets up the matmuls of chunks of `n` rows now (their pipelines build in the
-    /// background).
-    pub fn warm(
-        &mut self,
-        ctx: &GpuContext,
-        n: u32,
-        model: &ModelWeights,
-        heads: &HeadWeights,
-        n_kv_heads: u32,
-    ) -> Result<()> {
-        self.resize(ctx, n, model, heads, n_kv_heads)
     }
 
     /// The per-layer K/V dispatches for the rows in `g`.

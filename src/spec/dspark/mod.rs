@@ -205,7 +205,7 @@ impl Dspark {
         let n_kv = self.meta.hp.n_head_kv;
         let u = self.inject.max_rows;
         self.inject
-            .warm(ctx, u, &self.fwd.weights, &self.heads, n_kv)
+            .resize(ctx, u, &self.fwd.weights, &self.heads, n_kv)
     }
 
     /// Where the target's forward writes tap rows (`[U, m·d_t]`), for `Forward::set_taps`.
