@@ -79,14 +79,7 @@ pub fn bind_group(
 /// Record `dispatches` into one compute pass of one command buffer and submit it (no wait).
 pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result<(), GpuError> {
     ctx.check_alive()?;
-    // Pipelines still building are waited for (or built) before anything is encoded; a
-    // failure while the device is lost is reported as the loss.
-    for d in dispatches.iter().filter(|d| !d.grid.contains(&0)) {
-        if let Err(e) = d.pipeline.ready() {
-            ctx.check_alive()?;
-            return Err(e);
-        }
-    }
+    // Recording waits for (or builds) pipelines still building; a failure stops the submit.
     let mut failed = None;
     ctx.scoped(label, 0, |device| {
         let mut encoder =
@@ -109,6 +102,8 @@ pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result
         }
     })?;
     if let Some(e) = failed {
+        // A failure while the device is lost is reported as the loss.
+        ctx.check_alive()?;
         return Err(e);
     }
     ctx.check_alive()

@@ -1,12 +1,13 @@
 //! The speculative generation loop (dspark-spec §3.2–3.3): prefill with every row injected into
 //! the drafter, then cycles of draft → choose ℓ → verify `[x0, d1..dℓ]` in one target forward →
 //! accept (greedy, or lossless rejection sampling) → commit `a + 1` tokens, roll the target's KV
-//! back to them and inject exactly those rows. Plain steps (nothing worth verifying, bypass)
-//! still give the drafter their row, so it never conditions on a hole, but deferred: the target
-//! captures each plain step's taps one staging row further on ([`Pending`]), and the rows go
-//! in as one chunk before the next draft, when the staging is full, and at the end. A chunk
-//! gives the same K/V as row-by-row injection (rows are independent in the K/V-only pass) for
-//! one submit instead of one per token.
+//! back to them and give the drafter exactly those rows. Plain steps (nothing worth verifying,
+//! bypass) give theirs too, so it never conditions on a hole. Every committed row reaches the
+//! drafter through [`Pending`]: the target captures each step's taps right after the rows
+//! already waiting in the staging, and they go in as one chunk before the next draft, when the
+//! staging would overflow, and at the end. A chunk gives the same K/V as row-by-row injection
+//! (rows are independent in the K/V-only pass), so a run of plain steps costs one injection
+//! submit instead of one per token.
 
 use std::time::Instant;
 
@@ -85,8 +86,7 @@ impl<F: FnMut(u32) -> Result<bool>> Emitter<'_, F> {
 /// The device and the target's forward pass.
 type Io<'a> = (&'a GpuContext, &'a mut Forward);
 
-/// Rows committed by single-row steps and not yet injected: staging rows `0..n`, target
-/// positions `at..at + n`.
+/// Committed rows not yet injected: staging rows `0..n`, target positions `at..at + n`.
 struct Pending {
     at: u32,
     n: u32,
@@ -107,17 +107,19 @@ impl Pending {
         Ok(())
     }
 
-    /// Before a single-row step at position `p`: room for its row (flushing a full staging)
-    /// and the target's taps pointed at it.
+    /// Before a step of `rows` rows at position `p`: room for them after the waiting rows
+    /// (flushing those when they would not fit) and the target's taps pointed there.
     fn make_room(
         &mut self,
         io: Io<'_>,
         d: &mut dyn Drafter,
         spec: &mut SpecStats,
         p: u32,
+        rows: u32,
     ) -> Result<()> {
         let (ctx, fwd) = io;
-        if self.n >= d.max_inject().min(fwd.tap_capacity()) {
+        let room = d.max_inject().min(fwd.tap_capacity());
+        if self.n > 0 && self.n.saturating_add(rows) > room {
             self.flush((ctx, &mut *fwd), d, spec)?;
         }
         if self.n == 0 {
@@ -162,17 +164,15 @@ pub fn generate(
     }
     // Prefill: every chunk's rows go to the drafter.
     let t0 = Instant::now();
+    let mut pending = Pending { at: 0, n: 0 };
     let chunk = eng.fwd.max_rows().max(1) as usize;
     let n_chunks = prompt.len().div_ceil(chunk);
     for (i, part) in prompt.chunks(chunk).enumerate() {
-        let at = eng.fwd.kv.len(0)?;
+        let (at, rows) = (eng.fwd.kv.len(0)?, part.len() as u32);
+        pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, at, rows)?;
         eng.fwd.step(&eng.ctx, part, u32::from(i + 1 == n_chunks))?;
-        let ti = Instant::now();
-        drafter.inject(&eng.ctx, part.len() as u32, at)?;
-        spec.inject_secs += ti.elapsed().as_secs_f64();
-        spec.injections += 1;
+        pending.n += rows;
     }
-    let mut pending = Pending { at: 0, n: 0 };
     let mut token = eng.pick(sampler.as_deref_mut())?;
     stats.prefill_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
@@ -248,9 +248,7 @@ pub fn generate(
             let mut rows = vec![token];
             rows.extend(&drafts);
             let m = rows.len() as u32;
-            if m == 1 {
-                pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, p0)?;
-            }
+            pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, p0, m)?;
             eng.fwd.step(&eng.ctx, &rows, m)?;
             spec.target_forwards += 1;
             let verdict = match sampler.as_deref_mut() {
@@ -273,17 +271,10 @@ pub fn generate(
             if !drafts.is_empty() {
                 spec.record(drafts.len(), a);
             }
-            // Commit x0, d1..da: roll the target back, inject exactly those rows (a
-            // single-row step's row waits in the staging).
+            // Commit x0, d1..da: roll the target back; exactly those rows wait for the drafter
+            // (the rejected drafts' staging rows are written over by the next step).
             eng.fwd.kv.truncate_to(0, p0 + a as u32 + 1)?;
-            if m == 1 {
-                pending.n += 1;
-            } else {
-                let ti = Instant::now();
-                drafter.inject(&eng.ctx, a as u32 + 1, p0)?;
-                spec.inject_secs += ti.elapsed().as_secs_f64();
-                spec.injections += 1;
-            }
+            pending.n += a as u32 + 1;
             let mut go = true;
             for &d in &drafts[..a] {
                 go = em.emit(d)?;

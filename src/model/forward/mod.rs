@@ -190,14 +190,23 @@ impl Forward {
     /// instead of at the first such step. Shapes past the limits are skipped.
     pub fn warm(&mut self, ctx: &GpuContext, shapes: &[(u32, u32)]) -> Result<()> {
         for &(m, n_logits) in shapes {
-            let fits = m >= 1 && m <= self.max_rows && n_logits <= m.min(self.max_logit_rows);
-            if fits && !self.matmuls.contains_key(&(m, n_logits)) {
-                if self.matmuls.len() >= MATMUL_CACHE {
-                    break;
-                }
-                let set = self.matmul_set(ctx, m, n_logits)?;
-                self.matmuls.insert((m, n_logits), set);
+            if m >= 1 && m <= self.max_rows && n_logits <= m.min(self.max_logit_rows) {
+                self.cache_matmuls(ctx, m, n_logits)?;
             }
+        }
+        Ok(())
+    }
+
+    /// The matmul set of (m, n_logits) steps is cached (built now if it is not).
+    fn cache_matmuls(&mut self, ctx: &GpuContext, m: u32, n_logits: u32) -> Result<()> {
+        if !self.matmuls.contains_key(&(m, n_logits)) {
+            // Shapes other than the hot ones (decode, full ubatches, verify) come and go with
+            // prompt lengths: keep the cache small rather than grow it per shape seen.
+            if self.matmuls.len() >= MATMUL_CACHE {
+                self.matmuls.clear();
+            }
+            let set = self.matmul_set(ctx, m, n_logits)?;
+            self.matmuls.insert((m, n_logits), set);
         }
         Ok(())
     }
@@ -280,16 +289,7 @@ impl Forward {
             self.argmax_rows = n_logits;
         }
         self.n_logits = n_logits;
-        if !self.matmuls.contains_key(&(m, n_logits)) {
-            // Shapes other than the hot ones (decode, full ubatches, verify) come and go with
-            // prompt lengths: keep the cache small rather than grow it per shape seen.
-            if self.matmuls.len() >= MATMUL_CACHE {
-                self.matmuls.clear();
-            }
-            let set = self.matmul_set(ctx, m, n_logits)?;
-            self.matmuls.insert((m, n_logits), set);
-        }
-        Ok(())
+        self.cache_matmuls(ctx, m, n_logits)
     }
 
     /// Run `tokens` at the next positions of the cache; compute logits (and their argmax) for
