@@ -117,13 +117,15 @@ fn row_step2(r: u32, b: u32, xs: XCols, xt: XCols, a: RowAcc) -> RowAcc {
 fn put(row: u32, c: u32, v: f32) {
     if (row < params.n_rows && c < params.m) {
 #ifdef SPLIT3
+        // Column c of this dispatch is column col0 + c of the product (X windows).
         let r = params.row0 + row;
+        let cg = params.col0 + c;
         if (r < params.split1) {
-            y[c * params.split1 + r] = v;
+            y[cg * params.split1 + r] = v;
         } else if (r < params.split2) {
-            y2[c * (params.split2 - params.split1) + r - params.split1] = v;
+            y2[cg * (params.split2 - params.split1) + r - params.split1] = v;
         } else {
-            y3[c * (params.n_out - params.split2) + r - params.split2] = v;
+            y3[cg * (params.n_out - params.split2) + r - params.split2] = v;
         }
 #else
         let i = params.y_off + c * params.n_out + params.row0 + row;

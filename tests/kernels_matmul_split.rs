@@ -58,7 +58,9 @@ fn split_output_matches_three_matmuls_bit_for_bit() {
         GgmlType::Q8_0,
     ];
     for (i, ty) in types.into_iter().enumerate() {
-        for k in [160, 192] {
+        // K = 576 (SmolLM2's width): 64 columns need three 64 KiB X windows on Family::SERIAL,
+        // so the split output must place each dispatch's columns after the previous ones.
+        for k in [160, 192, 576] {
             let parts: Vec<Vec<u8>> = PARTS
                 .iter()
                 .enumerate()

@@ -37,7 +37,7 @@ struct Params {
     n_units: u32,  // units per row (K / UNIT)
     split1: u32,   // matmul_rows.wgsl SPLIT3: rows [0, split1) go to y, [split1, split2) to
     split2: u32,   // y2, [split2, n_out) to y3
-    _pad0: u32,
+    col0: u32,     // first column of this dispatch in the whole product (SPLIT3 writes by it)
     _pad1: u32,
 }
 

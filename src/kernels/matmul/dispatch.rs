@@ -152,6 +152,7 @@ pub fn matmul_dispatches_with(
             let m = chunk.min(io.m - c0);
             let mut params = io.params(w, s)?;
             params.m = m;
+            params.col0 = c0;
             params.y_off = io.y_off + c0 * io.y_stride;
             let x = if window.is_some() {
                 let first = 4 * (u64::from(io.x_off) + u64::from(c0) * u64::from(io.x_stride));

@@ -75,7 +75,10 @@ pub struct MatmulParams {
     /// `[split1, split2)` to Y2 and `[split2, N)` to Y3, each `[m, its rows]` (0 otherwise).
     pub split1: u32,
     pub split2: u32,
-    pub _pad: [u32; 2],
+    /// First column of this dispatch in the whole product (X read through windows cuts the
+    /// columns into dispatches; the split output writes whole-product columns).
+    pub col0: u32,
+    pub _pad: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<MatmulParams>() == 64);

@@ -120,7 +120,8 @@ impl GpuWeight {
             n_units: self.k / self.unit,
             split1: 0,
             split2: 0,
-            _pad: [0; 2],
+            col0: 0,
+            _pad: 0,
         })
     }
 }
