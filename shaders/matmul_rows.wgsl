@@ -13,8 +13,8 @@
 // Every loop index that picks a register is a constant (the helpers are written out), so the
 // driver's compiler keeps the blocks in registers.
 // The column tile (TM blocks of X, a row's TM accumulators, a block against them, the writes of
-// a row's TM outputs) is common/matmul_cols.wgsl; this file has the bindings, the row steps, the
-// output writes of one value and the loop.
+// a row's TM outputs) is common/matmul_cols.wgsl, the writes of one value (plain, split, GLU)
+// common/matmul_put.wgsl; this file has the bindings, the row steps and the loop.
 //
 // Defines (Rust side: src/kernels/matmul/variants.rs):
 //   TYPE_*     one of the five block formats
@@ -35,6 +35,10 @@
 //   SPLIT3     split output: weight rows [0, split1) go to y, [split1, split2) to y2 (binding
 //              4) and [split2, N) to y3 (binding 5), each [M, its rows] from element 0 (one
 //              dispatch for a stacked q | k | v projection); not with a GLU epilogue
+//   ROPE       (with SPLIT3) q is rotated into y and k and v go rotated into the f16 K and V
+//              caches instead of y2 and y3 (common/matmul_rope.wgsl: rope_kv.wgsl's work, one
+//              dispatch less); an invocation's rows are then pairs (2 lid, 2 lid + 1) of every
+//              2 WG rows, so both dims of a RoPE pair are in one invocation
 //   GLU_PAIRED (with SWIGLU or GEGLU, R8) the weight stacks gate and up rows in blocks of 4 * WG:
 //              stacked rows [8 WG b, 8 WG b + 4 WG) are gate rows [4 WG b, 4 WG b + 4 WG), the
 //              next 4 WG the same up rows, so an invocation holds gate and up of its output
@@ -46,7 +50,8 @@
 //
 // Work split: workgroup (wid.x, wid.y) -> row block rb = wid.y * nwg.x + wid.x (2D past the
 // per-dimension limit); invocation lid takes rows rb * R * WG + lid + j * WG for j = 0..R-1
-// (split-local), wid.z -> columns [TM * wid.z, TM * wid.z + TM).
+// (split-local; with ROPE rows rb * R * WG + 2 lid + (j % 2) + (j / 2) * 2 WG), wid.z ->
+// columns [TM * wid.z, TM * wid.z + TM).
 // Bindings (as matmul.wgsl): 0 uniform Params, 1 w (read), 2 x (read, vec4), 3 y (read_write),
 // with a GLU epilogue 4 gate (read).
 
@@ -84,8 +89,10 @@
 #define GLU
 #endif
 #ifdef SPLIT3
+#ifndef ROPE
 @group(0) @binding(4) var<storage, read_write> y2: array<f32>; // [M, split2 - split1]
 @group(0) @binding(5) var<storage, read_write> y3: array<f32>; // [M, n_out - split2]
+#endif
 #endif
 
 #ifdef GLU
@@ -97,6 +104,10 @@
 #endif
 
 #include "common/matmul_cols.wgsl"
+#include "common/matmul_put.wgsl"
+#ifdef ROPE
+#include "common/matmul_rope.wgsl"
+#endif
 
 // Block b of split-local row r (clamped to the last row) against the columns: loaded, decoded
 // and used at once, one row after the other, so only one decoded block is live (the loads are
@@ -113,42 +124,6 @@ fn row_step2(r: u32, b: u32, xs: XCols, xt: XCols, a: RowAcc) -> RowAcc {
 }
 #endif
 
-// Writes row `row` (split-local) of column c when both exist.
-fn put(row: u32, c: u32, v: f32) {
-    if (row < params.n_rows && c < params.m) {
-#ifdef SPLIT3
-        // Column c of this dispatch is column col0 + c of the product (X windows).
-        let r = params.row0 + row;
-        let cg = params.col0 + c;
-        if (r < params.split1) {
-            y[cg * params.split1 + r] = v;
-        } else if (r < params.split2) {
-            y2[cg * (params.split2 - params.split1) + r - params.split1] = v;
-        } else {
-            y3[cg * (params.n_out - params.split2) + r - params.split2] = v;
-        }
-#else
-        let i = params.y_off + c * params.n_out + params.row0 + row;
-#ifdef GLU
-#ifndef GLU_PAIRED
-        y[i] = glu_act(gate[i]) * v;
-#endif
-#else
-        y[i] = v;
-#endif
-#endif
-    }
-}
-
-#ifdef GLU_PAIRED
-// Writes output row `orow` (of n_rows / 2) of column c: glu_act(g) * u.
-fn put_glu(orow: u32, c: u32, g: f32, u: f32) {
-    if (orow < params.n_rows / 2u && c < params.m) {
-        y[params.y_off + c * params.n_out + orow] = glu_act(g) * u;
-    }
-}
-#endif
-
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -156,9 +131,33 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
 #ifdef R8
-    let row = (wid.y * nwg.x + wid.x) * (8u * WG) + lid;
+    let blk_row = (wid.y * nwg.x + wid.x) * (8u * WG);
 #else
-    let row = (wid.y * nwg.x + wid.x) * (4u * WG) + lid;
+    let blk_row = (wid.y * nwg.x + wid.x) * (4u * WG);
+#endif
+    // Accumulator 0's row, and s_j: accumulator j's row - row (constants).
+#ifdef ROPE
+    let row = blk_row + 2u * lid;
+    let s1 = 1u;
+    let s2 = 2u * WG;
+    let s3 = 2u * WG + 1u;
+#ifdef R8
+    let s4 = 4u * WG;
+    let s5 = 4u * WG + 1u;
+    let s6 = 6u * WG;
+    let s7 = 6u * WG + 1u;
+#endif
+#else
+    let row = blk_row + lid;
+    let s1 = WG;
+    let s2 = 2u * WG;
+    let s3 = 3u * WG;
+#ifdef R8
+    let s4 = 4u * WG;
+    let s5 = 5u * WG;
+    let s6 = 6u * WG;
+    let s7 = 7u * WG;
+#endif
 #endif
     let col0 = wid.z * TM;
 #ifdef X_BCAST
@@ -182,28 +181,28 @@ fn main(
         let xs = xcols_load(col0, b);
         let xt = xcols_load(col0, b + 1u);
         a0 = row_step2(row, b, xs, xt, a0);
-        a1 = row_step2(row + WG, b, xs, xt, a1);
-        a2 = row_step2(row + 2u * WG, b, xs, xt, a2);
-        a3 = row_step2(row + 3u * WG, b, xs, xt, a3);
+        a1 = row_step2(row + s1, b, xs, xt, a1);
+        a2 = row_step2(row + s2, b, xs, xt, a2);
+        a3 = row_step2(row + s3, b, xs, xt, a3);
 #ifdef R8
-        a4 = row_step2(row + 4u * WG, b, xs, xt, a4);
-        a5 = row_step2(row + 5u * WG, b, xs, xt, a5);
-        a6 = row_step2(row + 6u * WG, b, xs, xt, a6);
-        a7 = row_step2(row + 7u * WG, b, xs, xt, a7);
+        a4 = row_step2(row + s4, b, xs, xt, a4);
+        a5 = row_step2(row + s5, b, xs, xt, a5);
+        a6 = row_step2(row + s6, b, xs, xt, a6);
+        a7 = row_step2(row + s7, b, xs, xt, a7);
 #endif
     }
 #else
     for (var b = 0u; b < params.nb; b++) {
         let xs = xcols_load(col0, b);
         a0 = row_step(row, b, xs, a0);
-        a1 = row_step(row + WG, b, xs, a1);
-        a2 = row_step(row + 2u * WG, b, xs, a2);
-        a3 = row_step(row + 3u * WG, b, xs, a3);
+        a1 = row_step(row + s1, b, xs, a1);
+        a2 = row_step(row + s2, b, xs, a2);
+        a3 = row_step(row + s3, b, xs, a3);
 #ifdef R8
-        a4 = row_step(row + 4u * WG, b, xs, a4);
-        a5 = row_step(row + 5u * WG, b, xs, a5);
-        a6 = row_step(row + 6u * WG, b, xs, a6);
-        a7 = row_step(row + 7u * WG, b, xs, a7);
+        a4 = row_step(row + s4, b, xs, a4);
+        a5 = row_step(row + s5, b, xs, a5);
+        a6 = row_step(row + s6, b, xs, a6);
+        a7 = row_step(row + s7, b, xs, a7);
 #endif
     }
 #endif
@@ -216,15 +215,24 @@ fn main(
     put_pair(orow + 2u * WG, col0, a2, a6);
     put_pair(orow + 3u * WG, col0, a3, a7);
 #else
-    put_row(row, col0, a0);
-    put_row(row + WG, col0, a1);
-    put_row(row + 2u * WG, col0, a2);
-    put_row(row + 3u * WG, col0, a3);
+#ifdef ROPE
+    put_rope_rows(row, col0, a0, a1);
+    put_rope_rows(row + s2, col0, a2, a3);
 #ifdef R8
-    put_row(row + 4u * WG, col0, a4);
-    put_row(row + 5u * WG, col0, a5);
-    put_row(row + 6u * WG, col0, a6);
-    put_row(row + 7u * WG, col0, a7);
+    put_rope_rows(row + s4, col0, a4, a5);
+    put_rope_rows(row + s6, col0, a6, a7);
+#endif
+#else
+    put_row(row, col0, a0);
+    put_row(row + s1, col0, a1);
+    put_row(row + s2, col0, a2);
+    put_row(row + s3, col0, a3);
+#ifdef R8
+    put_row(row + s4, col0, a4);
+    put_row(row + s5, col0, a5);
+    put_row(row + s6, col0, a6);
+    put_row(row + s7, col0, a7);
+#endif
 #endif
 #endif
 }

@@ -34,6 +34,7 @@ fn split_now(ctx: &GpuContext, family: Family, w: &GpuWeight, x: &[f32], m: usiz
             y3: &ys[2],
             split1: a as u32,
             split2: (a + b) as u32,
+            rope: None,
         }),
         ..MatmulIo::dense(w, &xb, &ys[0], m as u32)
     };
@@ -108,6 +109,7 @@ fn bad_split_requests_are_typed_errors() {
         y3: &y,
         split1,
         split2,
+        rope: None,
     };
     let run = |family: Family, io: MatmulIo<'_>| matmul_dispatches(&ctx, family, &w, &io);
     let io = |s| MatmulIo {

@@ -6,7 +6,7 @@ mod common;
 
 use flint::gguf::GgufFile;
 use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};
-use flint::model::forward::{Allocator, Forward};
+use flint::model::forward::{Allocator, Forward, ForwardSpec};
 use flint::model::{weights, Hparams};
 use serde_json::Value;
 
@@ -42,6 +42,11 @@ struct Setup {
 }
 
 fn setup(params: RunParams) -> Setup {
+    setup_with(params, true)
+}
+
+/// [`setup`] with the q | k | v matmul doing RoPE and the KV store (`rope_in_qkv`) or not.
+fn setup_with(params: RunParams, rope_in_qkv: bool) -> Setup {
     let ctx = common::gpu::ctx();
     let file = GgufFile::open(&common::model_path()).unwrap();
     let hp = Hparams::from_gguf(&file).unwrap();
@@ -59,7 +64,11 @@ fn setup(params: RunParams) -> Setup {
     let w = weights::load(&ctx, &file, &hp, false).unwrap();
     let mut allocated = w.allocations.clone();
     let mut alloc = Allocator::new(&ctx, &plan);
-    let fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
+    let spec = ForwardSpec {
+        rope_in_qkv,
+        ..ForwardSpec::target(&params)
+    };
+    let fwd = Forward::with_spec(&ctx, hp, w, &spec, &mut alloc).unwrap();
     allocated.extend(alloc.records);
     Setup {
         ctx,
@@ -293,4 +302,49 @@ fn verify_batch_rows_are_bit_identical_to_decode_steps() {
         );
     }
     common::gpu::assert_clean(&s.ctx);
+}
+
+/// RoPE and the KV store done by the q | k | v matmul (`ForwardSpec::rope_in_qkv`, one dispatch
+/// less per layer) give the logits of the separate RoPE + KV store op bit for bit: a prompt
+/// longer than an X window, decode steps and a verify batch, each reading the caches the other
+/// steps wrote.
+#[test]
+fn rope_in_the_qkv_matmul_keeps_every_logit_bit() {
+    let prompt: Vec<u32> = u32s(&fixture()["cases"][2]["prompt_ids"]);
+    let long: Vec<u32> = prompt.iter().cycle().take(40).copied().collect();
+    let steps: [&[u32]; 4] = [&long, &[504], &[3575], &[282, 4649, 314, 30, 198, 28, 11]];
+    let mut runs = Vec::new();
+    let spec = RunParams {
+        draft: Some(memory::DraftParams {
+            n_draft: 7,
+            inject_chunk: 64,
+            type_k: flint::gguf::GgmlType::F16,
+            type_v: flint::gguf::GgmlType::F16,
+            window: None,
+        }),
+        ..params()
+    };
+    for fused in [true, false] {
+        let mut s = setup_with(spec.clone(), fused);
+        let mut logits = Vec::new();
+        let mut dispatches = Vec::new();
+        for t in steps {
+            let (n, n_logits) = (t.len() as u32, t.len().min(7) as u32);
+            s.fwd.step(&s.ctx, t, n_logits).unwrap();
+            logits.push(s.fwd.logits(&s.ctx).unwrap());
+            dispatches.push(s.fwd.record(n, n_logits).unwrap().0.len());
+        }
+        common::gpu::assert_clean(&s.ctx);
+        runs.push((logits, dispatches));
+    }
+    let n_layer = 30;
+    for (i, t) in steps.iter().enumerate() {
+        let what = format!("step {i} ({} rows)", t.len());
+        assert_eq!(runs[0].1[i] + n_layer, runs[1].1[i], "{what}: dispatches");
+        let (a, b) = (&runs[0].0[i], &runs[1].0[i]);
+        assert_eq!(a.len(), b.len(), "{what}");
+        if let Some(j) = (0..a.len()).find(|&j| a[j].to_bits() != b[j].to_bits()) {
+            panic!("{what}: logit {j} differs: {} vs {}", a[j], b[j]);
+        }
+    }
 }

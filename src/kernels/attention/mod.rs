@@ -38,7 +38,7 @@ pub use attend::{Attention, AttnBuffers};
 pub use fused::{pass_splits, FusedAttention};
 pub use layout::{kv_bytes, kv_bytes_per_token, KvLayout, KvType, MAX_HEAD_DIM};
 pub use oneshot::{attention_fused_now, attention_now, attention_now_with, AttnMask, AttnPath};
-pub use rope_kv::{RopeKv, RopeKvIo};
+pub use rope_kv::{RopeKv, RopeKvIo, RopeKvParams};
 pub use shape::{decode_partials_bytes, AttnIo, AttnParams, AttnShape, MaskMode, SPLIT_SIZE};
 pub use store::{create_cache, store_rows_now, KvStore, KvStoreParams};
 

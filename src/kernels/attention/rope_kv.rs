@@ -193,6 +193,22 @@ impl RopeKv {
         })
     }
 
+    /// The shape it was built for (`n_tokens` as last set).
+    pub fn params(&self) -> RopeKvParams {
+        self.params
+    }
+
+    /// Its RoPE pairing.
+    pub fn mode(&self) -> RopeMode {
+        self.mode
+    }
+
+    /// Its params uniform (`RopeKvParams`), which the split-output matmul's RoPE epilogue
+    /// binds as well ([`crate::kernels::matmul::SplitRope`]).
+    pub fn uniform(&self) -> Option<&wgpu::Buffer> {
+        self.dispatch.params.as_ref()
+    }
+
     /// Rotates and stores the first `n_tokens` tokens from the next submission on.
     pub fn set_tokens(&mut self, ctx: &GpuContext, n_tokens: u32) -> Result<(), GpuError> {
         if n_tokens > self.max_tokens {

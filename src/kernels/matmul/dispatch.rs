@@ -11,9 +11,9 @@ use crate::kernels::dispatch_grid;
 use crate::kernels::launch::{bind_group, submit, Dispatch};
 
 pub use super::epilogue::GLU_PAIR_ROWS;
-use super::epilogue::{glu_epilogue, with_glu, with_glu_paired, with_split3};
+use super::epilogue::{glu_epilogue, with_glu, with_glu_paired, with_split3, with_split3_rope};
 use super::io::{bad, check_fits, check_io, check_paired, check_split};
-pub use super::io::{MatmulIo, SplitOut};
+pub use super::io::{MatmulIo, SplitOut, SplitRope};
 use super::variants::{
     baseline_variant, embed_variant, matmul_variant, uniform_max_tm, uses_rows_kernel,
     workgroup_rows, Family, BATCH_TMS, STAGED_TM, X_WINDOW,
@@ -126,7 +126,10 @@ pub fn matmul_dispatches_with(
     }
     if let Some(o) = io.split {
         check_split(family, w, io, &o)?;
-        variant = with_split3(variant)?;
+        variant = match o.rope {
+            Some(_) => with_split3_rope(variant)?,
+            None => with_split3(variant)?,
+        };
     }
     let mut wg_rows = workgroup_rows(family, w.ty, tm, staged);
     if let Some(glu) = io.paired {
@@ -172,9 +175,19 @@ pub fn matmul_dispatches_with(
             if let Some((_, gate)) = io.gate {
                 bindings.push(gate.as_entire_binding());
             }
-            if let Some(o) = io.split {
-                bindings.push(o.y2.as_entire_binding());
-                bindings.push(o.y3.as_entire_binding());
+            match io.split {
+                Some(SplitOut { rope: Some(r), .. }) => bindings.extend([
+                    r.positions.as_entire_binding(),
+                    r.freqs.as_entire_binding(),
+                    r.k_cache.as_entire_binding(),
+                    r.v_cache.as_entire_binding(),
+                    r.uniform.as_entire_binding(),
+                ]),
+                Some(o) => {
+                    bindings.push(o.y2.as_entire_binding());
+                    bindings.push(o.y3.as_entire_binding());
+                }
+                None => {}
             }
             out.push(one_dispatch_with(
                 ctx,

@@ -1,6 +1,7 @@
 //! The epilogues of `matmul_rows.wgsl` (CPU-driver families): the GLU `y = act(gate) * (X .
-//! W^T)` ([`with_glu`]) and the split output of a stacked q | k | v weight ([`with_split3`]),
-//! their bindings, and where they exist ([`glu_epilogue`]).
+//! W^T)` ([`with_glu`]) and the split output of a stacked q | k | v weight ([`with_split3`],
+//! or with RoPE and the KV store, [`with_split3_rope`]), their bindings, and where they exist
+//! ([`glu_epilogue`]).
 
 use crate::gguf::GgmlType;
 use crate::gpu::{BindingKind, BindingSpec, GpuError, ShaderVariant};
@@ -59,6 +60,60 @@ pub const MATMUL_BINDINGS_XU_SPLIT3: &[BindingSpec] = &[
     MATMUL_BINDINGS_SPLIT3[5],
 ];
 
+/// The RoPE + KV store epilogue's bindings after Y (`SPLIT3` with `ROPE`): positions and
+/// frequencies (4, 5), the K and V caches (6, 7) and the RoPE params uniform (8).
+const ROPE_BINDINGS: [BindingSpec; 5] = [
+    BindingSpec {
+        group: 0,
+        binding: 4,
+        kind: BindingKind::StorageRead,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 5,
+        kind: BindingKind::StorageRead,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 6,
+        kind: BindingKind::StorageReadWrite,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 7,
+        kind: BindingKind::StorageReadWrite,
+    },
+    BindingSpec {
+        group: 0,
+        binding: 8,
+        kind: BindingKind::Uniform,
+    },
+];
+/// [`MATMUL_BINDINGS`] plus the RoPE epilogue's.
+pub const MATMUL_BINDINGS_SPLIT3_ROPE: &[BindingSpec] = &[
+    MATMUL_BINDINGS[0],
+    MATMUL_BINDINGS[1],
+    MATMUL_BINDINGS[2],
+    MATMUL_BINDINGS[3],
+    ROPE_BINDINGS[0],
+    ROPE_BINDINGS[1],
+    ROPE_BINDINGS[2],
+    ROPE_BINDINGS[3],
+    ROPE_BINDINGS[4],
+];
+/// [`MATMUL_BINDINGS_XU`] (X uniform) plus the RoPE epilogue's.
+pub const MATMUL_BINDINGS_XU_SPLIT3_ROPE: &[BindingSpec] = &[
+    MATMUL_BINDINGS_XU[0],
+    MATMUL_BINDINGS_XU[1],
+    MATMUL_BINDINGS_XU[2],
+    MATMUL_BINDINGS_XU[3],
+    ROPE_BINDINGS[0],
+    ROPE_BINDINGS[1],
+    ROPE_BINDINGS[2],
+    ROPE_BINDINGS[3],
+    ROPE_BINDINGS[4],
+];
+
 /// Whether every matmul of `ty` in `family` runs `matmul_rows.wgsl` whatever the column count
 /// (so its epilogues, the GLU of [`with_glu`] and the split output of [`with_split3`], are
 /// available on every path and keep batch invariance).
@@ -96,6 +151,15 @@ pub fn with_glu_paired(v: ShaderVariant, glu: Glu) -> Result<ShaderVariant, GpuE
 pub fn with_split3(v: ShaderVariant) -> Result<ShaderVariant, GpuError> {
     let bindings = [MATMUL_BINDINGS_SPLIT3, MATMUL_BINDINGS_XU_SPLIT3];
     with_epilogue(v, "split-output", "SPLIT3", bindings)
+}
+
+/// `v` (a `matmul_rows.wgsl` variant) with the split output writing q rotated and k and v into
+/// f16 caches (`SPLIT3` and `ROPE`, `common/matmul_rope.wgsl`).
+pub fn with_split3_rope(v: ShaderVariant) -> Result<ShaderVariant, GpuError> {
+    let bindings = [MATMUL_BINDINGS_SPLIT3_ROPE, MATMUL_BINDINGS_XU_SPLIT3_ROPE];
+    let mut v = with_epilogue(v, "split-output RoPE", "SPLIT3", bindings)?;
+    v.defines.push(("ROPE", String::new()));
+    Ok(v)
 }
 
 /// `v` with an epilogue `define` and its extra bindings (`[X in storage, X uniform]`).

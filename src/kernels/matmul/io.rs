@@ -3,6 +3,7 @@
 //! every dispatch builder runs on them, with typed errors naming the values.
 
 use crate::gpu::GpuError;
+use crate::kernels::attention::RopeKvParams;
 use crate::kernels::ops::glu::Glu;
 
 use super::epilogue::{glu_epilogue, GLU_PAIR_ROWS};
@@ -44,6 +45,25 @@ pub struct SplitOut<'a> {
     pub y3: &'a wgpu::Buffer,
     pub split1: u32,
     pub split2: u32,
+    /// RoPE and the KV store done by the matmul (`ROPE`): q rotated into Y, k and v into the
+    /// caches, `y2` and `y3` left untouched.
+    pub rope: Option<SplitRope<'a>>,
+}
+
+/// The RoPE + KV store epilogue of a split output (`common/matmul_rope.wgsl`): normal pairs,
+/// f16 K and V caches, as [`crate::kernels::attention::RopeKv`] would do after the matmul.
+#[derive(Debug, Clone, Copy)]
+pub struct SplitRope<'a> {
+    /// The shape (`n_tokens` unused), also in `uniform`.
+    pub shape: RopeKvParams,
+    /// `RopeKvParams` as a uniform buffer.
+    pub uniform: &'a wgpu::Buffer,
+    /// u32 `[m]`: the cache row (and RoPE position) of each column.
+    pub positions: &'a wgpu::Buffer,
+    /// f32 `[n_rot / 2]`.
+    pub freqs: &'a wgpu::Buffer,
+    pub k_cache: &'a wgpu::Buffer,
+    pub v_cache: &'a wgpu::Buffer,
 }
 
 impl<'a> MatmulIo<'a> {
@@ -160,9 +180,62 @@ pub(super) fn check_split(
     }
     check_fits("matmul split Y", io.y, 0, io.m, o.split1, o.split1)?;
     let n2 = o.split2 - o.split1;
-    check_fits("matmul split Y2", o.y2, 0, io.m, n2, n2)?;
     let n3 = w.n - o.split2;
+    if let Some(r) = &o.rope {
+        return check_rope(w, io, o, r);
+    }
+    check_fits("matmul split Y2", o.y2, 0, io.m, n2, n2)?;
     check_fits("matmul split Y3", o.y3, 0, io.m, n3, n3)
+}
+
+/// The RoPE epilogue needs q | k | v parts of whole heads with even dims, even split rows (a
+/// pair in one invocation), and positions, frequencies and caches that hold what it writes.
+fn check_rope(
+    w: &GpuWeight,
+    io: &MatmulIo<'_>,
+    o: &SplitOut<'_>,
+    r: &SplitRope<'_>,
+) -> Result<(), GpuError> {
+    let p = &r.shape;
+    let what = format!("RoPE epilogue of matmul {}", w.name);
+    let parts = [o.split1, o.split2 - o.split1, w.n - o.split2];
+    let want = [
+        p.n_head * p.head_dim,
+        p.n_kv_heads * p.head_dim,
+        p.n_kv_heads * p.head_dim_v,
+    ];
+    let rows_even = w.splits.iter().all(|s| s.plan.row0 % 2 == 0);
+    let dims_ok = p.head_dim % 2 == 0 && p.head_dim_v % 2 == 0;
+    let rot_ok = p.n_rot % 2 == 0 && p.n_rot <= p.head_dim;
+    if parts != want || !rows_even || !dims_ok || !rot_ok {
+        return Err(bad(
+            &what,
+            format!(
+                "q | k | v rows {want:?} (heads of even dims, n_rot even <= {}), splits at even rows",
+                p.head_dim
+            ),
+            format!("rows {parts:?}, n_rot {}, splits even {rows_even}", p.n_rot),
+        ));
+    }
+    check_fits("RoPE positions", r.positions, 0, 1, 0, io.m)?;
+    check_fits("RoPE frequency table", r.freqs, 0, 1, 0, p.n_rot / 2)?;
+    let rows = p.n_ctx * p.n_kv_heads;
+    check_fits(
+        "RoPE K cache",
+        r.k_cache,
+        0,
+        rows,
+        p.head_dim / 2,
+        p.head_dim / 2,
+    )?;
+    check_fits(
+        "RoPE V cache",
+        r.v_cache,
+        0,
+        rows,
+        p.head_dim_v / 2,
+        p.head_dim_v / 2,
+    )
 }
 
 /// A paired gate/up weight needs the `matmul_rows.wgsl` epilogues, no other epilogue, one split

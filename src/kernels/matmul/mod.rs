@@ -33,7 +33,7 @@ mod window;
 
 pub use dispatch::{
     baseline_dispatches, baseline_now, embed_dispatches, embed_now, matmul_dispatches,
-    matmul_dispatches_with, matmul_now, matmul_now_with, path_for, MatmulIo, SplitOut,
+    matmul_dispatches_with, matmul_now, matmul_now_with, path_for, MatmulIo, SplitOut, SplitRope,
 };
 pub use epilogue::glu_epilogue;
 pub use layout::{binding_limit, device_bytes, split_plan, SplitPlan, SUPPORTED_TYPES};

@@ -11,7 +11,7 @@ use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
 use crate::kernels::ops::glu::Glu;
 use crate::kernels::spec;
 
-use super::epilogue::{glu_epilogue, with_glu, with_glu_paired, with_split3};
+use super::epilogue::{glu_epilogue, with_glu, with_glu_paired, with_split3, with_split3_rope};
 use super::layout::{layout, SUPPORTED_TYPES};
 
 /// Prefill tile depth in elements (`BK`): a multiple of every unit (4, 32, 64).
@@ -447,6 +447,7 @@ pub fn variants() -> Vec<ShaderVariant> {
                                         push(with_glu_paired(v.clone(), glu));
                                     }
                                     push(with_split3(v.clone()));
+                                    push(with_split3_rope(v.clone()));
                                 }
                             }
                             push(v);

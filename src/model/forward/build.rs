@@ -22,7 +22,7 @@ use crate::kv_cache::KvCache;
 use crate::memory::alloc::Allocator;
 use crate::memory::RunParams;
 use crate::model::hparams::Hparams;
-use crate::model::weights::{GateUp, ModelWeights};
+use crate::model::weights::{GateUp, ModelWeights, Qkv};
 use crate::Result;
 
 use super::rope_store::{RopeStore, SplitOps};
@@ -49,6 +49,11 @@ pub struct ForwardSpec {
     pub fused_only: bool,
     /// Build the on-device argmax of the logits rows.
     pub argmax: bool,
+    /// Where the layer allows it (stacked q | k | v weight, f16 caches, normal RoPE pairs, no
+    /// bias or q/k norm), the q | k | v matmul applies RoPE and stores k and v itself
+    /// (`common/matmul_rope.wgsl`) instead of a RoPE + KV store dispatch after it. The same
+    /// bits either way; one dispatch less per layer.
+    pub rope_in_qkv: bool,
 }
 
 impl ForwardSpec {
@@ -64,6 +69,7 @@ impl ForwardSpec {
             mask: MaskMode::Causal,
             fused_only: false,
             argmax: true,
+            rope_in_qkv: true,
         }
     }
 
@@ -275,6 +281,11 @@ impl Forward {
                 bias,
                 qk_norm,
                 rope_store: if RopeKv::supports(&k_layout, &v_layout) {
+                    let in_qkv = spec.rope_in_qkv
+                        && rope_cfg.mode == RopeMode::Normal
+                        && matches!(lw.qkv, Qkv::Stacked { .. })
+                        && lw.bias_qkv.is_none()
+                        && lw.qk_norm.is_none();
                     let io = RopeKvIo {
                         q: &b.q,
                         k: &b.k,
@@ -286,7 +297,11 @@ impl Forward {
                     };
                     let layouts = [&k_layout, &v_layout];
                     let op = RopeKv::new(ctx, io, hp.n_head, layouts, &rope_cfg, max_rows)?;
-                    RopeStore::Fused(op)
+                    if in_qkv {
+                        RopeStore::InQkv(op)
+                    } else {
+                        RopeStore::Fused(op)
+                    }
                 } else {
                     RopeStore::Split(Box::new(SplitOps {
                         rope_q: rope(&b.q, hp.n_head)?,

@@ -227,8 +227,11 @@ impl Forward {
             matmul_dispatches(ctx, self.family, w, &MatmulIo::dense(w, x, y, m))
         };
         let mut layers = Vec::with_capacity(self.weights.layers.len());
-        for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
-            let [q, k, v] = qkv_dispatches(ctx, self.family, &lw.qkv, b, m)?;
+        for (il, (lw, l)) in self.weights.layers.iter().zip(&self.layers).enumerate() {
+            let rope = l
+                .rope_store
+                .split_rope(&b.positions, &self.rope_freqs, &b.kv[il])?;
+            let [q, k, v] = qkv_dispatches(ctx, self.family, &lw.qkv, b, m, rope)?;
             let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, l.glu.is_none(), b, m)?;
             layers.push([
                 q,

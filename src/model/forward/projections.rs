@@ -4,7 +4,7 @@
 
 use crate::gpu::GpuContext;
 use crate::kernels::launch::Dispatch;
-use crate::kernels::matmul::{matmul_dispatches, Family, GpuWeight, MatmulIo, SplitOut};
+use crate::kernels::matmul::{matmul_dispatches, Family, GpuWeight, MatmulIo, SplitOut, SplitRope};
 use crate::kernels::ops::glu::Glu;
 use crate::model::weights::{GateUp, Qkv};
 use crate::Result;
@@ -12,13 +12,15 @@ use crate::Result;
 use super::Buffers;
 
 /// The q, k and v projections of `m` rows from `b.xn` into `b.q`, `b.k`, `b.v`: three matmuls,
-/// or one over the stacked weight with a split output.
+/// or one over the stacked weight with a split output, which with `rope` (stacked weights
+/// only) rotates q in `b.q` and stores k and v in the caches itself.
 pub(super) fn qkv_dispatches(
     ctx: &GpuContext,
     family: Family,
     qkv: &Qkv,
     b: &Buffers,
     m: u32,
+    rope: Option<SplitRope<'_>>,
 ) -> Result<[Vec<Dispatch>; 3]> {
     let mm = |w: &GpuWeight, y: &wgpu::Buffer| {
         matmul_dispatches(ctx, family, w, &MatmulIo::dense(w, &b.xn, y, m))
@@ -32,6 +34,7 @@ pub(super) fn qkv_dispatches(
                     y3: &b.v,
                     split1: *q_rows,
                     split2: q_rows + k_rows,
+                    rope,
                 }),
                 ..MatmulIo::dense(w, &b.xn, &b.q, m)
             };

@@ -1,16 +1,21 @@
 //! What a layer does between the q/k/v projections and the attention: RoPE on q and k and the
-//! KV store of k and v, as one fused dispatch where the caches are f16 ([`RopeKv`]) or as the
-//! four separate ops otherwise (quantized caches). Both give the same bits.
+//! KV store of k and v, as one fused dispatch where the caches are f16 ([`RopeKv`]), done by the
+//! stacked q | k | v matmul itself where it can ([`RopeStore::InQkv`]), or as the four
+//! separate ops otherwise (quantized caches). All give the same bits.
 
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{KvStore, RopeKv};
 use crate::kernels::launch::Dispatch;
+use crate::kernels::matmul::SplitRope;
 use crate::kernels::ops::rope::Rope;
 use crate::Result;
 
 #[derive(Debug)]
 pub(crate) enum RopeStore {
     Fused(RopeKv),
+    /// The q | k | v matmul's epilogue does the op's work (`common/matmul_rope.wgsl`); the op
+    /// is kept for its params uniform and never dispatched.
+    InQkv(RopeKv),
     Split(Box<SplitOps>),
 }
 
@@ -28,6 +33,7 @@ impl RopeStore {
     pub(crate) fn set_tokens(&mut self, ctx: &GpuContext, m: u32) -> Result<()> {
         match self {
             RopeStore::Fused(op) => op.set_tokens(ctx, m)?,
+            RopeStore::InQkv(_) => {}
             RopeStore::Split(ops) => {
                 ops.rope_q.set_tokens(ctx, m)?;
                 ops.rope_k.set_tokens(ctx, m)?;
@@ -42,6 +48,7 @@ impl RopeStore {
     pub(crate) fn dispatches(&self) -> Vec<&Dispatch> {
         match self {
             RopeStore::Fused(op) => vec![&op.dispatch],
+            RopeStore::InQkv(_) => Vec::new(),
             RopeStore::Split(ops) => vec![
                 &ops.rope_q.dispatch,
                 &ops.rope_k.dispatch,
@@ -49,5 +56,28 @@ impl RopeStore {
                 &ops.store_v.dispatch,
             ],
         }
+    }
+
+    /// The q | k | v matmul's RoPE epilogue over these buffers, where it does this op's work.
+    pub(crate) fn split_rope<'a>(
+        &'a self,
+        positions: &'a wgpu::Buffer,
+        freqs: &'a wgpu::Buffer,
+        [k_cache, v_cache]: &'a [wgpu::Buffer; 2],
+    ) -> Result<Option<SplitRope<'a>>> {
+        let RopeStore::InQkv(op) = self else {
+            return Ok(None);
+        };
+        let uniform = op.uniform().ok_or_else(|| {
+            crate::Error::Usage("the RoPE + KV store op has no params uniform".to_string())
+        })?;
+        Ok(Some(SplitRope {
+            shape: op.params(),
+            uniform,
+            positions,
+            freqs,
+            k_cache,
+            v_cache,
+        }))
     }
 }

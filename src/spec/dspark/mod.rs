@@ -108,6 +108,7 @@ impl Dspark {
             mask: MaskMode::None,
             fused_only: true,
             argmax: false,
+            rope_in_qkv: true,
         };
         let fwd = Forward::with_spec(ctx, hp.clone(), model, &spec, alloc)?;
         let layouts = [

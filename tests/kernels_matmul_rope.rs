@@ -1,0 +1,220 @@
+//! The RoPE + KV store epilogue of the split output (`SplitOut::rope`, `ROPE` in
+//! `matmul_rows.wgsl`): one dispatch over a stacked q | k | v weight that rotates q and stores
+//! k and v in f16 caches must give the bits of the split output followed by the fused RoPE + KV
+//! store op (`RopeKv`), on every CPU-driver family (X in uniform windows or shared by
+//! subgroups), for a mat-vec, a verify-sized batch and a batch that needs three X windows,
+//! with partial rotary dims and a position past the cache (neither path stores it). Bad
+//! shapes are typed errors.
+
+mod common;
+#[path = "kernels_matmul_data.rs"]
+mod data;
+
+use common::gpu::{assert_bits_eq, assert_clean, ctx_features, read_f32, upload_bytes, upload_f32};
+use data::{random_f32, random_weight};
+use flint::gguf::GgmlType;
+use flint::gpu::GpuContext;
+use flint::kernels::attention::{KvLayout, KvType, RopeKv, RopeKvIo};
+use flint::kernels::launch::submit;
+use flint::kernels::matmul::{
+    matmul_dispatches, Family, GpuWeight, MatmulIo, SplitOut, SplitRope, SERIAL_INT64,
+    SERIAL_INT64_BCAST,
+};
+use flint::kernels::ops::rope::{rope_freqs, RopeConfig, RopeMode};
+
+/// Query heads, KV heads, head dims, rotated dims, cache rows and K (SmolLM2's width: 64
+/// columns need three 64 KiB X windows on `Family::SERIAL`).
+const N_HEAD: u32 = 3;
+const N_KV: u32 = 1;
+const HEAD_DIM: u32 = 64;
+const N_ROT: u32 = 48;
+const N_CTX: u32 = 80;
+const K: usize = 576;
+
+struct Bufs {
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    positions: wgpu::Buffer,
+    freqs: wgpu::Buffer,
+    k_cache: wgpu::Buffer,
+    v_cache: wgpu::Buffer,
+    layout: KvLayout,
+    cfg: RopeConfig,
+}
+
+fn bufs(ctx: &GpuContext, m: usize) -> Bufs {
+    let cfg = RopeConfig {
+        n_rot: N_ROT,
+        mode: RopeMode::Normal,
+        freq_base: 10000.0,
+        freq_scale: 1.0,
+    };
+    // Scattered positions; with several tokens the last one is past the cache.
+    let mut positions: Vec<u32> = (0..m as u32).map(|i| (i * 7 + 3) % N_CTX).collect();
+    if let (Some(last), true) = (positions.last_mut(), m > 1) {
+        *last = N_CTX + 2;
+    }
+    let layout = KvLayout::new(KvType::F16, N_CTX, N_KV, HEAD_DIM).unwrap();
+    // Caches start with the same random words on both paths: untouched rows must stay so.
+    let words = (layout.buffer_bytes() / 4) as usize;
+    let cache = random_f32(words, 99);
+    Bufs {
+        q: upload_f32(ctx, "q", &vec![0.0; m * (N_HEAD * HEAD_DIM) as usize]),
+        k: upload_f32(ctx, "k", &vec![0.0; m * (N_KV * HEAD_DIM) as usize]),
+        v: upload_f32(ctx, "v", &vec![0.0; m * (N_KV * HEAD_DIM) as usize]),
+        positions: upload_bytes(ctx, "positions", bytemuck::cast_slice(&positions)),
+        freqs: upload_f32(ctx, "freqs", &rope_freqs(&cfg, None).unwrap()),
+        k_cache: upload_f32(ctx, "k cache", &cache),
+        v_cache: upload_f32(ctx, "v cache", &cache),
+        layout,
+        cfg,
+    }
+}
+
+/// (q, K cache, V cache) after the q | k | v matmul of `x` [m, K]: with the RoPE epilogue, or
+/// the split output then `RopeKv`.
+fn run(
+    ctx: &GpuContext,
+    family: Family,
+    w: &GpuWeight,
+    x: &[f32],
+    m: usize,
+    epilogue: bool,
+) -> [Vec<f32>; 3] {
+    let b = bufs(ctx, m);
+    let xb = upload_f32(ctx, "x", x);
+    let io = RopeKvIo {
+        q: &b.q,
+        k: &b.k,
+        v: &b.v,
+        positions: &b.positions,
+        freqs: &b.freqs,
+        k_cache: &b.k_cache,
+        v_cache: &b.v_cache,
+    };
+    let mut op = RopeKv::new(ctx, io, N_HEAD, [&b.layout, &b.layout], &b.cfg, m as u32).unwrap();
+    op.set_tokens(ctx, m as u32).unwrap();
+    let rope = SplitRope {
+        shape: op.params(),
+        uniform: op.uniform().unwrap(),
+        positions: &b.positions,
+        freqs: &b.freqs,
+        k_cache: &b.k_cache,
+        v_cache: &b.v_cache,
+    };
+    let split = SplitOut {
+        y2: &b.k,
+        y3: &b.v,
+        split1: N_HEAD * HEAD_DIM,
+        split2: (N_HEAD + N_KV) * HEAD_DIM,
+        rope: epilogue.then_some(rope),
+    };
+    let io = MatmulIo {
+        split: Some(split),
+        ..MatmulIo::dense(w, &xb, &b.q, m as u32)
+    };
+    let list = matmul_dispatches(ctx, family, w, &io).unwrap();
+    let mut all: Vec<_> = list.iter().collect();
+    if !epilogue {
+        all.push(&op.dispatch);
+    }
+    submit(ctx, "q | k | v", &all).unwrap();
+    let words = (b.layout.buffer_bytes() / 4) as usize;
+    [
+        read_f32(ctx, &b.q, m * (N_HEAD * HEAD_DIM) as usize),
+        read_f32(ctx, &b.k_cache, words),
+        read_f32(ctx, &b.v_cache, words),
+    ]
+}
+
+fn stacked_weight(ctx: &GpuContext) -> GpuWeight {
+    let n = ((N_HEAD + 2 * N_KV) * HEAD_DIM) as usize;
+    let bytes = random_weight(GgmlType::Q4_1, K, n, 17, true);
+    GpuWeight::upload(ctx, "qkv", GgmlType::Q4_1, [K as u64, n as u64], &bytes).unwrap()
+}
+
+#[test]
+fn rope_epilogue_matches_split_output_then_rope_kv_bit_for_bit() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    let w = stacked_weight(&ctx);
+    let x = random_f32(64 * K, 23);
+    for family in [Family::SERIAL, SERIAL_INT64, SERIAL_INT64_BCAST] {
+        for m in [1, 8, 64] {
+            let xm = &x[..m * K];
+            let got = run(&ctx, family, &w, xm, m, true);
+            let want = run(&ctx, family, &w, xm, m, false);
+            for (what, g, e) in [
+                ("q", &got[0], &want[0]),
+                ("K cache", &got[1], &want[1]),
+                ("V cache", &got[2], &want[2]),
+            ] {
+                assert_bits_eq(&format!("{what}, {family:?}, M={m}"), g, e);
+            }
+            // The paths did work: q is rotated (not the zeros it started as).
+            assert!(
+                got[0].iter().any(|v| *v != 0.0),
+                "{family:?} M={m}: q untouched"
+            );
+        }
+    }
+    assert_clean(&ctx);
+}
+
+#[test]
+fn bad_rope_epilogue_shapes_are_typed_errors() {
+    let _serial = data::gpu_lock();
+    let ctx = ctx_features(true, true);
+    let w = stacked_weight(&ctx);
+    let b = bufs(&ctx, 2);
+    let xb = upload_f32(&ctx, "x", &random_f32(2 * K, 5));
+    let io = RopeKvIo {
+        q: &b.q,
+        k: &b.k,
+        v: &b.v,
+        positions: &b.positions,
+        freqs: &b.freqs,
+        k_cache: &b.k_cache,
+        v_cache: &b.v_cache,
+    };
+    let op = RopeKv::new(&ctx, io, N_HEAD, [&b.layout, &b.layout], &b.cfg, 2).unwrap();
+    let rope = SplitRope {
+        shape: op.params(),
+        uniform: op.uniform().unwrap(),
+        positions: &b.positions,
+        freqs: &b.freqs,
+        k_cache: &b.k_cache,
+        v_cache: &b.v_cache,
+    };
+    let run = |split1: u32, split2: u32, rope: SplitRope<'_>| {
+        let io = MatmulIo {
+            split: Some(SplitOut {
+                y2: &b.k,
+                y3: &b.v,
+                split1,
+                split2,
+                rope: Some(rope),
+            }),
+            ..MatmulIo::dense(&w, &xb, &b.q, 2)
+        };
+        matmul_dispatches(&ctx, SERIAL_INT64_BCAST, &w, &io)
+    };
+    // Parts that are not whole heads.
+    let err = run(190, 256, rope).unwrap_err();
+    assert!(err.to_string().contains("q | k | v rows"), "{err}");
+    // A cache too small for its rows.
+    let small = upload_f32(&ctx, "small", &[0.0; 8]);
+    let err = run(
+        192,
+        256,
+        SplitRope {
+            k_cache: &small,
+            ..rope
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("K cache"), "{err}");
+    assert!(run(192, 256, rope).is_ok());
+    assert_clean(&ctx);
+}
