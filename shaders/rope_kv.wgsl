@@ -27,19 +27,9 @@
 #include "common/kv_quant.wgsl"
 #include "common/rope_angle.wgsl"
 
-// Mirrors RopeKvParams in src/kernels/attention/rope_kv.rs (32 bytes).
-struct Params {
-    n_tokens: u32,
-    n_head: u32,
-    n_kv_heads: u32,
-    head_dim: u32,   // of q and k, even
-    head_dim_v: u32, // even
-    n_rot: u32,      // even, <= head_dim
-    n_ctx: u32,      // rows of the caches
-    _pad: u32,
-}
+#include "common/rope_kv_params.wgsl"
 
-@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(0) var<uniform> params: RopeKvParams;
 @group(0) @binding(1) var<storage, read_write> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;

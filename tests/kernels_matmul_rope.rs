@@ -72,6 +72,32 @@ fn bufs(ctx: &GpuContext, m: usize) -> Bufs {
     }
 }
 
+/// The fused RoPE + KV store op over `b`, set for `m` tokens.
+fn rope_kv(ctx: &GpuContext, b: &Bufs, m: u32) -> RopeKv {
+    let io = RopeKvIo {
+        q: &b.q,
+        k: &b.k,
+        v: &b.v,
+        positions: &b.positions,
+        freqs: &b.freqs,
+        k_cache: &b.k_cache,
+        v_cache: &b.v_cache,
+    };
+    RopeKv::new(ctx, io, N_HEAD, [&b.layout, &b.layout], &b.cfg, m).unwrap()
+}
+
+/// The split output's RoPE epilogue doing `op`'s work over `b`.
+fn split_rope<'a>(b: &'a Bufs, op: &'a RopeKv) -> SplitRope<'a> {
+    SplitRope {
+        shape: op.params(),
+        uniform: op.uniform().unwrap(),
+        positions: &b.positions,
+        freqs: &b.freqs,
+        k_cache: &b.k_cache,
+        v_cache: &b.v_cache,
+    }
+}
+
 /// (q, K cache, V cache) after the q | k | v matmul of `x` [m, K]: with the RoPE epilogue, or
 /// the split output then `RopeKv`.
 fn run(
@@ -84,25 +110,8 @@ fn run(
 ) -> [Vec<f32>; 3] {
     let b = bufs(ctx, m);
     let xb = upload_f32(ctx, "x", x);
-    let io = RopeKvIo {
-        q: &b.q,
-        k: &b.k,
-        v: &b.v,
-        positions: &b.positions,
-        freqs: &b.freqs,
-        k_cache: &b.k_cache,
-        v_cache: &b.v_cache,
-    };
-    let mut op = RopeKv::new(ctx, io, N_HEAD, [&b.layout, &b.layout], &b.cfg, m as u32).unwrap();
-    op.set_tokens(ctx, m as u32).unwrap();
-    let rope = SplitRope {
-        shape: op.params(),
-        uniform: op.uniform().unwrap(),
-        positions: &b.positions,
-        freqs: &b.freqs,
-        k_cache: &b.k_cache,
-        v_cache: &b.v_cache,
-    };
+    let op = rope_kv(ctx, &b, m as u32);
+    let rope = split_rope(&b, &op);
     let split = SplitOut {
         y2: &b.k,
         y3: &b.v,
@@ -169,24 +178,8 @@ fn bad_rope_epilogue_shapes_are_typed_errors() {
     let w = stacked_weight(&ctx);
     let b = bufs(&ctx, 2);
     let xb = upload_f32(&ctx, "x", &random_f32(2 * K, 5));
-    let io = RopeKvIo {
-        q: &b.q,
-        k: &b.k,
-        v: &b.v,
-        positions: &b.positions,
-        freqs: &b.freqs,
-        k_cache: &b.k_cache,
-        v_cache: &b.v_cache,
-    };
-    let op = RopeKv::new(&ctx, io, N_HEAD, [&b.layout, &b.layout], &b.cfg, 2).unwrap();
-    let rope = SplitRope {
-        shape: op.params(),
-        uniform: op.uniform().unwrap(),
-        positions: &b.positions,
-        freqs: &b.freqs,
-        k_cache: &b.k_cache,
-        v_cache: &b.v_cache,
-    };
+    let op = rope_kv(&ctx, &b, 2);
+    let rope = split_rope(&b, &op);
     let run = |split1: u32, split2: u32, rope: SplitRope<'_>| {
         let io = MatmulIo {
             split: Some(SplitOut {

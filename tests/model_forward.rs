@@ -78,6 +78,20 @@ fn setup_with(params: RunParams, rope_in_qkv: bool) -> Setup {
     }
 }
 
+/// [`params`] with a drafter of 7 drafts (verify batches of 8 logit rows).
+fn draft_params() -> RunParams {
+    RunParams {
+        draft: Some(memory::DraftParams {
+            n_draft: 7,
+            inject_chunk: 64,
+            type_k: flint::gguf::GgmlType::F16,
+            type_v: flint::gguf::GgmlType::F16,
+            window: None,
+        }),
+        ..params()
+    }
+}
+
 fn params() -> RunParams {
     RunParams {
         n_ctx: 512,
@@ -266,16 +280,7 @@ fn allocated_buffers_equal_the_plan() {
 /// the multi-row attention folds splits exactly like the decode path).
 #[test]
 fn verify_batch_rows_are_bit_identical_to_decode_steps() {
-    let spec = RunParams {
-        draft: Some(memory::DraftParams {
-            n_draft: 7,
-            inject_chunk: 64,
-            type_k: flint::gguf::GgmlType::F16,
-            type_v: flint::gguf::GgmlType::F16,
-            window: None,
-        }),
-        ..params()
-    };
+    let spec = draft_params();
     let mut s = setup(spec);
     let prompt: Vec<u32> = u32s(&fixture()["cases"][2]["prompt_ids"]);
     let draft = [504u32, 3575, 282, 4649, 314, 30, 198];
@@ -314,16 +319,7 @@ fn rope_in_the_qkv_matmul_keeps_every_logit_bit() {
     let long: Vec<u32> = prompt.iter().cycle().take(40).copied().collect();
     let steps: [&[u32]; 4] = [&long, &[504], &[3575], &[282, 4649, 314, 30, 198, 28, 11]];
     let mut runs = Vec::new();
-    let spec = RunParams {
-        draft: Some(memory::DraftParams {
-            n_draft: 7,
-            inject_chunk: 64,
-            type_k: flint::gguf::GgmlType::F16,
-            type_v: flint::gguf::GgmlType::F16,
-            window: None,
-        }),
-        ..params()
-    };
+    let spec = draft_params();
     for fused in [true, false] {
         let mut s = setup_with(spec.clone(), fused);
         let mut logits = Vec::new();

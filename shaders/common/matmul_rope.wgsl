@@ -13,30 +13,20 @@
 // every half kv_f16_bits (tests/kernels_matmul_rope.rs compares the two paths).
 // Needs: params (Params of common/quant_common.wgsl), y, RowAcc (common/matmul_cols.wgsl).
 // Bindings: 4 positions (read, u32 [m]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache and 7 V
-// cache (read_write, f16 words), 8 RopeKvParams (uniform, as rope_kv.wgsl's Params).
+// cache (read_write, f16 words), 8 RopeKvParams (uniform).
 
 #define KV_F16
 #include "common/kv_layout.wgsl"
 #include "common/kv_quant.wgsl"
 #include "common/rope_angle.wgsl"
 
-// Mirrors RopeKvParams in src/kernels/attention/rope_kv.rs (32 bytes; n_tokens unused here).
-struct RopeParams {
-    n_tokens: u32,
-    n_head: u32,
-    n_kv_heads: u32,
-    head_dim: u32,   // of q and k, even
-    head_dim_v: u32, // even
-    n_rot: u32,      // even, <= head_dim
-    n_ctx: u32,      // rows of the caches
-    _pad: u32,
-}
+#include "common/rope_kv_params.wgsl"
 
 @group(0) @binding(4) var<storage, read> positions: array<u32>;
 @group(0) @binding(5) var<storage, read> freqs: array<f32>;
 @group(0) @binding(6) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<u32>;
-@group(0) @binding(8) var<uniform> rope: RopeParams;
+@group(0) @binding(8) var<uniform> rope: RopeKvParams; // n_tokens unused here
 
 // One f16 cache word from dims (2w, 2w + 1): low half first (common/kv_layout.wgsl).
 fn rope_cache_word(t: vec2<f32>) -> u32 {

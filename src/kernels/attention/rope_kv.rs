@@ -20,7 +20,8 @@ use crate::kernels::spec;
 /// Invocations per workgroup (the `WG_SIZE` override).
 pub const WG_SIZE: u32 = 64;
 
-/// Mirrors `struct Params` of `rope_kv.wgsl`.
+/// Mirrors `struct RopeKvParams` of `shaders/common/rope_kv_params.wgsl` (`rope_kv.wgsl` and the
+/// matmul RoPE epilogue).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RopeKvParams {
