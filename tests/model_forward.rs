@@ -42,12 +42,12 @@ struct Setup {
 }
 
 fn setup(params: RunParams) -> Setup {
-    setup_with(params, true)
+    setup_with(common::gpu::ctx(), params, true)
 }
 
-/// [`setup`] with the q | k | v matmul doing RoPE and the KV store (`rope_in_qkv`) or not.
-fn setup_with(params: RunParams, rope_in_qkv: bool) -> Setup {
-    let ctx = common::gpu::ctx();
+/// [`setup`] on `ctx`, with the q | k | v matmul doing RoPE and the KV store (`rope_in_qkv`)
+/// or not.
+fn setup_with(ctx: flint::gpu::GpuContext, params: RunParams, rope_in_qkv: bool) -> Setup {
     let file = GgufFile::open(&common::model_path()).unwrap();
     let hp = Hparams::from_gguf(&file).unwrap();
     let plan = memory::plan(
@@ -309,38 +309,62 @@ fn verify_batch_rows_are_bit_identical_to_decode_steps() {
     common::gpu::assert_clean(&s.ctx);
 }
 
+/// A 40-row prompt (longer than one 64 KiB X window of 576-wide rows), two decode steps and a
+/// 7-row verify batch, each reading the caches the steps before wrote.
+const STEP_ROWS: [usize; 4] = [40, 1, 1, 7];
+
+/// The logits of each of the [`STEP_ROWS`] steps and the dispatches each records.
+fn run_steps(s: &mut Setup) -> (Vec<Vec<f32>>, Vec<usize>) {
+    let prompt: Vec<u32> = u32s(&fixture()["cases"][2]["prompt_ids"]);
+    let tokens: Vec<u32> = prompt.iter().cycle().take(49).copied().collect();
+    let mut logits = Vec::new();
+    let mut dispatches = Vec::new();
+    let mut at = 0;
+    for rows in STEP_ROWS {
+        let t = &tokens[at..at + rows];
+        at += rows;
+        let (n, n_logits) = (rows as u32, rows.min(7) as u32);
+        s.fwd.step(&s.ctx, t, n_logits).unwrap();
+        logits.push(s.fwd.logits(&s.ctx).unwrap());
+        dispatches.push(s.fwd.record(n, n_logits).unwrap().0.len());
+    }
+    common::gpu::assert_clean(&s.ctx);
+    (logits, dispatches)
+}
+
+fn assert_same_bits(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    if let Some(j) = (0..a.len()).find(|&j| a[j].to_bits() != b[j].to_bits()) {
+        panic!("{what}: logit {j} differs: {} vs {}", a[j], b[j]);
+    }
+}
+
 /// RoPE and the KV store done by the q | k | v matmul (`ForwardSpec::rope_in_qkv`, one dispatch
-/// less per layer) give the logits of the separate RoPE + KV store op bit for bit: a prompt
-/// longer than an X window, decode steps and a verify batch, each reading the caches the other
-/// steps wrote.
+/// less per layer) give the logits of the separate RoPE + KV store op bit for bit.
 #[test]
 fn rope_in_the_qkv_matmul_keeps_every_logit_bit() {
-    let prompt: Vec<u32> = u32s(&fixture()["cases"][2]["prompt_ids"]);
-    let long: Vec<u32> = prompt.iter().cycle().take(40).copied().collect();
-    let steps: [&[u32]; 4] = [&long, &[504], &[3575], &[282, 4649, 314, 30, 198, 28, 11]];
-    let mut runs = Vec::new();
-    let spec = draft_params();
-    for fused in [true, false] {
-        let mut s = setup_with(spec.clone(), fused);
-        let mut logits = Vec::new();
-        let mut dispatches = Vec::new();
-        for t in steps {
-            let (n, n_logits) = (t.len() as u32, t.len().min(7) as u32);
-            s.fwd.step(&s.ctx, t, n_logits).unwrap();
-            logits.push(s.fwd.logits(&s.ctx).unwrap());
-            dispatches.push(s.fwd.record(n, n_logits).unwrap().0.len());
-        }
-        common::gpu::assert_clean(&s.ctx);
-        runs.push((logits, dispatches));
+    let fused = run_steps(&mut setup_with(common::gpu::ctx(), draft_params(), true));
+    let apart = run_steps(&mut setup_with(common::gpu::ctx(), draft_params(), false));
+    for (i, rows) in STEP_ROWS.iter().enumerate() {
+        let what = format!("step {i} ({rows} rows)");
+        assert_eq!(fused.1[i] + 30, apart.1[i], "{what}: dispatches");
+        assert_same_bits(&what, &fused.0[i], &apart.0[i]);
     }
-    let n_layer = 30;
-    for (i, t) in steps.iter().enumerate() {
-        let what = format!("step {i} ({} rows)", t.len());
-        assert_eq!(runs[0].1[i] + n_layer, runs[1].1[i], "{what}: dispatches");
-        let (a, b) = (&runs[0].0[i], &runs[1].0[i]);
-        assert_eq!(a.len(), b.len(), "{what}");
-        if let Some(j) = (0..a.len()).find(|&j| a[j].to_bits() != b[j].to_bits()) {
-            panic!("{what}: logit {j} differs: {} vs {}", a[j], b[j]);
-        }
+}
+
+/// Without subgroups the CPU driver gets another kernel family (X through 64 KiB uniform
+/// windows, one dispatch per 28 columns of the prompt; serial attention for every row count),
+/// which must give the same logits bit for bit.
+#[test]
+fn cpu_kernel_families_give_the_same_logits() {
+    let with = run_steps(&mut setup_with(common::gpu::ctx(), draft_params(), true));
+    let ctx = common::gpu::ctx_features(true, false);
+    let without = run_steps(&mut setup_with(ctx, draft_params(), true));
+    for (i, rows) in STEP_ROWS.iter().enumerate() {
+        assert_same_bits(
+            &format!("step {i} ({rows} rows)"),
+            &without.0[i],
+            &with.0[i],
+        );
     }
 }
