@@ -53,7 +53,8 @@
 // (split-local; with ROPE rows rb * R * WG + 2 lid + (j % 2) + (j / 2) * 2 WG), wid.z ->
 // columns [TM * wid.z, TM * wid.z + TM).
 // Bindings (as matmul.wgsl): 0 uniform Params, 1 w (read), 2 x (read, vec4), 3 y (read_write),
-// with a GLU epilogue 4 gate (read).
+// with a GLU epilogue 4 gate (read); with SPLIT3 4 y2, 5 y3 (read_write), or with ROPE 4..8 of
+// common/matmul_rope.wgsl.
 
 #ifdef INT64
 #define W_U64

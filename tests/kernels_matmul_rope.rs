@@ -3,8 +3,9 @@
 //! k and v in f16 caches must give the bits of the split output followed by the fused RoPE + KV
 //! store op (`RopeKv`), on every CPU-driver family (X in uniform windows or shared by
 //! subgroups), for a mat-vec, a verify-sized batch and a batch that needs three X windows,
-//! with partial rotary dims and a position past the cache (neither path stores it). Bad
-//! shapes are typed errors.
+//! with partial rotary dims, V heads narrower than K heads, a partial last workgroup (672 rows)
+//! and a position past the cache (neither path stores it). Bad shapes and NEOX pairs are typed
+//! errors.
 
 mod common;
 #[path = "kernels_matmul_data.rs"]
@@ -22,11 +23,13 @@ use flint::kernels::matmul::{
 };
 use flint::kernels::ops::rope::{rope_freqs, RopeConfig, RopeMode};
 
-/// Query heads, KV heads, head dims, rotated dims, cache rows and K (SmolLM2's width: 64
-/// columns need three 64 KiB X windows on `Family::SERIAL`).
-const N_HEAD: u32 = 3;
-const N_KV: u32 = 1;
+/// Query heads, KV heads, head dims of q and k and of v, rotated dims, cache rows and K
+/// (SmolLM2's width: 64 columns need three 64 KiB X windows on `Family::SERIAL`). The stacked
+/// weight has 384 + 192 + 96 = 672 rows: its last 64-row workgroup is half empty.
+const N_HEAD: u32 = 6;
+const N_KV: u32 = 3;
 const HEAD_DIM: u32 = 64;
+const HEAD_DIM_V: u32 = 32;
 const N_ROT: u32 = 48;
 const N_CTX: u32 = 80;
 const K: usize = 576;
@@ -39,7 +42,8 @@ struct Bufs {
     freqs: wgpu::Buffer,
     k_cache: wgpu::Buffer,
     v_cache: wgpu::Buffer,
-    layout: KvLayout,
+    /// K and V cache layouts.
+    layouts: [KvLayout; 2],
     cfg: RopeConfig,
 }
 
@@ -55,19 +59,19 @@ fn bufs(ctx: &GpuContext, m: usize) -> Bufs {
     if let (Some(last), true) = (positions.last_mut(), m > 1) {
         *last = N_CTX + 2;
     }
-    let layout = KvLayout::new(KvType::F16, N_CTX, N_KV, HEAD_DIM).unwrap();
+    let layouts =
+        [HEAD_DIM, HEAD_DIM_V].map(|d| KvLayout::new(KvType::F16, N_CTX, N_KV, d).unwrap());
     // Caches start with the same random words on both paths: untouched rows must stay so.
-    let words = (layout.buffer_bytes() / 4) as usize;
-    let cache = random_f32(words, 99);
+    let [kc, vc] = layouts.map(|l| random_f32((l.buffer_bytes() / 4) as usize, 99));
     Bufs {
         q: upload_f32(ctx, "q", &vec![0.0; m * (N_HEAD * HEAD_DIM) as usize]),
         k: upload_f32(ctx, "k", &vec![0.0; m * (N_KV * HEAD_DIM) as usize]),
-        v: upload_f32(ctx, "v", &vec![0.0; m * (N_KV * HEAD_DIM) as usize]),
+        v: upload_f32(ctx, "v", &vec![0.0; m * (N_KV * HEAD_DIM_V) as usize]),
         positions: upload_bytes(ctx, "positions", bytemuck::cast_slice(&positions)),
         freqs: upload_f32(ctx, "freqs", &rope_freqs(&cfg, None).unwrap()),
-        k_cache: upload_f32(ctx, "k cache", &cache),
-        v_cache: upload_f32(ctx, "v cache", &cache),
-        layout,
+        k_cache: upload_f32(ctx, "k cache", &kc),
+        v_cache: upload_f32(ctx, "v cache", &vc),
+        layouts,
         cfg,
     }
 }
@@ -83,13 +87,14 @@ fn rope_kv(ctx: &GpuContext, b: &Bufs, m: u32) -> RopeKv {
         k_cache: &b.k_cache,
         v_cache: &b.v_cache,
     };
-    RopeKv::new(ctx, io, N_HEAD, [&b.layout, &b.layout], &b.cfg, m).unwrap()
+    RopeKv::new(ctx, io, N_HEAD, [&b.layouts[0], &b.layouts[1]], &b.cfg, m).unwrap()
 }
 
 /// The split output's RoPE epilogue doing `op`'s work over `b`.
 fn split_rope<'a>(b: &'a Bufs, op: &'a RopeKv) -> SplitRope<'a> {
     SplitRope {
         shape: op.params(),
+        mode: op.mode(),
         uniform: op.uniform().unwrap(),
         positions: &b.positions,
         freqs: &b.freqs,
@@ -129,16 +134,16 @@ fn run(
         all.push(&op.dispatch);
     }
     submit(ctx, "q | k | v", &all).unwrap();
-    let words = (b.layout.buffer_bytes() / 4) as usize;
+    let [kw, vw] = b.layouts.map(|l| (l.buffer_bytes() / 4) as usize);
     [
         read_f32(ctx, &b.q, m * (N_HEAD * HEAD_DIM) as usize),
-        read_f32(ctx, &b.k_cache, words),
-        read_f32(ctx, &b.v_cache, words),
+        read_f32(ctx, &b.k_cache, kw),
+        read_f32(ctx, &b.v_cache, vw),
     ]
 }
 
 fn stacked_weight(ctx: &GpuContext) -> GpuWeight {
-    let n = ((N_HEAD + 2 * N_KV) * HEAD_DIM) as usize;
+    let n = ((N_HEAD + N_KV) * HEAD_DIM + N_KV * HEAD_DIM_V) as usize;
     let bytes = random_weight(GgmlType::Q4_1, K, n, 17, true);
     GpuWeight::upload(ctx, "qkv", GgmlType::Q4_1, [K as u64, n as u64], &bytes).unwrap()
 }
@@ -193,14 +198,22 @@ fn bad_rope_epilogue_shapes_are_typed_errors() {
         };
         matmul_dispatches(&ctx, SERIAL_INT64_BCAST, &w, &io)
     };
+    let (q_rows, k_rows) = (N_HEAD * HEAD_DIM, N_KV * HEAD_DIM);
     // Parts that are not whole heads.
-    let err = run(190, 256, rope).unwrap_err();
+    let err = run(q_rows - 2, q_rows + k_rows, rope).unwrap_err();
     assert!(err.to_string().contains("q | k | v rows"), "{err}");
+    // NEOX pairs (dims i and i + n_rot / 2) are not the epilogue's.
+    let neox = SplitRope {
+        mode: RopeMode::Neox,
+        ..rope
+    };
+    let err = run(q_rows, q_rows + k_rows, neox).unwrap_err();
+    assert!(err.to_string().contains("normal pairs"), "{err}");
     // A cache too small for its rows.
     let small = upload_f32(&ctx, "small", &[0.0; 8]);
     let err = run(
-        192,
-        256,
+        q_rows,
+        q_rows + k_rows,
         SplitRope {
             k_cache: &small,
             ..rope
@@ -208,6 +221,6 @@ fn bad_rope_epilogue_shapes_are_typed_errors() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("K cache"), "{err}");
-    assert!(run(192, 256, rope).is_ok());
+    assert!(run(q_rows, q_rows + k_rows, rope).is_ok());
     assert_clean(&ctx);
 }

@@ -5,6 +5,7 @@
 use crate::gpu::GpuError;
 use crate::kernels::attention::RopeKvParams;
 use crate::kernels::ops::glu::Glu;
+use crate::kernels::ops::rope::RopeMode;
 
 use super::epilogue::{glu_epilogue, GLU_PAIR_ROWS};
 use super::variants::Family;
@@ -56,6 +57,8 @@ pub struct SplitOut<'a> {
 pub struct SplitRope<'a> {
     /// The shape (`n_tokens` unused), also in `uniform`.
     pub shape: RopeKvParams,
+    /// The pairing: the epilogue rotates normal (adjacent) pairs only.
+    pub mode: RopeMode,
     /// `RopeKvParams` as a uniform buffer.
     pub uniform: &'a wgpu::Buffer,
     /// u32 `[m]`: the cache row (and RoPE position) of each column.
@@ -198,44 +201,46 @@ fn check_rope(
 ) -> Result<(), GpuError> {
     let p = &r.shape;
     let what = format!("RoPE epilogue of matmul {}", w.name);
-    let parts = [o.split1, o.split2 - o.split1, w.n - o.split2];
+    let parts = [o.split1, o.split2 - o.split1, w.n - o.split2].map(u64::from);
+    let heads = |n: u32, d: u32| u64::from(n) * u64::from(d);
     let want = [
-        p.n_head * p.head_dim,
-        p.n_kv_heads * p.head_dim,
-        p.n_kv_heads * p.head_dim_v,
+        heads(p.n_head, p.head_dim),
+        heads(p.n_kv_heads, p.head_dim),
+        heads(p.n_kv_heads, p.head_dim_v),
     ];
     let rows_even = w.splits.iter().all(|s| s.plan.row0 % 2 == 0);
     let dims_ok = p.head_dim % 2 == 0 && p.head_dim_v % 2 == 0;
     let rot_ok = p.n_rot % 2 == 0 && p.n_rot <= p.head_dim;
-    if parts != want || !rows_even || !dims_ok || !rot_ok {
+    if parts != want || !rows_even || !dims_ok || !rot_ok || r.mode != RopeMode::Normal {
         return Err(bad(
             &what,
             format!(
-                "q | k | v rows {want:?} (heads of even dims, n_rot even <= {}), splits at even rows",
+                "q | k | v rows {want:?} (heads of even dims, n_rot even <= {}), splits at even \
+                 rows, normal pairs",
                 p.head_dim
             ),
-            format!("rows {parts:?}, n_rot {}, splits even {rows_even}", p.n_rot),
+            format!(
+                "rows {parts:?}, n_rot {}, splits even {rows_even}, {:?} pairs",
+                p.n_rot, r.mode
+            ),
         ));
     }
     check_fits("RoPE positions", r.positions, 0, 1, 0, io.m)?;
     check_fits("RoPE frequency table", r.freqs, 0, 1, 0, p.n_rot / 2)?;
-    let rows = p.n_ctx * p.n_kv_heads;
-    check_fits(
-        "RoPE K cache",
-        r.k_cache,
-        0,
-        rows,
-        p.head_dim / 2,
-        p.head_dim / 2,
-    )?;
-    check_fits(
-        "RoPE V cache",
-        r.v_cache,
-        0,
-        rows,
-        p.head_dim_v / 2,
-        p.head_dim_v / 2,
-    )
+    for (cache, what, d) in [
+        (r.k_cache, "RoPE K cache", p.head_dim),
+        (r.v_cache, "RoPE V cache", p.head_dim_v),
+    ] {
+        let need = heads(p.n_ctx, p.n_kv_heads) * u64::from(d / 2) * 4;
+        if need > cache.size() {
+            return Err(bad(
+                what,
+                format!("at least {need} bytes"),
+                format!("{} bytes", cache.size()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A paired gate/up weight needs the `matmul_rows.wgsl` epilogues, no other epilogue, one split

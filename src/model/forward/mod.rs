@@ -15,7 +15,8 @@
 //! the same bits), the last one inside the output norm. On CPU drivers the GLU runs inside the
 //! up projection, and the q, k, v projections (stacked weight) and the gate and up projections
 //! (paired weight) are one dispatch each (`projections`); with f16 caches RoPE and the KV store
-//! are one dispatch (the same bits again).
+//! are one dispatch, or none where the stacked q | k | v matmul does them in its epilogue
+//! (`rope_store`; the same bits again).
 //! Ops are built once for the plan's largest batch and resized per step; matmul dispatches
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 

@@ -73,6 +73,7 @@ impl RopeStore {
         })?;
         Ok(Some(SplitRope {
             shape: op.params(),
+            mode: op.mode(),
             uniform,
             positions,
             freqs,
