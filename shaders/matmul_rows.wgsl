@@ -89,6 +89,14 @@
 #ifdef GEGLU
 #define GLU
 #endif
+// Epilogues whose outputs take two accumulators (put2 and common/matmul_cols.wgsl's
+// put_row_pair): the paired GLU (gate, up) and ROPE (the two dims of a pair).
+#ifdef GLU_PAIRED
+#define PUT2
+#endif
+#ifdef ROPE
+#define PUT2
+#endif
 #ifdef SPLIT3
 #ifndef ROPE
 @group(0) @binding(4) var<storage, read_write> y2: array<f32>; // [M, split2 - split1]
@@ -211,17 +219,17 @@ fn main(
 #ifdef GLU_PAIRED
     // Rows row + j WG (j < 4) are gate rows, row + (j + 4) WG the same up rows.
     let orow = (wid.y * nwg.x + wid.x) * (4u * WG) + lid;
-    put_pair(orow, col0, a0, a4);
-    put_pair(orow + WG, col0, a1, a5);
-    put_pair(orow + 2u * WG, col0, a2, a6);
-    put_pair(orow + 3u * WG, col0, a3, a7);
+    put_row_pair(orow, col0, a0, a4);
+    put_row_pair(orow + WG, col0, a1, a5);
+    put_row_pair(orow + 2u * WG, col0, a2, a6);
+    put_row_pair(orow + 3u * WG, col0, a3, a7);
 #else
 #ifdef ROPE
-    put_rope_rows(row, col0, a0, a1);
-    put_rope_rows(row + s2, col0, a2, a3);
+    put_row_pair(row, col0, a0, a1);
+    put_row_pair(row + s2, col0, a2, a3);
 #ifdef R8
-    put_rope_rows(row + s4, col0, a4, a5);
-    put_rope_rows(row + s6, col0, a6, a7);
+    put_row_pair(row + s4, col0, a4, a5);
+    put_row_pair(row + s6, col0, a6, a7);
 #endif
 #else
     put_row(row, col0, a0);

@@ -1,7 +1,7 @@
 // common/matmul_cols.wgsl: the column tile of matmul_rows.wgsl: one block of X for each of the
 // TM columns (loaded, or shared by subgroupBroadcast with X_BCAST), one row's TM accumulators,
 // a decoded weight block against the tile (blk_dot, or blk_dot4 for 4 and 8 columns), and the
-// writes of a row's TM outputs (through the entry's put and put_glu).
+// writes of a row's TM outputs (through put, or put2 where an output takes two accumulators).
 // Needs: the TM, TM_2, TM_4, TM_8 and X_BCAST defines, params (x_off, x_stride, m), x and the
 // helpers of common/legacy_blocks.wgsl (XBlk, Dec, x_at, xblk_load, xblk_sum, blk_dot,
 // legacy_hsum).
@@ -170,6 +170,7 @@ fn cols_dot(k: Dec, xs: XCols, a: RowAcc) -> RowAcc {
     return o;
 }
 
+#ifndef PUT2
 // Writes the columns of row `row`.
 fn put_row(row: u32, col0: u32, a: RowAcc) {
     put(row, col0, a.c0);
@@ -187,23 +188,25 @@ fn put_row(row: u32, col0: u32, a: RowAcc) {
     put(row, col0 + 7u, a.c7);
 #endif
 }
+#endif
 
-#ifdef GLU_PAIRED
-// Writes the columns of output row `orow` from its gate and up accumulators.
-fn put_pair(orow: u32, col0: u32, g: RowAcc, u: RowAcc) {
-    put_glu(orow, col0, g.c0, u.c0);
+#ifdef PUT2
+// Writes the columns of one output from two accumulators: the paired GLU's gate and up rows, or
+// ROPE's two dims of a pair (put2 of the epilogue).
+fn put_row_pair(row: u32, col0: u32, a: RowAcc, b: RowAcc) {
+    put2(row, col0, a.c0, b.c0);
 #ifdef TM_2
-    put_glu(orow, col0 + 1u, g.c1, u.c1);
+    put2(row, col0 + 1u, a.c1, b.c1);
 #endif
 #ifdef TM_4
-    put_glu(orow, col0 + 2u, g.c2, u.c2);
-    put_glu(orow, col0 + 3u, g.c3, u.c3);
+    put2(row, col0 + 2u, a.c2, b.c2);
+    put2(row, col0 + 3u, a.c3, b.c3);
 #endif
 #ifdef TM_8
-    put_glu(orow, col0 + 4u, g.c4, u.c4);
-    put_glu(orow, col0 + 5u, g.c5, u.c5);
-    put_glu(orow, col0 + 6u, g.c6, u.c6);
-    put_glu(orow, col0 + 7u, g.c7, u.c7);
+    put2(row, col0 + 4u, a.c4, b.c4);
+    put2(row, col0 + 5u, a.c5, b.c5);
+    put2(row, col0 + 6u, a.c6, b.c6);
+    put2(row, col0 + 7u, a.c7, b.c7);
 #endif
 }
 #endif

@@ -1,14 +1,11 @@
 // common/matmul_put.wgsl: the output writes of one value of matmul_rows.wgsl: plain (Y at
 // y_off), the split output (SPLIT3: q, k, v parts, whole-product columns from col0), the GLU
-// epilogue against a bound gate, and the paired GLU's put_glu. common/matmul_cols.wgsl calls
+// epilogue against a bound gate, and the paired GLU's put2. common/matmul_cols.wgsl calls
 // them for a row's TM columns.
 // Needs: params, y (and y2, y3 with SPLIT3; gate and glu_act with a GLU) of the entry file.
 
 // Writes row `row` (split-local) of column c when both exist.
-#ifdef ROPE
-// (Not called: ROPE writes row pairs through put_rope.)
-fn put(row: u32, c: u32, v: f32) {}
-#else
+#ifndef PUT2
 fn put(row: u32, c: u32, v: f32) {
     if (row < params.n_rows && c < params.m) {
 #ifdef SPLIT3
@@ -38,7 +35,7 @@ fn put(row: u32, c: u32, v: f32) {
 
 #ifdef GLU_PAIRED
 // Writes output row `orow` (of n_rows / 2) of column c: glu_act(g) * u.
-fn put_glu(orow: u32, c: u32, g: f32, u: f32) {
+fn put2(orow: u32, c: u32, g: f32, u: f32) {
     if (orow < params.n_rows / 2u && c < params.m) {
         y[params.y_off + c * params.n_out + orow] = glu_act(g) * u;
     }

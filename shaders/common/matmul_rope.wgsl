@@ -11,7 +11,8 @@
 // and a position >= n_ctx stores nothing (as kv_store.wgsl). Same bits as the split output
 // followed by rope_kv.wgsl: every rotation is rope_cos_sin + rope_apply of the same floats,
 // every half kv_f16_bits (tests/kernels_matmul_rope.rs compares the two paths).
-// Needs: params (Params of common/quant_common.wgsl), y, RowAcc (common/matmul_cols.wgsl).
+// Needs: params (Params of common/quant_common.wgsl) and y; defines put2, which
+// common/matmul_cols.wgsl's put_row_pair calls for each column (PUT2).
 // Bindings: 4 positions (read, u32 [m]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache and 7 V
 // cache (read_write, f16 words), 8 RopeKvParams (uniform).
 
@@ -36,7 +37,7 @@ fn rope_cache_word(t: vec2<f32>) -> u32 {
 // Split-local rows (row, row + 1) of column c: v0 and v1. The part (q, k or v), the head and
 // the pair are worked out once and one angle is computed, whatever the part: a CPU driver runs
 // every branch of the workgroup under a mask, so per-part code would cost three times over.
-fn put_rope(row: u32, c: u32, v0: f32, v1: f32) {
+fn put2(row: u32, c: u32, v0: f32, v1: f32) {
     if (row >= params.n_rows || c >= params.m) {
         return;
     }
@@ -65,22 +66,4 @@ fn put_rope(row: u32, c: u32, v0: f32, v1: f32) {
             k_cache[at] = rope_cache_word(o);
         }
     }
-}
-
-// The TM columns of the row pair (row, row + 1) from their accumulators e and o.
-fn put_rope_rows(row: u32, col0: u32, e: RowAcc, o: RowAcc) {
-    put_rope(row, col0, e.c0, o.c0);
-#ifdef TM_2
-    put_rope(row, col0 + 1u, e.c1, o.c1);
-#endif
-#ifdef TM_4
-    put_rope(row, col0 + 2u, e.c2, o.c2);
-    put_rope(row, col0 + 3u, e.c3, o.c3);
-#endif
-#ifdef TM_8
-    put_rope(row, col0 + 4u, e.c4, o.c4);
-    put_rope(row, col0 + 5u, e.c5, o.c5);
-    put_rope(row, col0 + 6u, e.c6, o.c6);
-    put_rope(row, col0 + 7u, e.c7, o.c7);
-#endif
 }

@@ -118,15 +118,16 @@ impl RopeKv {
             && k.n_ctx == v.n_ctx
     }
 
-    /// Builds the op for `n_head` query heads and the caches' layouts, set for `max_tokens`.
-    pub fn new(
-        ctx: &GpuContext,
+    /// The checked params of the op [`RopeKv::new`] builds over `io`; also what the
+    /// split-output matmul's RoPE epilogue binds where it does the op's work
+    /// ([`crate::kernels::matmul::SplitRope`]).
+    pub fn shape(
         io: RopeKvIo<'_>,
         n_head: u32,
         layouts: [&KvLayout; 2],
         cfg: &RopeConfig,
         max_tokens: u32,
-    ) -> Result<RopeKv, GpuError> {
+    ) -> Result<RopeKvParams, GpuError> {
         let [kl, vl] = layouts;
         if !RopeKv::supports(kl, vl) {
             let actual = format!("K {kl:?}, V {vl:?}");
@@ -168,6 +169,19 @@ impl RopeKv {
             "fused RoPE + KV store invocations",
             units(&params, cfg.mode),
         )?;
+        Ok(params)
+    }
+
+    /// Builds the op for `n_head` query heads and the caches' layouts, set for `max_tokens`.
+    pub fn new(
+        ctx: &GpuContext,
+        io: RopeKvIo<'_>,
+        n_head: u32,
+        layouts: [&KvLayout; 2],
+        cfg: &RopeConfig,
+        max_tokens: u32,
+    ) -> Result<RopeKv, GpuError> {
+        let params = RopeKv::shape(io, n_head, layouts, cfg, max_tokens)?;
         let label = "rope + kv store";
         let uniform = params_uniform(ctx, label, &params)?;
         let buffers = [

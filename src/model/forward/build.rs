@@ -17,7 +17,7 @@ use crate::kernels::ops::glu::{Glu, GluOp};
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShape};
 use crate::kernels::ops::select::Select;
-use crate::kernels::ops::Io;
+use crate::kernels::ops::{params_uniform, Io};
 use crate::kv_cache::KvCache;
 use crate::memory::alloc::Allocator;
 use crate::memory::RunParams;
@@ -296,10 +296,12 @@ impl Forward {
                         v_cache: vc,
                     };
                     let layouts = [&k_layout, &v_layout];
-                    let op = RopeKv::new(ctx, io, hp.n_head, layouts, &rope_cfg, max_rows)?;
                     if in_qkv {
-                        RopeStore::InQkv(op)
+                        let shape = RopeKv::shape(io, hp.n_head, layouts, &rope_cfg, max_rows)?;
+                        let uniform = params_uniform(ctx, "rope in q | k | v", &shape)?;
+                        RopeStore::InQkv { shape, uniform }
                     } else {
+                        let op = RopeKv::new(ctx, io, hp.n_head, layouts, &rope_cfg, max_rows)?;
                         RopeStore::Fused(op)
                     }
                 } else {

@@ -231,7 +231,7 @@ impl Forward {
         for (il, (lw, l)) in self.weights.layers.iter().zip(&self.layers).enumerate() {
             let rope = l
                 .rope_store
-                .split_rope(&b.positions, &self.rope_freqs, &b.kv[il])?;
+                .split_rope(&b.positions, &self.rope_freqs, &b.kv[il]);
             let [q, k, v] = qkv_dispatches(ctx, self.family, &lw.qkv, b, m, rope)?;
             let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, l.glu.is_none(), b, m)?;
             layers.push([

@@ -4,18 +4,21 @@
 //! separate ops otherwise (quantized caches). All give the same bits.
 
 use crate::gpu::GpuContext;
-use crate::kernels::attention::{KvStore, RopeKv};
+use crate::kernels::attention::{KvStore, RopeKv, RopeKvParams};
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::SplitRope;
-use crate::kernels::ops::rope::Rope;
+use crate::kernels::ops::rope::{Rope, RopeMode};
 use crate::Result;
 
 #[derive(Debug)]
 pub(crate) enum RopeStore {
     Fused(RopeKv),
-    /// The q | k | v matmul's epilogue does the op's work (`common/matmul_rope.wgsl`); the op
-    /// is kept for its params uniform and never dispatched.
-    InQkv(RopeKv),
+    /// The q | k | v matmul's epilogue does the op's work (`common/matmul_rope.wgsl`): only
+    /// the op's params, as the uniform the epilogue binds.
+    InQkv {
+        shape: RopeKvParams,
+        uniform: wgpu::Buffer,
+    },
     Split(Box<SplitOps>),
 }
 
@@ -33,7 +36,7 @@ impl RopeStore {
     pub(crate) fn set_tokens(&mut self, ctx: &GpuContext, m: u32) -> Result<()> {
         match self {
             RopeStore::Fused(op) => op.set_tokens(ctx, m)?,
-            RopeStore::InQkv(_) => {}
+            RopeStore::InQkv { .. } => {}
             RopeStore::Split(ops) => {
                 ops.rope_q.set_tokens(ctx, m)?;
                 ops.rope_k.set_tokens(ctx, m)?;
@@ -48,7 +51,7 @@ impl RopeStore {
     pub(crate) fn dispatches(&self) -> Vec<&Dispatch> {
         match self {
             RopeStore::Fused(op) => vec![&op.dispatch],
-            RopeStore::InQkv(_) => Vec::new(),
+            RopeStore::InQkv { .. } => Vec::new(),
             RopeStore::Split(ops) => vec![
                 &ops.rope_q.dispatch,
                 &ops.rope_k.dispatch,
@@ -64,21 +67,18 @@ impl RopeStore {
         positions: &'a wgpu::Buffer,
         freqs: &'a wgpu::Buffer,
         [k_cache, v_cache]: &'a [wgpu::Buffer; 2],
-    ) -> Result<Option<SplitRope<'a>>> {
-        let RopeStore::InQkv(op) = self else {
-            return Ok(None);
+    ) -> Option<SplitRope<'a>> {
+        let RopeStore::InQkv { shape, uniform } = self else {
+            return None;
         };
-        let uniform = op.uniform().ok_or_else(|| {
-            crate::Error::Usage("the RoPE + KV store op has no params uniform".to_string())
-        })?;
-        Ok(Some(SplitRope {
-            shape: op.params(),
-            mode: op.mode(),
+        Some(SplitRope {
+            shape: *shape,
+            mode: RopeMode::Normal,
             uniform,
             positions,
             freqs,
             k_cache,
             v_cache,
-        }))
+        })
     }
 }
