@@ -20,12 +20,6 @@ use serde_json::{Map, Value};
 
 const N_GEN: usize = 8;
 
-fn temp_dir(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flint-{what}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn write_drafter(dir: &Path) -> PathBuf {
     let target = GgufFile::open(&common::model_path()).unwrap();
     let path = dir.join("drafter-b4.gguf");
@@ -101,7 +95,8 @@ fn check_rows(rows: &[Map<String, Value>]) {
 
 #[test]
 fn library_run_matches_plain_decoding_on_every_prompt() {
-    let dir = temp_dir("bench-spec-lib");
+    let tmp = common::temp_dir("bench-spec-lib");
+    let dir = tmp.path().to_path_buf();
     let draft = write_drafter(&dir);
     let mut d = DraftOptions::new(draft.clone());
     d.bypass = false;
@@ -159,7 +154,8 @@ fn flint(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn cli_json_reports_greedy_match_for_every_prompt() {
-    let dir = temp_dir("bench-spec-cli");
+    let tmp = common::temp_dir("bench-spec-cli");
+    let dir = tmp.path().to_path_buf();
     let draft = write_drafter(&dir);
     let prompts = dir.join("prompts.jsonl");
     let lines: String = two_prompts()
@@ -243,7 +239,8 @@ fn jsonl_errors_name_the_line() {
 
 #[test]
 fn cli_refuses_bad_prompts_and_flags() {
-    let dir = temp_dir("bench-spec-flags");
+    let tmp = common::temp_dir("bench-spec-flags");
+    let dir = tmp.path().to_path_buf();
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "{\"category\": \"a\", \"prompt\": \"b\"}\nnot json\n").unwrap();
     let model = common::model_path();

@@ -27,11 +27,10 @@ fn root() -> PathBuf {
 }
 
 fn flint(args: &[&str]) -> std::process::Output {
-    let dir = std::env::temp_dir().join(format!("flint-xdg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let xdg = common::temp_dir("xdg");
     Command::new(env!("CARGO_BIN_EXE_flint"))
         .current_dir(root())
-        .env("XDG_RUNTIME_DIR", &dir)
+        .env("XDG_RUNTIME_DIR", xdg.path())
         .args(args)
         .output()
         .expect("run flint")

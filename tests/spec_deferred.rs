@@ -26,9 +26,10 @@ use flint::spec::{SpecOptions, VerifyPolicy};
 
 const U: u32 = 16;
 
-fn engine(dir_name: &str) -> Engine {
-    let dir = std::env::temp_dir().join(format!("flint-{dir_name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// An engine with a random drafter written to a temp directory (kept as long as the engine).
+fn engine(dir_name: &str) -> (Engine, tempfile::TempDir) {
+    let tmp = common::temp_dir(dir_name);
+    let dir = tmp.path();
     let target = GgufFile::open(&common::model_path()).unwrap();
     let path = dir.join("drafter.gguf");
     let opts = InitOptions {
@@ -42,14 +43,15 @@ fn engine(dir_name: &str) -> Engine {
         .unwrap();
     let mut d = DraftOptions::new(path);
     d.inject_chunk = U;
-    Engine::load(&EngineOptions {
+    let eng = Engine::load(&EngineOptions {
         model: common::model_path(),
         n_ctx: 256,
         n_ubatch: 512,
         draft: Some(d),
         ..EngineOptions::default()
     })
-    .unwrap()
+    .unwrap();
+    (eng, tmp)
 }
 
 fn prompt(eng: &Engine) -> Vec<u32> {
@@ -130,7 +132,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> (f32, f32) {
 
 #[test]
 fn rows_staged_by_single_steps_inject_as_one_chunk() {
-    let mut eng = engine("spec-deferred");
+    let (mut eng, _tmp) = engine("spec-deferred");
     let (mut ds, _) = eng.drafter.take().unwrap();
     let mut p = prompt(&eng);
     p.truncate(12); // one prefill step (U = 16 rows)
@@ -173,7 +175,7 @@ fn rows_staged_by_single_steps_inject_as_one_chunk() {
 
 #[test]
 fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
-    let mut eng = engine("spec-deferred-gen");
+    let (mut eng, _tmp) = engine("spec-deferred-gen");
     let (mut ds, _) = eng.drafter.take().unwrap();
     let p = prompt(&eng);
     let n = 48;

@@ -15,12 +15,6 @@ use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::reference::dspark::{RefDraft, RefDrafter};
 use flint::spec::dspark::Dspark;
 
-fn temp_dir(what: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("flint-{what}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn write_drafter(dir: &std::path::Path, opts: &InitOptions) -> std::path::PathBuf {
     let target = GgufFile::open(&common::model_path()).unwrap();
     let path = dir.join(format!(
@@ -99,7 +93,8 @@ fn compare(what: &str, gpu_logits: &[f32], gpu: &flint::spec::dspark::Draft, r: 
 
 #[test]
 fn device_drafter_matches_the_cpu_oracle() {
-    let dir = temp_dir("spec-dspark");
+    let tmp = common::temp_dir("spec-dspark");
+    let dir = tmp.path().to_path_buf();
     let target = GgufFile::open(&common::model_path()).unwrap();
     for legacy in [false, true] {
         let opts = InitOptions {
@@ -141,7 +136,8 @@ fn device_drafter_matches_the_cpu_oracle() {
 
 #[test]
 fn window_rebase_restages_the_kept_rows() {
-    let dir = temp_dir("spec-window");
+    let tmp = common::temp_dir("spec-window");
+    let dir = tmp.path().to_path_buf();
     let target = GgufFile::open(&common::model_path()).unwrap();
     let path = write_drafter(
         &dir,
@@ -177,7 +173,8 @@ fn window_rebase_restages_the_kept_rows() {
 
 #[test]
 fn drafters_that_do_not_fit_the_target_are_refused() {
-    let dir = temp_dir("spec-refuse");
+    let tmp = common::temp_dir("spec-refuse");
+    let dir = tmp.path().to_path_buf();
     let target = GgufFile::open(&common::model_path()).unwrap();
     // A confidence threshold without a confidence head.
     let path = write_drafter(
@@ -237,7 +234,8 @@ fn target_vocab(f: &GgufFile) -> u64 {
 fn rejection_sampling_keeps_the_target_distribution_on_the_model() {
     use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};
     use flint::spec::accept::{accept_sampled, draft_distribution, draft_sample};
-    let dir = temp_dir("spec-c5");
+    let tmp = common::temp_dir("spec-c5");
+    let dir = tmp.path().to_path_buf();
     let path = write_drafter(
         &dir,
         &InitOptions {

@@ -42,12 +42,6 @@ const PROMPTS: [&str; 20] = [
     "Why is the sky blue?",
 ];
 
-fn temp_dir(what: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("flint-{what}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn env_usize(key: &str, default: usize) -> usize {
     std::env::var(key)
         .ok()
@@ -122,7 +116,8 @@ fn check_counters(what: &str, out: &[u32], s: &SpecStats, n: usize) {
 fn greedy_output_is_identical_with_every_drafter() {
     let n_prompts = env_usize("FLINT_SPEC_PROMPTS", 4).min(PROMPTS.len());
     let n = env_usize("FLINT_SPEC_TOKENS", 16);
-    let dir = temp_dir("spec-equivalence");
+    let tmp = common::temp_dir("spec-equivalence");
+    let dir = tmp.path().to_path_buf();
     let mut eng = engine(1024, None);
     let prompts: Vec<Vec<u32>> = PROMPTS[..n_prompts]
         .iter()

@@ -18,12 +18,6 @@ use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::spec::adversarial::{Adversary, AdversaryKind};
 use flint::spec::{Drafter, SpecOptions, VerifyPolicy};
 
-fn temp_dir(what: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("flint-{what}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn engine(n_ctx: u32, n_ubatch: u32, draft: Option<DraftOptions>) -> Engine {
     Engine::load(&EngineOptions {
         model: common::model_path(),
@@ -71,7 +65,8 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(8usize);
     // A target planned for verify batches of 17 rows.
-    let dir = temp_dir("spec-rollback");
+    let tmp = common::temp_dir("spec-rollback");
+    let dir = tmp.path().to_path_buf();
     let mut eng = engine(512, 64, Some(DraftOptions::new(drafter_path(&dir, 16))));
     let texts = [
         "Once upon a time, in a small village by the sea, there lived",
@@ -114,7 +109,8 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
 
 #[test]
 fn a_prompt_near_the_context_end_never_writes_past_it() {
-    let dir = temp_dir("spec-ctx-end");
+    let tmp = common::temp_dir("spec-ctx-end");
+    let dir = tmp.path().to_path_buf();
     let mut d = DraftOptions::new(drafter_path(&dir, 16));
     d.inject_chunk = 128;
     let mut eng = engine(512, 128, Some(d));
@@ -136,7 +132,8 @@ fn a_prompt_near_the_context_end_never_writes_past_it() {
 
 #[test]
 fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on() {
-    let dir = temp_dir("spec-chunks");
+    let tmp = common::temp_dir("spec-chunks");
+    let dir = tmp.path().to_path_buf();
     let mut d = DraftOptions::new(drafter_path(&dir, 4));
     d.inject_chunk = 16;
     d.bypass = false;
@@ -172,7 +169,8 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
 
 #[test]
 fn drafter_compute_buffers_do_not_grow_with_the_context() {
-    let dir = temp_dir("spec-memory");
+    let tmp = common::temp_dir("spec-memory");
+    let dir = tmp.path().to_path_buf();
     let path = drafter_path(&dir, 7);
     let drafter_bufs = |n_ctx: u32| {
         let eng = engine(n_ctx, 512, Some(DraftOptions::new(path.clone())));

@@ -12,6 +12,15 @@ pub mod stats;
 
 use flint::gguf::{GgmlType, GgufWriter, MetaArray, MetaValue};
 
+/// A new directory `flint-{what}-…` under the system's temp directory, removed with everything
+/// in it when the returned guard drops (at the end of the test, pass or fail).
+pub fn temp_dir(what: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("flint-{what}-"))
+        .tempdir()
+        .expect("create a temp directory")
+}
+
 /// SplitMix64: small, seeded, good enough for test data.
 pub struct Rng(u64);
 
