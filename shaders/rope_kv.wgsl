@@ -19,8 +19,9 @@
 //          (a NEOX cache word holds dims of two pairs with different angles)
 // A cache word holds dims 2w (low half) and 2w + 1 (common/kv_layout.wgsl, KV_F16).
 // Variants (Rust side: src/kernels/attention/rope_kv.rs): NEOX (default: normal pairs).
-// Bindings: 0 uniform RopeKvParams, 1 q (read_write), 2 k (read), 3 v (read), 4 positions (read, u32
-//           [n_tokens]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache, 7 V cache (read_write).
+// Bindings: 0 uniform RopeKvParams, 1 q (read_write), 2 k (read), 3 v (read), 4 positions
+//           (read, u32 [n_tokens]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache, 7 V cache
+//           (read_write).
 
 #define KV_F16
 #include "common/kv_layout.wgsl"

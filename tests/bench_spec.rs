@@ -96,8 +96,8 @@ fn check_rows(rows: &[Map<String, Value>]) {
 #[test]
 fn library_run_matches_plain_decoding_on_every_prompt() {
     let tmp = common::temp_dir("bench-spec-lib");
-    let dir = tmp.path().to_path_buf();
-    let draft = write_drafter(&dir);
+    let dir = tmp.path();
+    let draft = write_drafter(dir);
     let mut d = DraftOptions::new(draft.clone());
     d.bypass = false;
     let load = |n_ctx| {
@@ -142,7 +142,6 @@ fn library_run_matches_plain_decoding_on_every_prompt() {
     let md = spec::rows::markdown(&rows);
     assert_eq!(md.lines().count(), 2 + 2 + rows.len(), "{md}");
     assert!(md.contains("(2 prompts)") && md.contains("| all "), "{md}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn flint(args: &[&str]) -> std::process::Output {
@@ -155,8 +154,8 @@ fn flint(args: &[&str]) -> std::process::Output {
 #[test]
 fn cli_json_reports_greedy_match_for_every_prompt() {
     let tmp = common::temp_dir("bench-spec-cli");
-    let dir = tmp.path().to_path_buf();
-    let draft = write_drafter(&dir);
+    let dir = tmp.path();
+    let draft = write_drafter(dir);
     let prompts = dir.join("prompts.jsonl");
     let lines: String = two_prompts()
         .iter()
@@ -173,7 +172,6 @@ fn cli_json_reports_greedy_match_for_every_prompt() {
         assert_eq!(r["draft_filename"], draft.to_str().unwrap());
         assert!(!r["adapter"].as_str().unwrap().is_empty());
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -240,7 +238,7 @@ fn jsonl_errors_name_the_line() {
 #[test]
 fn cli_refuses_bad_prompts_and_flags() {
     let tmp = common::temp_dir("bench-spec-flags");
-    let dir = tmp.path().to_path_buf();
+    let dir = tmp.path();
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "{\"category\": \"a\", \"prompt\": \"b\"}\nnot json\n").unwrap();
     let model = common::model_path();
@@ -269,5 +267,4 @@ fn cli_refuses_bad_prompts_and_flags() {
         let out = flint(&all);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

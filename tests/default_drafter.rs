@@ -108,8 +108,8 @@ fn generate_speculates_with_the_default_drafter_unless_no_spec() {
         "run `bash models/fetch.sh` first"
     );
     drafter();
-    let dir = std::env::temp_dir().join(format!("flint-default-draft-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = common::temp_dir("default-draft");
+    let dir = tmp.path();
     let with = generate(&[], &dir.join("with.json"));
     let without = generate(&["--no-spec"], &dir.join("without.json"));
     assert!(with.get("spec").is_some(), "no spec stats: {with}");
@@ -121,5 +121,4 @@ fn generate_speculates_with_the_default_drafter_unless_no_spec() {
         with["generated_token_ids"], without["generated_token_ids"],
         "greedy output changed with the drafter"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -94,7 +94,7 @@ fn compare(what: &str, gpu_logits: &[f32], gpu: &flint::spec::dspark::Draft, r: 
 #[test]
 fn device_drafter_matches_the_cpu_oracle() {
     let tmp = common::temp_dir("spec-dspark");
-    let dir = tmp.path().to_path_buf();
+    let dir = tmp.path();
     let target = GgufFile::open(&common::model_path()).unwrap();
     for legacy in [false, true] {
         let opts = InitOptions {
@@ -103,7 +103,7 @@ fn device_drafter_matches_the_cpu_oracle() {
             legacy,
             ..InitOptions::default()
         };
-        let path = write_drafter(&dir, &opts);
+        let path = write_drafter(dir, &opts);
         let mut d = DraftOptions::new(path.clone());
         d.inject_chunk = 16;
         let mut eng = engine(256, d);
@@ -137,10 +137,10 @@ fn device_drafter_matches_the_cpu_oracle() {
 #[test]
 fn window_rebase_restages_the_kept_rows() {
     let tmp = common::temp_dir("spec-window");
-    let dir = tmp.path().to_path_buf();
+    let dir = tmp.path();
     let target = GgufFile::open(&common::model_path()).unwrap();
     let path = write_drafter(
-        &dir,
+        dir,
         &InitOptions {
             block: 4,
             seed: 5,
@@ -174,11 +174,11 @@ fn window_rebase_restages_the_kept_rows() {
 #[test]
 fn drafters_that_do_not_fit_the_target_are_refused() {
     let tmp = common::temp_dir("spec-refuse");
-    let dir = tmp.path().to_path_buf();
+    let dir = tmp.path();
     let target = GgufFile::open(&common::model_path()).unwrap();
     // A confidence threshold without a confidence head.
     let path = write_drafter(
-        &dir,
+        dir,
         &InitOptions {
             confidence: false,
             seed: 9,
@@ -235,9 +235,9 @@ fn rejection_sampling_keeps_the_target_distribution_on_the_model() {
     use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};
     use flint::spec::accept::{accept_sampled, draft_distribution, draft_sample};
     let tmp = common::temp_dir("spec-c5");
-    let dir = tmp.path().to_path_buf();
+    let dir = tmp.path();
     let path = write_drafter(
-        &dir,
+        dir,
         &InitOptions {
             block: 4,
             seed: 13,

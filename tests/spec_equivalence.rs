@@ -117,7 +117,7 @@ fn greedy_output_is_identical_with_every_drafter() {
     let n_prompts = env_usize("FLINT_SPEC_PROMPTS", 4).min(PROMPTS.len());
     let n = env_usize("FLINT_SPEC_TOKENS", 16);
     let tmp = common::temp_dir("spec-equivalence");
-    let dir = tmp.path().to_path_buf();
+    let dir = tmp.path();
     let mut eng = engine(1024, None);
     let prompts: Vec<Vec<u32>> = PROMPTS[..n_prompts]
         .iter()
@@ -130,7 +130,7 @@ fn greedy_output_is_identical_with_every_drafter() {
         .map(|v| v.split(',').filter_map(|g| g.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 4, 7, 16]);
     for gamma in gammas {
-        let path = drafter_file(&dir, gamma, 11);
+        let path = drafter_file(dir, gamma, 11);
         let mut deng = engine(1024, Some(DraftOptions::new(path)));
         let (mut dspark, _) = deng.drafter.take().unwrap();
         for (p, want) in prompts.iter().zip(&expected) {

@@ -66,8 +66,8 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
         .unwrap_or(8usize);
     // A target planned for verify batches of 17 rows.
     let tmp = common::temp_dir("spec-rollback");
-    let dir = tmp.path().to_path_buf();
-    let mut eng = engine(512, 64, Some(DraftOptions::new(drafter_path(&dir, 16))));
+    let dir = tmp.path();
+    let mut eng = engine(512, 64, Some(DraftOptions::new(drafter_path(dir, 16))));
     let texts = [
         "Once upon a time, in a small village by the sea, there lived",
         "The history of the printing press begins in the fifteenth century, when",
@@ -110,8 +110,8 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
 #[test]
 fn a_prompt_near_the_context_end_never_writes_past_it() {
     let tmp = common::temp_dir("spec-ctx-end");
-    let dir = tmp.path().to_path_buf();
-    let mut d = DraftOptions::new(drafter_path(&dir, 16));
+    let dir = tmp.path();
+    let mut d = DraftOptions::new(drafter_path(dir, 16));
     d.inject_chunk = 128;
     let mut eng = engine(512, 128, Some(d));
     let words = "one two three four five six seven eight nine ten ".repeat(60);
@@ -133,8 +133,8 @@ fn a_prompt_near_the_context_end_never_writes_past_it() {
 #[test]
 fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on() {
     let tmp = common::temp_dir("spec-chunks");
-    let dir = tmp.path().to_path_buf();
-    let mut d = DraftOptions::new(drafter_path(&dir, 4));
+    let dir = tmp.path();
+    let mut d = DraftOptions::new(drafter_path(dir, 4));
     d.inject_chunk = 16;
     d.bypass = false;
     let mut eng = engine(512, 512, Some(d));
@@ -170,8 +170,8 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
 #[test]
 fn drafter_compute_buffers_do_not_grow_with_the_context() {
     let tmp = common::temp_dir("spec-memory");
-    let dir = tmp.path().to_path_buf();
-    let path = drafter_path(&dir, 7);
+    let dir = tmp.path();
+    let path = drafter_path(dir, 7);
     let drafter_bufs = |n_ctx: u32| {
         let eng = engine(n_ctx, 512, Some(DraftOptions::new(path.clone())));
         let all: Vec<(String, u64)> = eng
