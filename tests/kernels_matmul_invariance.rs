@@ -12,7 +12,7 @@ mod common;
 mod data;
 
 use common::gpu::{assert_clean, ctx_features, nmse, read_f32, upload_f32, zeros_f32};
-use data::{assert_bits, min_k, random_f32, random_weight};
+use data::{assert_bits, assert_matmul_nmse, min_k, random_f32, random_weight};
 use flint::gguf::GgmlType;
 use flint::gpu::GpuContext;
 use flint::kernels::launch::submit;
@@ -71,7 +71,7 @@ fn check_type(ctx: &GpuContext, family: Family, ty: GgmlType, seed: u64) -> Vec<
     }
     let want = oracle::matmul(ty, &bytes, k, n, &x, 512).unwrap();
     let e = nmse(&y512, &want);
-    assert!(e <= 5e-4, "{}: NMSE {e:e}", what(512));
+    assert_matmul_nmse(&format!("{} K={k} N={n}", what(512)), e);
     y512
 }
 
