@@ -254,24 +254,47 @@ fn taps_match_the_cpu_reference_for_every_row() {
     }
     common::gpu::assert_clean(&s.ctx);
 }
+/// The record holds the size wgpu reports for every buffer created (a stacked weight once,
+/// under its parts' names joined by '+'); each must equal the plan, and every planned weight
+/// must equal what the file says it holds, rows × row bytes, worked out here from the GGUF
+/// block sizes (not with the kernels' size helpers).
 #[test]
 fn allocated_buffers_equal_the_plan() {
     let s = setup(params());
+    let mut seen = std::collections::HashSet::new();
     for (name, bytes) in &s.allocated {
-        let planned = s
-            .plan
-            .get(name)
-            .unwrap_or_else(|| panic!("{name} allocated but not planned"));
-        assert_eq!(planned.bytes, *bytes, "{name}");
+        let parts: Vec<&str> = name.split('+').collect();
+        let planned: u64 = parts
+            .iter()
+            .map(|p| {
+                s.plan
+                    .get(p)
+                    .unwrap_or_else(|| panic!("{p} allocated but not planned"))
+                    .bytes
+            })
+            .sum();
+        assert_eq!(*bytes, planned, "{name}: allocated (wgpu's size) vs planned");
+        seen.extend(parts);
     }
-    let allocated: std::collections::HashSet<&str> =
-        s.allocated.iter().map(|(n, _)| n.as_str()).collect();
     for b in &s.plan.buffers {
         assert!(
-            allocated.contains(b.name.as_str()) || b.bytes == 0,
+            seen.contains(b.name.as_str()) || b.bytes == 0,
             "{} planned but not allocated",
             b.name
         );
+    }
+    let file = GgufFile::open(&common::model_path()).unwrap();
+    for t in &file.tensors {
+        // (elements, bytes) per block: ggml's tables for the types this model holds.
+        let (block, size) = match t.ty {
+            flint::gguf::GgmlType::F32 => (1, 4),
+            flint::gguf::GgmlType::Q4_1 => (32, 20),
+            flint::gguf::GgmlType::Q8_0 => (32, 34),
+            other => panic!("{}: no block size written here for {other}", t.name),
+        };
+        let want = t.n_rows() * (t.row_len() / block * size);
+        let planned = s.plan.get(&t.name).map(|b| b.bytes);
+        assert_eq!(planned, Some(want), "{}: planned vs rows × row bytes", t.name);
     }
 }
 

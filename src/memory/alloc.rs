@@ -1,5 +1,6 @@
-//! The allocator that creates planned buffers by name and records each creation, so a run can
-//! be held to its memory plan buffer by buffer (design principle 1).
+//! The allocator that creates planned buffers by name and records each creation with the size
+//! the device reports for it (`wgpu::Buffer::size`), so a run can be held to its memory plan
+//! buffer by buffer (design principle 1).
 
 use crate::gpu::buffers::create_storage;
 use crate::gpu::GpuContext;
@@ -34,11 +35,11 @@ impl<'a> Allocator<'a> {
         self.plan.get(name).is_some()
     }
 
-    /// The storage buffer `name` of the plan.
+    /// The storage buffer `name` of the plan, recorded with the size wgpu reports for it.
     pub fn storage(&mut self, name: &str) -> Result<wgpu::Buffer> {
         let b = self.planned(name)?;
         let buffer = create_storage(self.ctx, name, b.bytes)?;
-        self.records.push((name.to_string(), b.bytes));
+        self.records.push((name.to_string(), buffer.size()));
         Ok(buffer)
     }
 }

@@ -170,7 +170,7 @@ impl<'a> Loader<'a> {
         let (t, data) = self.file.tensor_data(name)?;
         let shape = [t.row_len(), t.n_rows()];
         let w = GpuWeight::upload(self.ctx, name, t.ty, shape, data)?;
-        self.allocations.push((name.to_string(), w.device_bytes()));
+        self.allocations.push((name.to_string(), w.buffer_bytes()));
         self.bar.inc(t.n_bytes);
         Ok(w)
     }
@@ -208,9 +208,10 @@ impl<'a> Loader<'a> {
     /// dispatch (one type and row length, the `matmul_rows.wgsl` epilogues, one split) and the
     /// stacked layout fits the bytes planned for them; else `None`. Rows one after the other,
     /// or with `pair` (two weights of equal rows, a multiple of [`GLU_PAIR_ROWS`]) alternating
-    /// blocks of [`GLU_PAIR_ROWS`] rows of each. Records each name with its planned bytes, so
-    /// the allocations still equal the plan (made without the adapter). Returns the rows of
-    /// each part too.
+    /// blocks of [`GLU_PAIR_ROWS`] rows of each. The one buffer is padded to the sum of the
+    /// parts' planned bytes and recorded under `part+part+…` with the size wgpu reports, so
+    /// the record can be held to the plan (made without the adapter). Returns the rows of each
+    /// part too.
     fn stacked(
         &mut self,
         name: &str,
@@ -252,8 +253,10 @@ impl<'a> Loader<'a> {
             parts.iter().flat_map(|(_, d)| d.iter().copied()).collect()
         };
         let w = GpuWeight::upload_padded(self.ctx, name, ty, [k, total_rows], &bytes, budget)?;
-        for ((n, (t, _)), b) in names.iter().zip(&parts).zip(planned) {
-            self.allocations.push((n.clone(), b));
+        // One buffer holds every part: it is recorded once, with the bytes wgpu reports, under
+        // the parts' names joined by '+' (the plan has one entry per part).
+        self.allocations.push((names.join("+"), w.buffer_bytes()));
+        for (t, _) in &parts {
             self.bar.inc(t.n_bytes);
         }
         let rows = rows.iter().map(|&r| u32::try_from(r).unwrap_or(u32::MAX));

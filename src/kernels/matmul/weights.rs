@@ -102,6 +102,12 @@ impl GpuWeight {
         self.splits.iter().map(|s| s.plan.bytes).sum()
     }
 
+    /// Bytes of the device buffers actually created for the splits (what wgpu reports), which
+    /// the memory record holds; equal to [`Self::device_bytes`] unless a buffer was rounded.
+    pub fn buffer_bytes(&self) -> u64 {
+        self.splits.iter().map(|s| s.buffer.size()).sum()
+    }
+
     /// Params for split `s` with everything about the weight filled in; the caller sets the
     /// X / Y fields (`m`, `n_out`, `x_stride`, `x_off`, `y_off`).
     pub fn params(&self, s: &WeightSplit) -> Result<MatmulParams, GpuError> {
