@@ -1,7 +1,7 @@
 //! The DSpark drafter oracle (`flint::reference::dspark`) and random drafters
 //! (`flint::model::drafter_init`): init round trips in both GGUF formats, drafting invariants
-//! on a tiny synthetic target and on SmolLM2-135M (skipped with a note when the model file is
-//! absent), and the loader's typed errors for drafters that do not fit their target.
+//! on a tiny synthetic target and on SmolLM2-135M (`bash models/fetch.sh` first), and the
+//! loader's typed errors for drafters that do not fit their target.
 
 mod common;
 
@@ -151,16 +151,7 @@ fn drafting_invariants_on_a_tiny_target() {
 
 #[test]
 fn drafting_invariants_on_smollm2() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.exists() {
-        eprintln!(
-            "{} is absent (bash models/fetch.sh): skipping",
-            path.display()
-        );
-        return;
-    }
-    let file = GgufFile::open(&path).unwrap();
+    let file = GgufFile::open(&common::model_path()).unwrap();
     let model = RefModel::load(&file).unwrap();
     let hp = Hparams::from_gguf(&file).unwrap();
     let opts = InitOptions {

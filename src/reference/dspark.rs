@@ -3,9 +3,10 @@
 //! GPU drafter is checked against.
 //!
 //! - [`RefDrafter::load`] reads a drafter in either GGUF format (`dflash` or the legacy
-//!   `dspark`, tensor names through [`crate::model::drafter_tensor_name`]) next to its target, borrows the target's
-//!   `token_embd` (and LM head: `output`, or the tied `token_embd`) when the drafter has none,
-//!   and checks the drafter against the target ([`load`]).
+//!   `dspark`: metadata and tensor names through [`crate::reference::meta`]) next to its
+//!   target, borrows the target's `token_embd` (and LM head: `output`, or the tied
+//!   `token_embd`) when the drafter has none, and checks the drafter against the target
+//!   ([`load`]).
 //! - Its cache holds, per committed position, every drafter layer's K and V row, rounded
 //!   through the cache type (f16, q8_0, q4_0 or exact f32) as [`RefKvCache`] rounds them, so
 //!   attention reads what a GPU cache of that type returns. Positions may arrive in any order
@@ -24,11 +25,11 @@ mod load;
 use std::collections::BTreeMap;
 
 use crate::gguf::{GgmlType, GgufError};
-use crate::model::{DrafterMeta, HparamsError};
 use crate::quant::QuantError;
 use crate::reference::attention::attention;
 use crate::reference::forward::{linear, store_kv_rows, ForwardError, LayerWeights};
 use crate::reference::matmul::MatmulRefError;
+use crate::reference::meta::{MetaError, RefDrafterMeta, RefHparams};
 use crate::reference::ops::{rms_norm, rope, RopeRef};
 
 /// Errors of the drafter oracle: a drafter it cannot run (or that does not fit the target), or
@@ -40,7 +41,7 @@ pub enum DsparkRefError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error(transparent)]
-    Hparams(#[from] HparamsError),
+    Hparams(#[from] MetaError),
     #[error(transparent)]
     Matmul(#[from] MatmulRefError),
     #[error(transparent)]
@@ -142,7 +143,7 @@ struct CtxRow {
 #[derive(Debug, Clone)]
 pub struct RefDrafter {
     /// What the drafter declares (its backbone in `meta.hp`; taps in the layer-input convention).
-    pub meta: DrafterMeta,
+    pub meta: RefDrafterMeta,
     pub weights: DrafterWeights,
     /// NEOX RoPE with the drafter's base.
     pub rope: RopeRef,
@@ -271,7 +272,7 @@ impl RefDrafter {
 /// `q` `[γ, n_head, head_dim]`; `ctx`: cached rows before the anchor, ascending; `k_blk`,
 /// `v_blk` `[γ, k_dim]` / `[γ, v_dim]` already rounded to the cache type. Non-causal.
 fn block_attention(
-    hp: &crate::model::Hparams,
+    hp: &RefHparams,
     il: usize,
     q: &[f32],
     ctx: &[&CtxRow],

@@ -5,9 +5,15 @@
 //! - [`matmul`]: dequantized matrix × vector / matrix, embedding rows.
 //! - [`ops`]: RMSNorm, RoPE, SwiGLU/GeGLU, add, scale, softmax, argmax, top-k.
 //! - [`attention`]: attention over a KV cache (f16, q8_0, q4_0), causal or explicit mask.
+//! - [`meta`]: hyperparameters and drafter metadata, read from the GGUF by the oracle itself.
+//! - [`forward`], [`dspark`]: the whole forward pass of a model and of a DSpark drafter.
+//!
+//! The oracle shares no code with the GPU path beyond the GGUF container parser and the
+//! dequantizers (`crate::gguf`, `crate::quant`); `tests/reference_independent.rs` holds it to that.
 
 pub mod attention;
 pub mod dspark;
 pub mod forward;
 pub mod matmul;
+pub mod meta;
 pub mod ops;

@@ -5,9 +5,9 @@
 
 use flint::gguf::GgmlType;
 use flint::model::drafter_init::InitOptions;
-use flint::model::DrafterMeta;
 use flint::reference::dspark::RefDraft;
 use flint::reference::forward::{Capture, RefModel, Rows};
+use flint::reference::meta::RefDrafterMeta;
 use flint::reference::ops::argmax;
 
 use super::dspark::{init, load, tensor_f32};
@@ -34,7 +34,7 @@ pub fn close(got: f32, want: f64) -> bool {
 }
 
 /// Check one slot: `L_j = U_j + W2·W1[prev]` and `c_j = σ(conf · [h_j; W1[prev]] + b)`.
-pub fn check_slot(drafter: &[u8], m: &DrafterMeta, draft: &RefDraft, j: usize, prev: u32) {
+pub fn check_slot(drafter: &[u8], m: &RefDrafterMeta, draft: &RefDraft, j: usize, prev: u32) {
     let (v, d, r) = (
         m.hp.n_vocab as usize,
         m.hp.n_embd as usize,

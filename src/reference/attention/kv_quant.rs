@@ -6,7 +6,7 @@
 //! `block_q4_0` = `{f16 d, u8 qs[16]}`, 18 bytes, byte `j` = element `j` in the low nibble and
 //! element `j + 16` in the high nibble), so `crate::quant::dequantize` reads it back. The GPU
 //! cache stores the same quants and scales in its own word-friendly order
-//! (`crate::kernels::attention::layout` converts).
+//! (the GPU attention kernels' layout module converts).
 //!
 //! Every step is f32 arithmetic in llama.cpp's order (Rust never fuses `a * b + c`):
 //! - q8_0: `amax = max |x|`, `d = amax / 127`, `id = d != 0 ? 1 / d : 0`, stored `f16(d)`,

@@ -1,4 +1,4 @@
-//! CPU oracle for the KV cache and attention kernels (`crate::kernels::attention`).
+//! CPU oracle for the KV cache and the GPU attention kernels.
 //!
 //! - [`kv_quant`]: quantize-on-store with llama.cpp's reference rules: f16 (round to nearest
 //!   even), q8_0 and q4_0 (`quantize_row_*_ref`), producing ggml blocks that

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use super::{DrafterWeights, DsparkRefError, RefDrafter};
 use crate::gguf::{GgmlType, Gguf, GgufError, GgufFile, TensorInfo};
-use crate::model::{drafter_tensor_name as tensor_name, Arch, DrafterMeta, Hparams};
 use crate::reference::forward::{LayerWeights, RefKvCache, Tensors};
+use crate::reference::meta::{drafter_tensor as tensor_name, RefArch, RefDrafterMeta, RefHparams};
 use crate::reference::ops::RopeRef;
 
 /// Metadata keys (after the arch prefix: `dflash.` or `dspark.dspark.`) and tensors the oracle
@@ -57,13 +57,13 @@ impl RefDrafter {
         target_bytes: &[u8],
         kv_type: GgmlType,
     ) -> Result<RefDrafter, DsparkRefError> {
-        let thp = Hparams::from_gguf(target)?;
+        let thp = RefHparams::from_gguf(target)?;
         if thp.arch.is_drafter() {
             return Err(DsparkRefError::TargetIsDrafter {
                 arch: thp.arch.name(),
             });
         }
-        let meta = DrafterMeta::from_gguf(drafter)?;
+        let meta = RefDrafterMeta::from_gguf(drafter)?;
         refuse_unsupported(drafter, &meta)?;
         let hp = &meta.hp;
         let arch = hp.arch;
@@ -210,11 +210,11 @@ impl RefDrafter {
 }
 
 /// Refuse what the oracle does not model (see the module docs).
-fn refuse_unsupported(g: &Gguf, meta: &DrafterMeta) -> Result<(), DsparkRefError> {
+fn refuse_unsupported(g: &Gguf, meta: &RefDrafterMeta) -> Result<(), DsparkRefError> {
     let hp = &meta.hp;
     let unsupported = |what, value: String| Err(DsparkRefError::Unsupported { what, value });
     let prefix = match hp.arch {
-        Arch::DsparkLegacy => "dspark.dspark.",
+        RefArch::DsparkLegacy => "dspark.dspark.",
         _ => "dflash.",
     };
     let m = &g.metadata;
@@ -245,12 +245,15 @@ fn refuse_unsupported(g: &Gguf, meta: &DrafterMeta) -> Result<(), DsparkRefError
             "bonus-anchor (sample_from_anchor = false)".into(),
         );
     }
-    if hp.head_dim_v != hp.head_dim || hp.n_rot % 2 != 0 || !hp.qk_norm {
+    // Qwen3 blocks: per-head q/k RMSNorm in every layer (layer 0 stands for all here; a
+    // missing one in a later layer fails at load as a missing tensor).
+    let qk_norm = g.tensor("blk.0.attn_q_norm.weight").is_some();
+    if hp.head_dim_v != hp.head_dim || hp.n_rot % 2 != 0 || !qk_norm {
         return unsupported(
             "head shape",
             format!(
-                "head_dim {} head_dim_v {} n_rot {} q/k norms {}",
-                hp.head_dim, hp.head_dim_v, hp.n_rot, hp.qk_norm
+                "head_dim {} head_dim_v {} n_rot {} q/k norms {qk_norm}",
+                hp.head_dim, hp.head_dim_v, hp.n_rot
             ),
         );
     }
@@ -261,7 +264,7 @@ fn refuse_unsupported(g: &Gguf, meta: &DrafterMeta) -> Result<(), DsparkRefError
 /// row per token of the target.
 fn check_markov(
     g: &Gguf,
-    arch: Arch,
+    arch: RefArch,
     n_vocab: u32,
 ) -> Result<Option<(u32, String, String)>, DsparkRefError> {
     let (n1, n2) = (
@@ -315,7 +318,7 @@ fn vocab_rows(t: &TensorInfo, n_vocab: u32) -> Result<(), DsparkRefError> {
 }
 
 /// Drafter layer `il`: a Qwen3 block (q/k norms, no biases).
-fn load_layer(t: &Tensors<'_>, hp: &Hparams, il: u32) -> Result<LayerWeights, DsparkRefError> {
+fn load_layer(t: &Tensors<'_>, hp: &RefHparams, il: u32) -> Result<LayerWeights, DsparkRefError> {
     let name = |s: &str| format!("blk.{il}.{s}");
     let d = hp.n_embd as usize;
     let (q_dim, k_dim, v_dim) = (

@@ -34,9 +34,9 @@ pub(crate) use weights::Tensors;
 pub use weights::{LayerWeights, Weights};
 
 use crate::gguf::{Gguf, GgufError, GgufFile};
-use crate::model::{Hparams, HparamsError};
 use crate::quant::QuantError;
 use crate::reference::matmul::MatmulRefError;
+use crate::reference::meta::{MetaError, RefHparams};
 use crate::reference::ops::RopeRef;
 
 /// Errors of the reference forward pass: a model it cannot run, or a bad request.
@@ -45,7 +45,7 @@ pub enum ForwardError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error(transparent)]
-    Hparams(#[from] HparamsError),
+    Hparams(#[from] MetaError),
     #[error(transparent)]
     Matmul(#[from] MatmulRefError),
     #[error(transparent)]
@@ -138,7 +138,7 @@ impl ForwardOutput {
 /// A model ready to run on the CPU: hyperparameters and f32 weights.
 #[derive(Debug, Clone)]
 pub struct RefModel {
-    pub hp: Hparams,
+    pub hp: RefHparams,
     pub weights: Weights,
     /// RoPE as the metadata says (normal pairs for llama, NEOX for qwen2/qwen3).
     pub rope: RopeRef,
@@ -152,7 +152,7 @@ impl RefModel {
 
     /// As [`Self::load`], from a parsed file `g` and the bytes it was parsed from.
     pub fn from_gguf(g: &Gguf, bytes: &[u8]) -> Result<RefModel, ForwardError> {
-        let hp = Hparams::from_gguf(g)?;
+        let hp = RefHparams::from_gguf(g)?;
         if hp.head_dim_v != hp.head_dim || hp.n_rot % 2 != 0 {
             return Err(ForwardError::Unsupported {
                 what: "head shape",

@@ -146,12 +146,13 @@ fn tiny_architectures_agree_between_prefill_and_decode() {
         let m = tiny(cfg);
         let hp = &m.hp;
         assert_eq!(hp.arch.name(), cfg.arch);
+        let l0 = &m.weights.layers[0];
         assert_eq!(
-            (hp.qkv_bias, hp.qk_norm),
+            (l0.bq.is_some(), l0.q_norm.is_some()),
             (cfg.bias.is_some(), cfg.qk_norm.is_some())
         );
         assert_eq!(
-            (hp.rope_neox, hp.tied_embeddings),
+            (hp.rope_neox, m.weights.output.is_none()),
             (cfg.arch != "llama", !cfg.untied)
         );
         for ty in [GgmlType::F32, GgmlType::Q8_0] {

@@ -6,8 +6,8 @@
 
 use super::ForwardError;
 use crate::gguf::Gguf;
-use crate::model::{Arch, Hparams};
 use crate::reference::matmul::dequantize_matrix;
+use crate::reference::meta::{RefArch, RefHparams};
 
 /// One transformer block's weights (shapes as stored, `[N, K]` for matrices).
 #[derive(Debug, Clone)]
@@ -57,8 +57,8 @@ impl Weights {
 
     /// Dequantize every tensor the forward pass reads. `bytes` is the whole file `g` was parsed
     /// from.
-    pub fn load(g: &Gguf, bytes: &[u8], hp: &Hparams) -> Result<Weights, ForwardError> {
-        if !matches!(hp.arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3) {
+    pub fn load(g: &Gguf, bytes: &[u8], hp: &RefHparams) -> Result<Weights, ForwardError> {
+        if !matches!(hp.arch, RefArch::Llama | RefArch::Qwen2 | RefArch::Qwen3) {
             return Err(ForwardError::Unsupported {
                 what: "architecture for the reference forward pass",
                 value: hp.arch.name().to_string(),

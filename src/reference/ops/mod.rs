@@ -1,4 +1,4 @@
-//! CPU oracle of the row and elementwise ops (`crate::kernels::ops`), in plain Rust. Activations
+//! CPU oracle of the GPU row and elementwise ops kernels, in plain Rust. Activations
 //! are f32, row-major `[n_rows, n_cols]`. Semantics follow ggml (named per function); where
 //! ggml accumulates in f64 (RMSNorm, softmax sums) so does the oracle.
 //!
