@@ -226,16 +226,20 @@ fn dequant_spreads_workgroups_over_2d_past_the_limit() {
     let ctx = context(DeviceOptions::default());
     let max = ctx.limits().max_compute_workgroups_per_dimension as usize;
     let n = (max + 5) * dequant::WG_SIZE as usize * 2 - 1;
-    if n * 4 <= ctx.limits().max_storage_buffer_binding_size as usize {
-        let (bytes, n) = random_tensor(GgmlType::F16, n, 7);
-        check(
-            &ctx,
-            GgmlType::F16,
-            &bytes,
-            n,
-            "more than max groups per dimension",
-        );
-    }
+    let binding = ctx.limits().max_storage_buffer_binding_size as usize;
+    assert!(
+        n * 4 <= binding,
+        "the adapter's storage binding limit ({binding} bytes) cannot hold the {n} f32 outputs \
+         that pass its {max} workgroups per dimension; this case needs another shape there"
+    );
+    let (bytes, n) = random_tensor(GgmlType::F16, n, 7);
+    check(
+        &ctx,
+        GgmlType::F16,
+        &bytes,
+        n,
+        "more than max groups per dimension",
+    );
     assert_clean(&ctx);
 }
 
