@@ -1,6 +1,7 @@
 //! `flint bench` as a process on the default model with tiny settings, in every output format,
 //! each read back with a standard reader: serde_json (json, jsonl), Python's csv module and
-//! sqlite3 (csv, sql; skipped with a note when python3 is missing). Never asserts on speed.
+//! sqlite3 (csv, sql; a missing python3 or module fails them, naming what to install). Never
+//! asserts on speed.
 
 mod common;
 
@@ -159,21 +160,32 @@ fn markdown_table() {
     }
 }
 
-/// Runs `python3 -c script` with `input` on stdin; `None` when python3 is missing.
-fn python(script: &str, input: &str) -> Option<String> {
-    let mut child = match Command::new("python3")
+/// Runs `python3 -c script` with `input` on stdin and returns its stdout. The check needs
+/// python3 with `module`: without either it fails, naming what to install, and never skips.
+fn python(module: &str, script: &str, input: &str) -> String {
+    let need = format!(
+        "python3 with its {module} module is needed for this check: \
+         apt-get install python3 (or any python3 whose standard library has {module})"
+    );
+    let probe = Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .unwrap_or_else(|e| panic!("{need} (running python3: {e})"));
+    assert!(
+        probe.status.success(),
+        "{need} (import {module}: {})",
+        String::from_utf8_lossy(&probe.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+    );
+    let mut child = Command::new("python3")
         .args(["-c", script])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("python3 not available ({e}): skipping the standard-reader check");
-            return None;
-        }
-    };
+        .unwrap_or_else(|e| panic!("{need} (running python3: {e})"));
     child
         .stdin
         .take()
@@ -186,7 +198,7 @@ fn python(script: &str, input: &str) -> Option<String> {
         "python3 failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(String::from_utf8(out.stdout).unwrap())
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
@@ -225,10 +237,8 @@ rows = list(csv.DictReader(sys.stdin))
 print(json.dumps([[int(r["n_prompt"]), int(r["n_gen"]), int(r["n_depth"]),
                    len(r["samples_ns"].split()), float(r["avg_ts"])] for r in rows]))
 "#;
-    let Some(out) = python(script, &text) else {
-        assert_eq!(text.lines().count(), 1 + EXPECTED.len());
-        return;
-    };
+    assert_eq!(text.lines().count(), 1 + EXPECTED.len(), "{text}");
+    let out = python("csv", script, &text);
     let rows: Vec<(u64, u64, u64, usize, f64)> = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(rows.len(), EXPECTED.len());
     for (r, w) in rows.iter().zip(EXPECTED) {
@@ -253,9 +263,7 @@ db.executescript(sys.stdin.read())
 rows = db.execute("SELECT n_prompt, n_gen, n_depth, avg_ts, samples_ns, model_type FROM test ORDER BY rowid").fetchall()
 print(json.dumps(rows))
 "#;
-    let Some(out) = python(script, &text) else {
-        return;
-    };
+    let out = python("sqlite3", script, &text);
     let rows: Vec<(u64, u64, u64, f64, String, String)> = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(rows.len(), EXPECTED.len());
     for (r, w) in rows.iter().zip(EXPECTED) {

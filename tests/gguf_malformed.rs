@@ -7,6 +7,7 @@ mod common;
 use common::alloc::{peak_during, Counting};
 use common::raw::Raw;
 use flint::gguf::{GgmlType, Gguf, GgufError as E, GgufWriter, MetaArray, MetaValue};
+use flint::tokenizer::Tokenizer;
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -520,10 +521,76 @@ fn valid_vocab_file_parses() {
     );
 }
 
+/// Every key holding a special token id.
+const SPECIAL_ID_KEYS: [&str; 8] = [
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.unknown_token_id",
+    "tokenizer.ggml.separator_token_id",
+    "tokenizer.ggml.padding_token_id",
+    "tokenizer.ggml.mask_token_id",
+    "tokenizer.ggml.eot_token_id",
+    "tokenizer.ggml.eom_token_id",
+];
+
+/// -1 is llama.cpp's "no such token": in every special-id key and at every signed width it
+/// parses, while -2 is refused with an error naming the key, the id and the vocabulary size; and
+/// the tokenizer reads it as "none given", the special ids of a file without the key (where an
+/// id in range, 4, is taken, so the comparison sees the key).
 #[test]
 fn minus_one_special_id_means_none() {
-    let bytes = vocab_file(|w| {
-        w.set("tokenizer.ggml.padding_token_id", MetaValue::I32(-1));
-    });
-    Gguf::parse(&bytes).unwrap();
+    for key in SPECIAL_ID_KEYS {
+        for v in [
+            MetaValue::I8(-1),
+            MetaValue::I16(-1),
+            MetaValue::I32(-1),
+            MetaValue::I64(-1),
+        ] {
+            let bytes = vocab_file(|w| {
+                w.set(key, v.clone());
+            });
+            if let Err(e) = Gguf::parse(&bytes) {
+                panic!("{key} = {v:?} must parse: {e}");
+            }
+        }
+        let bytes = vocab_file(|w| {
+            w.set(key, MetaValue::I32(-2));
+        });
+        match Gguf::parse(&bytes) {
+            Err(e)
+                if matches!(&e, E::SpecialTokenOutOfRange { key: named, id: -2, n_tokens: 5 }
+                    if named == key) =>
+            {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(key) && msg.contains("-2") && msg.contains(" 5 "),
+                    "{msg}"
+                );
+            }
+            other => panic!("{key} = -2: want SpecialTokenOutOfRange, got {other:?}"),
+        }
+    }
+
+    let special = |edit: Option<(&str, i32)>| {
+        let bytes = vocab_file(|w| {
+            w.set("tokenizer.ggml.model", MetaValue::String("llama".into()));
+            if let Some((key, id)) = edit {
+                w.set(key, MetaValue::I32(id));
+            }
+        });
+        let g = Gguf::parse(&bytes).unwrap_or_else(|e| panic!("{edit:?}: {e}"));
+        Tokenizer::from_gguf(&g)
+            .unwrap_or_else(|e| panic!("{edit:?}: {e}"))
+            .special_ids()
+    };
+    let absent = special(None);
+    assert_eq!(absent.pad, None, "no padding token without the key");
+    for key in SPECIAL_ID_KEYS {
+        assert_eq!(special(Some((key, -1))), absent, "{key} = -1");
+        assert_ne!(special(Some((key, 4))), absent, "{key} = 4 is read");
+    }
+    assert_eq!(
+        special(Some(("tokenizer.ggml.padding_token_id", 4))).pad,
+        Some(4)
+    );
 }

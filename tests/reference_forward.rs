@@ -10,9 +10,9 @@ mod common;
 use std::sync::OnceLock;
 
 use flint::gguf::{GgmlType, GgufFile};
-use half::f16;
 use flint::reference::forward::{Capture, ForwardError, RefModel, Rows};
 use flint::reference::ops::argmax;
+use half::f16;
 use serde_json::Value;
 
 /// Greedy steps compared per prompt at most (each stops earlier at a near-tie).

@@ -4,7 +4,8 @@
 //! concurrent clients on 4 slots with disconnects and seeds (tests/serve/load.py), the end of
 //! streams on SIGTERM, and the refusal of a non-loopback bind without a key. The Python scripts
 //! run in a pinned environment that tests/serve/venv.sh makes on first use; a missing python3
-//! fails the tests.
+//! fails the tests. Times (a refusal, an exit, a slot release, a 429) are printed, not asserted:
+//! only the liveness bound `harness::LIVENESS`, which a hang alone would pass, fails a test.
 
 #[path = "serve/client.rs"]
 mod client;
@@ -15,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::{http, read_events};
-use harness::{script, serial, Server};
+use harness::{script, serial, Server, LIVENESS};
 use serde_json::Value;
 
 const MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
@@ -174,7 +175,7 @@ fn sigterm_ends_streams_with_an_error_event_and_exits_zero() {
         j["error"]["message"].is_string(),
         "the stream must end with an error event: {rest:?}"
     );
-    let st = s.wait_exit(Duration::from_secs(10));
+    let st = s.wait_exit();
     assert!(st.success(), "exit status after SIGTERM: {st}: {}", s.log());
     eprintln!(
         "SIGTERM: stream ended and exit 0 in {:.2} s",
@@ -184,7 +185,7 @@ fn sigterm_ends_streams_with_an_error_event_and_exits_zero() {
     let mut s = Server::start(&[]);
     let t0 = Instant::now();
     s.signal("INT");
-    let st = s.wait_exit(Duration::from_secs(10));
+    let st = s.wait_exit();
     assert!(st.success(), "exit status after SIGINT: {st}: {}", s.log());
     eprintln!(
         "SIGINT when idle: exit 0 in {:.2} s",
@@ -197,10 +198,12 @@ fn a_non_loopback_host_needs_a_key() {
     let _g = serial();
     let t0 = Instant::now();
     let (mut child, log, rx) = harness::spawn(&["--host", "0.0.0.0", "--port", "0"]);
-    let bound = harness::listening(&rx, Duration::from_secs(20));
-    let st = child.wait().expect("wait");
+    let bound = harness::listening(&rx, LIVENESS);
+    let st = harness::wait_within(&mut child, LIVENESS);
+    let refused_after = t0.elapsed();
     let log = log.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert!(bound.is_none(), "bound {bound:?} without a key: {log}");
+    let st = st.unwrap_or_else(|| panic!("still running {LIVENESS:?} on (a hang): {log}"));
     assert!(!st.success(), "must exit non-zero: {log}");
     assert!(
         st.code().is_some_and(|c| c != 101),
@@ -210,10 +213,9 @@ fn a_non_loopback_host_needs_a_key() {
         log.contains("--api-key") || log.contains("--insecure"),
         "say why: {log}"
     );
-    assert!(
-        t0.elapsed() < Duration::from_secs(10),
-        "refused in {:?}",
-        t0.elapsed()
+    eprintln!(
+        "non-loopback bind without a key: refused ({st}) after {:.2} s",
+        refused_after.as_secs_f64()
     );
 
     for extra in [&["--api-key", "k"][..], &["--insecure"], &[]] {
@@ -225,7 +227,7 @@ fn a_non_loopback_host_needs_a_key() {
         let mut args = vec!["--host", host, "--port", "0"];
         args.extend_from_slice(extra);
         let (mut child, log, rx) = harness::spawn(&args);
-        let bound = harness::listening(&rx, Duration::from_secs(20));
+        let bound = harness::listening(&rx, LIVENESS);
         child.kill().ok();
         child.wait().ok();
         let log = log.lock().unwrap_or_else(|e| e.into_inner()).clone();

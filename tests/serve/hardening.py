@@ -17,6 +17,8 @@ OpenAI error shape (`{"error": {"message", "type", "param", "code"}}`), a 400 of
   `Authorization: Bearer` or `X-Api-Key` gets through; /health and /v1/models are public. (The
   extra space goes before the key: HTTP parsers drop whitespace at the end of a header value,
   RFC 9110 section 5.5, so `Bearer KEY ` reaches the server as `Bearer KEY`.)
+After the cases every slot must become idle again; how long that took is reported (stderr and
+the JSON), not held to a figure: only LIVENESS_S, a bound that a hang alone would pass, fails.
 Prints the number of cases per status as JSON.
 """
 
@@ -25,6 +27,7 @@ import base64
 import http.client
 import json
 import re
+import sys
 import time
 
 import rawhttp
@@ -33,6 +36,8 @@ from common import Violation, check, error_shape, host_port, run
 CHAT = "/v1/chat/completions"
 TEXT = "/v1/completions"
 MSGS = [{"role": "user", "content": "Hi"}]
+# Seconds past which a wait counts as a hang (the time itself is reported, never asserted).
+LIVENESS_S = 60.0
 
 
 def chat(**kw):
@@ -255,18 +260,25 @@ def main():
     d1(ck, a.api_key)
     if ck.failures:
         raise Violation(f"{len(ck.failures)} cases failed:\n  " + "\n  ".join(ck.failures))
-    # The slot of the last answer is released just after the answer: give it up to 1 s.
-    deadline = time.monotonic() + 1.0
+    # The slot of the last answer is released just after the answer: poll /health until every
+    # slot is idle, report the time, and fail only past LIVENESS_S.
+    t0 = time.monotonic()
     while True:
         h = ck.send("GET", "/health", auth=False)
-        ck.expect_ok("/health after the cases", h)
+        check(h.status == 200, f"/health after the cases: {h!r}")
         hj = h.json()
         check(hj.get("status") == "ok", f"/health status {hj}")
+        waited = time.monotonic() - t0
         if hj.get("slots_idle") == a.slots and hj.get("slots_processing") == 0:
             break
-        check(time.monotonic() < deadline, f"/health 1 s after the cases: {hj}")
+        check(waited < LIVENESS_S, f"slots still busy {waited:.1f} s after the cases: {hj}")
         time.sleep(0.02)
-    return {"model": model, "statuses": {str(k): v for k, v in sorted(ck.counts.items())}}
+    print(f"hardening.py: slot released {waited:.3f} s after the last answer", file=sys.stderr)
+    return {
+        "model": model,
+        "statuses": {str(k): v for k, v in sorted(ck.counts.items())},
+        "slot_released_after_s": round(waited, 3),
+    }
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ use crate::client::http;
 /// The line the server prints to stderr once its socket is bound.
 const LISTENING: &str = "flint serve: listening on http://";
 
+/// Seconds past which a wait counts as a hang. Times the tests measure are printed, never held
+/// to a figure: only this bound, which a hang alone would pass, fails a test.
+pub const LIVENESS: Duration = Duration::from_secs(60);
+
 /// One test at a time: servers share two cores and one device, and the tests time things.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -117,9 +121,9 @@ impl Server {
             first_health: (0, String::new()),
             loading_probe: Vec::new(),
         };
-        match listening(&rx, Duration::from_secs(60)) {
+        match listening(&rx, LIVENESS) {
             Some(addr) => s.addr = addr,
-            None => panic!("no listening line within 60 s: {}", s.log()),
+            None => panic!("no listening line within {LIVENESS:?}: {}", s.log()),
         }
         let t0 = Instant::now();
         loop {
@@ -141,7 +145,7 @@ impl Server {
             let waited = t0.elapsed();
             assert!(
                 waited < Duration::from_secs(180),
-                "not ready in 180 s: {}",
+                "not ready in 180 s (a hang): {}",
                 s.log()
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -203,32 +207,46 @@ impl Server {
         }
     }
 
-    /// Wait for the process to end; panics (after killing it) past `within`.
-    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                return st;
-            }
-            if t0.elapsed() > within {
-                self.child.kill().ok();
-                self.child.wait().ok();
-                panic!(
-                    "flint serve still running {within:?} after the signal: {}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+    /// Wait for the process to end; panics (after killing it) past [`LIVENESS`], a hang.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        match wait_within(&mut self.child, LIVENESS) {
+            Some(st) => st,
+            None => panic!(
+                "flint serve still running {LIVENESS:?} after the signal (a hang): {}",
+                self.log()
+            ),
         }
     }
 
-    /// SIGTERM, then require a clean exit (status 0) within 10 s.
+    /// SIGTERM, then require a clean exit (status 0); the time it took is printed.
     pub fn stop(mut self) {
+        let t0 = Instant::now();
         self.signal("TERM");
-        let st = self.wait_exit(Duration::from_secs(10));
+        let st = self.wait_exit();
+        eprintln!(
+            "server {} exited {:.2} s after SIGTERM",
+            self.addr,
+            t0.elapsed().as_secs_f64()
+        );
         if cfg!(unix) {
             assert!(st.success(), "exit after SIGTERM: {st}: {}", self.log());
         }
+    }
+}
+
+/// Wait for `child` to end; None (after killing it) when it still runs past `within`.
+pub fn wait_within(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return Some(st);
+        }
+        if t0.elapsed() > within {
+            child.kill().ok();
+            child.wait().ok();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
