@@ -39,6 +39,8 @@ pub enum Error {
     BenchPrompts(#[from] crate::bench::spec::PromptsError),
     #[error(transparent)]
     DrafterInit(#[from] crate::model::drafter_init::InitError),
+    #[error(transparent)]
+    RandomWeights(#[from] crate::model::random_weights::RandomError),
     #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
     OutOfMemory {
         requested: u64,
@@ -65,6 +67,10 @@ impl Error {
                 crate::model::drafter_init::InitError::Hparams(_)
                 | crate::model::drafter_init::InitError::Gguf(_) => 3,
                 _ => 2,
+            },
+            Error::RandomWeights(e) => match e {
+                crate::model::random_weights::RandomError::Io(_) => 1,
+                _ => 3,
             },
             Error::Io { .. } => 1,
         }

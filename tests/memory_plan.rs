@@ -28,8 +28,8 @@ struct Scenario {
 
 impl Scenario {
     fn new() -> Scenario {
-        let target = parse(presets::qwen3_8b_q4_k_m());
-        let drafter = parse(presets::qwen3_8b_dspark_q8_0());
+        let target = parse(presets::preset("qwen3-8b-q4_k_m").unwrap());
+        let drafter = parse(presets::preset("qwen3-8b-dspark-q8_0").unwrap());
         let hp = Hparams::from_gguf(&target).unwrap();
         let meta = DrafterMeta::from_gguf(&drafter).unwrap();
         Scenario {
@@ -209,9 +209,9 @@ fn seed_report_drafter_needs_megabytes_not_5888_mib_of_compute() {
     // The reference implementation reserved ~5888 MiB of drafter compute at -c 32768 for this
     // drafter (6 layers, d 5120, 40/4 heads, vocab 248320, γ 4, 5 taps). flint's drafter compute
     // and staging do not depend on the context at all.
-    let target = parse(presets::qwen3_8b_q4_k_m());
+    let target = parse(presets::preset("qwen3-8b-q4_k_m").unwrap());
     let hp = Hparams::from_gguf(&target).unwrap();
-    let drafter = parse(presets::bonsai_27b_dspark_q4_1());
+    let drafter = parse(presets::preset("bonsai-27b-dspark-q4_1").unwrap());
     let meta = DrafterMeta::from_gguf(&drafter).unwrap();
     assert_eq!(
         meta.target_layers,

@@ -1,11 +1,13 @@
 //! Models: hyperparameters from GGUF metadata, the drafter's own metadata, and (to come) weights
 //! upload and one forward file per architecture.
 
+pub mod byte_vocab;
 pub mod drafter_init;
 pub mod drafter_meta;
 pub mod forward;
 pub mod hparams;
 pub mod presets;
+pub mod random_weights;
 pub mod weights;
 
 pub use drafter_meta::{tensor_name as drafter_tensor_name, DrafterMeta, DRAFTER_TENSORS};

@@ -1,27 +1,42 @@
-//! Shape-only GGUF files built from published dimensions, so a model can be planned before it is
-//! downloaded (`flint gguf preset NAME OUT`), and the seed scenario can be tested without 6 GB of
-//! weights. Each preset lists every tensor with the type llama.cpp's quantization recipe gives it.
+//! GGUF files built from published dimensions: shape-only, so a model can be planned before it
+//! is downloaded (`flint gguf preset NAME OUT`) and the seed scenario tested without 6 GB of
+//! weights, or complete with random weights (`--weights random`, [`super::random_weights`]) so a
+//! full-size model can be run where none can be downloaded. Each preset lists every tensor with
+//! the type llama.cpp's quantization recipe gives it. Dimensions: the models' published
+//! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 
 use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 3] = [
+pub const PRESETS: [&str; 6] = [
     "qwen3-8b-q4_k_m",
+    "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
+    "qwen3-0.6b-q4_0",
+    "qwen3-0.6b-dspark-q8_0",
     "bonsai-27b-dspark-q4_1",
 ];
 
-/// The bytes of preset `name`'s shape-only GGUF, or `None` for an unknown name.
-pub fn preset(name: &str) -> Option<Result<Vec<u8>, GgufError>> {
+/// The writer of preset `name` (shape-only tensors), or `None` for an unknown name.
+pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
     Some(match name {
         "qwen3-8b-q4_k_m" => qwen3_8b_q4_k_m(),
+        "qwen3-8b-q4_0" => qwen3_q4_0(&QWEN3_8B),
         "qwen3-8b-dspark-q8_0" => qwen3_8b_dspark_q8_0(),
+        "qwen3-0.6b-q4_0" => qwen3_q4_0(&QWEN3_06B),
+        "qwen3-0.6b-dspark-q8_0" => qwen3_06b_dspark_q8_0(),
         "bonsai-27b-dspark-q4_1" => bonsai_27b_dspark_q4_1(),
         _ => return None,
     })
 }
 
+/// The bytes of preset `name`'s shape-only GGUF, or `None` for an unknown name.
+pub fn preset(name: &str) -> Option<Result<Vec<u8>, GgufError>> {
+    preset_writer(name).map(|w| w.and_then(|w| w.to_bytes()))
+}
+
 /// Backbone dimensions.
+#[derive(Clone, Copy)]
 struct Dims {
     layers: u32,
     d: u32,
@@ -88,8 +103,20 @@ const QWEN3_8B: Dims = Dims {
     rope_base: 1e6,
 };
 
+/// Qwen3-0.6B (tied embeddings).
+const QWEN3_06B: Dims = Dims {
+    layers: 28,
+    d: 1024,
+    ff: 3072,
+    heads: 16,
+    kv_heads: 8,
+    head_dim: 128,
+    vocab: 151936,
+    rope_base: 1e6,
+};
+
 /// Qwen3-8B in Q4_K_M.
-pub fn qwen3_8b_q4_k_m() -> Result<Vec<u8>, GgufError> {
+fn qwen3_8b_q4_k_m() -> Result<GgufWriter, GgufError> {
     let x = &QWEN3_8B;
     let mut w = GgufWriter::new();
     set_backbone(&mut w, "qwen3", x);
@@ -105,7 +132,26 @@ pub fn qwen3_8b_q4_k_m() -> Result<Vec<u8>, GgufError> {
     }
     w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
     w.add_tensor_shape("output.weight", &[d, v], GgmlType::Q6_K)?;
-    w.to_bytes()
+    Ok(w)
+}
+
+/// A Qwen3 model in llama.cpp's Q4_0 recipe: Q4_0 matrices, a Q6_K LM head (a Q6_K
+/// `token_embd` when the LM head is tied to it, as in Qwen3-0.6B).
+fn qwen3_q4_0(x: &Dims) -> Result<GgufWriter, GgufError> {
+    let tied = x.d < 2048;
+    let mut w = GgufWriter::new();
+    set_backbone(&mut w, "qwen3", x);
+    let (d, v) = (u64::from(x.d), u64::from(x.vocab));
+    let embd = if tied { GgmlType::Q6_K } else { GgmlType::Q4_0 };
+    w.add_tensor_shape("token_embd.weight", &[d, v], embd)?;
+    for i in 0..x.layers {
+        add_block(&mut w, i, x, [GgmlType::Q4_0; 3])?;
+    }
+    w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
+    if !tied {
+        w.add_tensor_shape("output.weight", &[d, v], GgmlType::Q6_K)?;
+    }
+    Ok(w)
 }
 
 /// The DSpark drafter heads (`dflash` names, or the legacy PrismML names).
@@ -144,36 +190,44 @@ fn add_heads(
 /// The Qwen3-8B DSpark drafter (5 layers at the target's dims, block 7, taps [2, 10, 18, 26, 34]
 /// in the layer-input convention, Markov rank 256, confidence head) in Q8_0, `dflash` format,
 /// embeddings and LM head borrowed from the target.
-pub fn qwen3_8b_dspark_q8_0() -> Result<Vec<u8>, GgufError> {
-    let x = Dims {
-        layers: 5,
-        ..QWEN3_8B
-    };
+fn qwen3_8b_dspark_q8_0() -> Result<GgufWriter, GgufError> {
+    dspark_q8_0(&QWEN3_8B, 5, &[2, 10, 18, 26, 34])
+}
+
+/// A Qwen3-0.6B drafter in the same layout: 2 layers, block 7, taps [1, 14, 27].
+fn qwen3_06b_dspark_q8_0() -> Result<GgufWriter, GgufError> {
+    dspark_q8_0(&QWEN3_06B, 2, &[1, 14, 27])
+}
+
+/// A `dflash` drafter of `layers` layers at `target`'s dimensions tapping `taps`: block 7,
+/// Markov rank 256, confidence head, Q8_0, embeddings and LM head borrowed from the target.
+fn dspark_q8_0(target: &Dims, layers: u32, taps: &[i32]) -> Result<GgufWriter, GgufError> {
+    let x = Dims { layers, ..*target };
     let mut w = GgufWriter::new();
     set_backbone(&mut w, "dflash", &x);
     w.set("dflash.block_size", MetaValue::U32(7));
     w.set(
         "dflash.target_layers",
-        MetaValue::Array(MetaArray::I32(vec![2, 10, 18, 26, 34])),
+        MetaValue::Array(MetaArray::I32(taps.to_vec())),
     );
-    w.set("dflash.target_hidden_size", MetaValue::U32(4096));
+    w.set("dflash.target_hidden_size", MetaValue::U32(x.d));
     w.set("tokenizer.ggml.mask_token_id", MetaValue::U32(151669));
     let q8 = GgmlType::Q8_0;
     let d = u64::from(x.d);
-    w.add_tensor_shape("fc.weight", &[5 * d, d], q8)?;
+    w.add_tensor_shape("fc.weight", &[taps.len() as u64 * d, d], q8)?;
     w.add_tensor_shape("enc.output_norm.weight", &[d], GgmlType::F32)?;
     for i in 0..x.layers {
         add_block(&mut w, i, &x, [q8; 3])?;
     }
     w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
     add_heads(&mut w, &x, 256, q8, false)?;
-    w.to_bytes()
+    Ok(w)
 }
 
 /// The drafter of the seed report (Ternary-Bonsai-27B-dspark, legacy PrismML format): 6 layers,
 /// d 5120, FFN 5120, 40/4 heads of 128, vocab 248320, γ 4, taps [1, 16, 31, 46, 61] (HF output
 /// ids), rank 256, confidence head; matrices Q4_1 (its embeddings are kept, as in the report).
-pub fn bonsai_27b_dspark_q4_1() -> Result<Vec<u8>, GgufError> {
+fn bonsai_27b_dspark_q4_1() -> Result<GgufWriter, GgufError> {
     let x = Dims {
         layers: 6,
         d: 5120,
@@ -204,5 +258,5 @@ pub fn bonsai_27b_dspark_q4_1() -> Result<Vec<u8>, GgufError> {
     w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
     w.add_tensor_shape("output.weight", &[d, v], q)?;
     add_heads(&mut w, &x, 256, q, true)?;
-    w.to_bytes()
+    Ok(w)
 }

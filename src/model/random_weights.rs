@@ -1,0 +1,225 @@
+//! Random weights for a shape-only GGUF (`flint gguf preset NAME OUT --weights random`): a
+//! complete model file of any size, written streaming (one chunk of blocks in memory at a
+//! time), the same bytes for the same seed, so a full-size model can be benchmarked on a
+//! machine that cannot download one.
+//!
+//! What the values are: every block format gets random quants and sub-block scales (any bit
+//! pattern decodes to a finite value) and block scales chosen so the decoded weights of a
+//! `[K, N]` matrix have a standard deviation of `1 / √K` and mean about 0 (a trained model's
+//! magnitudes: activations stay finite through any depth). The scale for a type is found by
+//! decoding sample blocks with unit scales through [`crate::quant::dequantize`]. Weights are
+//! centred: block minimums are set against the mean of the quants (legacy `m = −c·q̄`, k-quant
+//! `dmin = c·q̄·s̄ / m̄`), and formats without one get a random sign per block scale. Norm
+//! weights are 1, biases 0.
+
+use std::io::Write;
+
+use crate::gguf::{GgmlType, Gguf, GgufError, TensorInfo};
+use crate::quant::dequantize;
+
+/// Bytes of random data generated and written at a time.
+const CHUNK: usize = 8 << 20;
+
+/// SplitMix64: fast, seeded, and the same everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn fill(&mut self, out: &mut [u8]) {
+        let mut words = out.chunks_exact_mut(8);
+        for w in &mut words {
+            w.copy_from_slice(&self.next().to_le_bytes());
+        }
+        let rest = words.into_remainder();
+        let last = self.next().to_le_bytes();
+        rest.copy_from_slice(&last[..rest.len()]);
+    }
+
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// Where a block format keeps its f16 scale and, if any, its f16 minimum, and what the minimum
+/// is set to for a scale of 1 (see the module docs).
+struct ScaleFields {
+    d: usize,
+    min: Option<(usize, f32)>,
+}
+
+fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
+    use GgmlType::*;
+    let f = |d, min| Some(ScaleFields { d, min });
+    match ty {
+        Q4_0 | Q5_0 | Q8_0 => f(0, None),
+        // value = d·q + m, q in 0..=15 (Q4_1) or 0..=31 (Q5_1).
+        Q4_1 => f(0, Some((2, -7.5))),
+        Q5_1 => f(0, Some((2, -15.5))),
+        // value = d·sc·q − dmin·m: 4-bit sc and m, q in 0..=3 (Q2_K); 6-bit sc and m, q in
+        // 0..=15 / 0..=31 (Q4_K / Q5_K). dmin = d·q̄ centres the mean.
+        Q2_K => f(80, Some((82, 1.5))),
+        Q4_K => f(0, Some((2, 7.5))),
+        Q5_K => f(0, Some((2, 15.5))),
+        Q3_K => f(108, None),
+        Q6_K => f(208, None),
+        _ => None,
+    }
+}
+
+/// Errors writing random weights.
+#[derive(Debug, thiserror::Error)]
+pub enum RandomError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("random weights: tensor '{name}' has type {ty}, which the generator does not write")]
+    Type { name: String, ty: GgmlType },
+    #[error("random weights: the header holds tensor data already (tensor '{name}')")]
+    NotShapeOnly { name: String },
+    #[error("writing random weights: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Writes `header` (a shape-only GGUF: metadata and tensor infos, ending at the data offset)
+/// and then random data for every tensor at the offsets the header gives; returns the bytes
+/// written. The same `header` and `seed` give the same bytes.
+pub fn write_random(header: &[u8], out: &mut impl Write, seed: u64) -> Result<u64, RandomError> {
+    let g = Gguf::parse(header)?;
+    if !g.shape_only {
+        let name = g
+            .tensors
+            .first()
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
+        return Err(RandomError::NotShapeOnly { name });
+    }
+    out.write_all(header)?;
+    let mut at = g.data_offset;
+    let mut tensors: Vec<&TensorInfo> = g.tensors.iter().collect();
+    tensors.sort_by_key(|t| t.offset);
+    let mut buf = Vec::with_capacity(CHUNK);
+    for (i, t) in tensors.into_iter().enumerate() {
+        let start = g.data_offset + t.offset;
+        pad(out, start.saturating_sub(at))?;
+        let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        write_tensor(t, &mut rng, &mut buf, out)?;
+        at = start + t.n_bytes;
+    }
+    let end = at.div_ceil(g.alignment) * g.alignment;
+    pad(out, end - at)?;
+    Ok(end)
+}
+
+fn pad(out: &mut impl Write, n: u64) -> std::io::Result<()> {
+    const ZEROS: [u8; 64] = [0; 64];
+    let mut n = n;
+    while n > 0 {
+        let k = n.min(64) as usize;
+        out.write_all(&ZEROS[..k])?;
+        n -= k as u64;
+    }
+    Ok(())
+}
+
+/// One tensor's `n_bytes` of random data.
+fn write_tensor(
+    t: &TensorInfo,
+    rng: &mut Rng,
+    buf: &mut Vec<u8>,
+    out: &mut impl Write,
+) -> Result<(), RandomError> {
+    let sigma = 1.0 / (t.row_len().max(1) as f32).sqrt();
+    match t.ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
+            let fixed = if t.name.contains("norm") {
+                Some(1.0)
+            } else if t.name.ends_with(".bias") {
+                Some(0.0)
+            } else {
+                None
+            };
+            let width = t.ty.type_size();
+            let mut left = t.n_bytes;
+            while left > 0 {
+                buf.clear();
+                for _ in 0..left.min(CHUNK as u64) as usize / width {
+                    let v = fixed.unwrap_or_else(|| rng.unit() * sigma * 3f32.sqrt());
+                    match t.ty {
+                        GgmlType::F16 => buf.extend(half::f16::from_f32(v).to_le_bytes()),
+                        GgmlType::BF16 => buf.extend(half::bf16::from_f32(v).to_le_bytes()),
+                        _ => buf.extend(v.to_le_bytes()),
+                    }
+                }
+                out.write_all(buf)?;
+                left -= buf.len() as u64;
+            }
+            Ok(())
+        }
+        ty => {
+            let fields = scale_fields(ty).ok_or_else(|| RandomError::Type {
+                name: t.name.clone(),
+                ty,
+            })?;
+            let c = half::f16::from_f32(sigma / unit_std(ty, &fields)?);
+            let (_, size) = ty.block_layout();
+            let per_chunk = (CHUNK / size).max(1) * size;
+            let mut left = t.n_bytes;
+            while left > 0 {
+                let n = left.min(per_chunk as u64) as usize;
+                buf.resize(n, 0);
+                rng.fill(buf);
+                for block in buf.chunks_exact_mut(size) {
+                    set_scales(block, &fields, c);
+                }
+                out.write_all(buf)?;
+                left -= n as u64;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes block scale `c` (and its minimum) into `block`. A format without a minimum decodes
+/// signed quants with a mean of −½ step, so the scale's sign is drawn per block (from the
+/// random byte it overwrites) to centre the weights.
+fn set_scales(block: &mut [u8], f: &ScaleFields, c: half::f16) {
+    let c = if f.min.is_none() && block[f.d] & 1 == 1 {
+        -c
+    } else {
+        c
+    };
+    block[f.d..f.d + 2].copy_from_slice(&c.to_le_bytes());
+    if let Some((at, ratio)) = f.min {
+        let m = half::f16::from_f32(c.to_f32() * ratio);
+        block[at..at + 2].copy_from_slice(&m.to_le_bytes());
+    }
+}
+
+/// Standard deviation of the decoded weights of random blocks of `ty` with a block scale of 1.
+fn unit_std(ty: GgmlType, f: &ScaleFields) -> Result<f32, RandomError> {
+    let (elems, size) = ty.block_layout();
+    let n_blocks = 256;
+    let mut bytes = vec![0u8; n_blocks * size];
+    Rng(0x5EED).fill(&mut bytes);
+    for block in bytes.chunks_exact_mut(size) {
+        set_scales(block, f, half::f16::ONE);
+    }
+    let values = dequantize(ty, &bytes, n_blocks * elems).map_err(|e| GgufError::Write {
+        message: format!("decoding sample {ty} blocks: {e}"),
+    })?;
+    let n = values.len() as f64;
+    let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let var = values
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    Ok((var.sqrt() as f32).max(f32::MIN_POSITIVE))
+}
