@@ -1,6 +1,7 @@
 //! The GPU forward of every architecture (llama with llama-3 rope factors, qwen2 with q/k/v
 //! biases, qwen3 with per-head q/k norms, tied and untied heads) against the CPU oracle, on tiny
-//! random models written with the GGUF writer: a 6-token prefill then 3 decode steps.
+//! random models written with the GGUF writer: a 6-token prefill then 3 decode steps, logits
+//! within NMSE [`LOGITS_NMSE`] (measured).
 
 mod common;
 
@@ -129,6 +130,14 @@ fn write(t: &Tiny, path: &std::path::Path) {
     w.write_file(path).unwrap();
 }
 
+/// NMSE of the GPU logits against the oracle's, per step. Measured worst on lavapipe: 1.6e-10
+/// (llama, the third decode step; the 12 steps of the three architectures range from 1.6e-13
+/// to 1.6e-10). Bound 1e-8, ~64×: the high end of the usual multiple because the figure jumps
+/// by 1000× from one step to the next. Not lower: two layers of f32 sums in orders other than
+/// the oracle's, with K/V rounded to f16 on both sides, where an f32 difference that crosses an
+/// f16 rounding boundary can become a 2^-11 relative step in that value. Was 1e-5.
+const LOGITS_NMSE: f64 = 1e-8;
+
 fn check(t: Tiny) {
     let ctx = common::gpu::ctx();
     let path =
@@ -166,7 +175,12 @@ fn check(t: Tiny) {
         let gpu = fwd.logits(&ctx).unwrap();
         let cpu = oracle.forward_last(&mut cache, &tokens, pos).unwrap();
         let e = common::gpu::nmse(&gpu, &cpu);
-        assert!(e <= 1e-5, "{} step {step}: NMSE {e}", t.arch);
+        eprintln!("{} step {step}: logits NMSE {e:.3e}", t.arch);
+        assert!(
+            e <= LOGITS_NMSE,
+            "{} step {step}: NMSE {e:e} > {LOGITS_NMSE:e}",
+            t.arch
+        );
         let top = fwd.argmax(&ctx).unwrap()[0];
         pos += tokens.len();
         tokens = vec![top];

@@ -190,6 +190,13 @@ fn every_layer_matches_the_cpu_reference() {
                 .zip(r)
                 .fold(0f64, |a, (&x, &y)| a.max(f64::from(x - y).abs()));
             let rel = err / scale;
+            eprintln!("step {step} layer {il}: max |gpu - cpu| / max(1, max |cpu|) {rel:.3e}");
+            // Measured worst on lavapipe: 1.77e-4 (the prefill, the last layer's output; 2.8e-5 to
+            // 7.4e-5 elsewhere, 120 cases). Bound 1e-3, ~5.7×: below the usual 10× because the
+            // bound was 1e-3 before it was measured and is not widened. Not in the 1e-9 range:
+            // 30 layers of f32 sums in orders other than the oracle's, with f16 K/V on both sides
+            // (an f32 difference that crosses an f16 rounding boundary can become a 2^-11
+            // relative step), and each layer's difference feeds the next.
             assert!(
                 rel <= 1e-3,
                 "step {step} layer {il}: max |gpu - cpu| = {err} (scale {scale})"
@@ -236,6 +243,7 @@ fn taps_match_the_cpu_reference_for_every_row() {
         named: false,
     };
     let cpu = oracle.forward(&mut cache, &prompt, 0, &capture).unwrap();
+    let mut worst = 0f64;
     for (k, (layer, want)) in cpu.taps.iter().enumerate() {
         assert_eq!(want.len(), prompt.len() * d);
         let scale = want.iter().fold(1f64, |a, &x| a.max(f64::from(x).abs()));
@@ -246,12 +254,22 @@ fn taps_match_the_cpu_reference_for_every_row() {
                 .iter()
                 .zip(exp)
                 .fold(0f64, |a, (&x, &y)| a.max(f64::from(x - y).abs()));
+            eprintln!(
+                "tap {layer} row {r}: max |gpu - cpu| / max(1, max |cpu|) {:.3e}",
+                err / scale
+            );
+            worst = worst.max(err / scale);
+            // Measured worst on lavapipe: 1.8e-5 (tap 10, row 5; 40 cases). Bound 5e-4, ~28×:
+            // tap 30 is the last layer's output, which reaches 1.77e-4 on the 37-token prompt
+            // of `every_layer_matches_the_cpu_reference` (~2.8× under this bound). Not in the
+            // 1e-9 range for the reasons given there (30 layers, f16 K/V). Was 1e-3.
             assert!(
-                err / scale <= 1e-3,
+                err / scale <= 5e-4,
                 "tap {layer} row {r}: {err} (scale {scale})"
             );
         }
     }
+    eprintln!("worst tap relative difference: {worst:.2e}");
     common::gpu::assert_clean(&s.ctx);
 }
 /// The record holds the size wgpu reports for every buffer created (a stacked weight once,
@@ -273,7 +291,10 @@ fn allocated_buffers_equal_the_plan() {
                     .bytes
             })
             .sum();
-        assert_eq!(*bytes, planned, "{name}: allocated (wgpu's size) vs planned");
+        assert_eq!(
+            *bytes, planned,
+            "{name}: allocated (wgpu's size) vs planned"
+        );
         seen.extend(parts);
     }
     for b in &s.plan.buffers {
@@ -294,7 +315,12 @@ fn allocated_buffers_equal_the_plan() {
         };
         let want = t.n_rows() * (t.row_len() / block * size);
         let planned = s.plan.get(&t.name).map(|b| b.bytes);
-        assert_eq!(planned, Some(want), "{}: planned vs rows × row bytes", t.name);
+        assert_eq!(
+            planned,
+            Some(want),
+            "{}: planned vs rows × row bytes",
+            t.name
+        );
     }
 }
 

@@ -29,9 +29,23 @@ pub fn markov_bias(drafter: &[u8], rank: usize, prev: u32) -> Vec<f64> {
         .collect()
 }
 
-pub fn close(got: f32, want: f64) -> bool {
-    (f64::from(got) - want).abs() <= 1e-5 * want.abs().max(1.0)
+/// Bound of [`rel_err`] between the oracle's f32 drafter heads and their f64 recomputation here
+/// (both on the CPU, so no GPU rounding enters). Measured worst: 6.6e-8 (a logit of SmolLM2's
+/// drafter, slot 0: about one f32 rounding of the sum; confidences ≤ 2.9e-8; both targets,
+/// every slot checked). Bound 1e-6, ~15×. Was 1e-5.
+pub const HEAD_REL: f64 = 1e-6;
+
+/// `|got − want| / max(|want|, 1)`.
+pub fn rel_err(got: f32, want: f64) -> f64 {
+    (f64::from(got) - want).abs() / want.abs().max(1.0)
 }
+
+/// Smallest largest |corrected − base logit| the Markov head must make in a draft's logits.
+/// Measured (the largest over the vocabulary and block, per draft): 0.17 and 0.35 on the tiny
+/// target, 0.66 on SmolLM2. Threshold 1e-2: ~17× under the smallest; a Markov term that is
+/// lost leaves each corrected logit within rounding of its base logit ([`HEAD_REL`] ×
+/// max(|logit|, 1): 1e-4 at |logit| = 100), which does not pass. Was 1e-3.
+pub const MARKOV_MOVES: f32 = 1e-2;
 
 /// Check one slot: `L_j = U_j + W2·W1[prev]` and `c_j = σ(conf · [h_j; W1[prev]] + b)`.
 pub fn check_slot(drafter: &[u8], m: &RefDrafterMeta, draft: &RefDraft, j: usize, prev: u32) {
@@ -41,16 +55,19 @@ pub fn check_slot(drafter: &[u8], m: &RefDrafterMeta, draft: &RefDraft, j: usize
         m.markov_rank as usize,
     );
     let bias = markov_bias(drafter, r, prev);
+    let mut worst = 0f64;
     for (i, (&l, &u)) in draft.logits[j * v..][..v]
         .iter()
         .zip(&draft.base_logits[j * v..])
         .enumerate()
     {
+        let e = rel_err(l, f64::from(u) + bias[i]);
         assert!(
-            close(l, f64::from(u) + bias[i]),
-            "slot {j} token {i}: {l} vs {u} + {}",
+            e <= HEAD_REL,
+            "slot {j} token {i}: {l} vs {u} + {}: relative error {e:e}",
             bias[i]
         );
+        worst = worst.max(e);
     }
     let (cw, cb) = (
         tensor_f32(drafter, "conf_proj.weight"),
@@ -68,10 +85,11 @@ pub fn check_slot(drafter: &[u8], m: &RefDrafterMeta, draft: &RefDraft, j: usize
         .map(|(&a, &b)| f64::from(a) * f64::from(b))
         .sum::<f64>()
         + f64::from(cb[0]);
-    assert!(
-        close(draft.conf[j], 1.0 / (1.0 + (-s).exp())),
-        "conf slot {j}"
+    let e = rel_err(draft.conf[j], 1.0 / (1.0 + (-s).exp()));
+    eprintln!(
+        "slot {j}: worst relative error of the logits {worst:.3e}, of the confidence {e:.3e}"
     );
+    assert!(e <= HEAD_REL, "conf slot {j}: relative error {e:e}");
 }
 
 /// Every drafting invariant for a random drafter of `target` (run by `model`) on `prompt`.
@@ -125,8 +143,12 @@ pub fn check_drafting(target: &[u8], model: &RefModel, prompt: &[u32], opts: &In
         .logits
         .iter()
         .zip(&base.base_logits)
-        .any(|(a, b)| (a - b).abs() > 1e-3);
-    assert!(moved, "the Markov head changes the logits");
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    eprintln!("the Markov head moves a logit by up to {moved:.3e}");
+    assert!(
+        moved > MARKOV_MOVES,
+        "the Markov head changes the logits by at most {moved}"
+    );
     assert!(base.conf.iter().all(|c| (0.0..=1.0).contains(c)));
 
     // Injection order and chunking do not matter (same positions).
