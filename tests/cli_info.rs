@@ -1,6 +1,7 @@
 //! `flint info` on the real model, held to what gguf-py (llama.cpp's Python reader) reads from
 //! the same file (tests/data/smollm2_gguf_py.json, made by scripts/gen_gguf_reference.py), and on
-//! malformed files: one clear error line and a non-zero exit code other than 101.
+//! malformed files: one clear error line and a non-zero exit code other than 101; and on files of
+//! the 1-bit and ternary types, with the layout found for each type id 42 (Q2_0) tensor.
 
 mod common;
 
@@ -104,4 +105,70 @@ fn malformed_file_gives_one_error_line_and_exit_code() {
     let out = flint(&["info", dir.join("missing.gguf").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Files of the 1-bit and ternary types, written by flint's writer: `info` lists each tensor's
+/// type, and for type id 42 the layout the parser found (text and JSON). One file per id-42
+/// layout, since a file holds only one.
+#[test]
+fn info_lists_ternary_types_and_q2_0_layouts() {
+    use flint::gguf::{GgmlType as T, GgufWriter};
+    let dir = common::temp_dir("info-ternary");
+    let files = [
+        ("g64", [T::Q2_0, T::Q1_0, T::TQ1_0], "g64 (mainline)"),
+        (
+            "g128",
+            [T::Q2_0_G128, T::PQ2_0, T::TQ2_0],
+            "g128 (PrismML legacy)",
+        ),
+    ];
+    for (label, types, note) in files {
+        let mut w = GgufWriter::new();
+        for (i, ty) in types.iter().enumerate() {
+            let n = ty.row_bytes(256).unwrap() * 16;
+            w.add_tensor(
+                &format!("t{i}.{ty}"),
+                &[256, 16],
+                *ty,
+                vec![0x3C; n as usize],
+            )
+            .unwrap();
+        }
+        let path = dir.path().join(format!("{label}.gguf"));
+        w.write_file(&path).unwrap();
+        let path = path.to_str().unwrap();
+
+        let out = flint(&["info", path, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let tensors = v["tensors"].as_array().unwrap();
+        assert_eq!(tensors.len(), 3);
+        for (t, ty) in tensors.iter().zip(types) {
+            assert_eq!(t["type"], ty.name(), "{label}: {t}");
+            assert_eq!(t["bytes"], ty.row_bytes(256).unwrap() * 16, "{label}: {t}");
+            match ty.layout_note() {
+                Some(n) => assert_eq!(t["layout"], n, "{label}: {t}"),
+                None => assert!(t.get("layout").is_none(), "{label}: {t}"),
+            }
+        }
+        assert_eq!(v["totals"]["by_type"]["Q2_0"]["layout"], note);
+
+        let out = flint(&["info", path]);
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("offset  layout"), "{text}");
+        for (i, ty) in types.iter().enumerate() {
+            let name = format!(" t{i}.{ty} ");
+            let row = text
+                .lines()
+                .find(|l| l.contains(&name))
+                .unwrap_or_else(|| panic!("{label}: no row for {ty}:\n{text}"));
+            assert!(row.contains(&format!(" {} ", ty.name())), "{row}");
+            assert_eq!(row.ends_with(note), ty.layout_note().is_some(), "{row}");
+        }
+    }
 }

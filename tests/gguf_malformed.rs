@@ -594,3 +594,6 @@ fn minus_one_special_id_means_none() {
         Some(4)
     );
 }
+
+#[path = "gguf_malformed/q2_0.rs"]
+mod q2_0;

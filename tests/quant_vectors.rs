@@ -1,10 +1,13 @@
-//! `flint::quant::dequantize` against gguf-py's dequantization, bit for bit.
+//! `flint::quant::dequantize` against the reference dequantizers, bit for bit.
 //!
-//! The vectors in `tests/data/quant/` come from `scripts/gen_quant_vectors.py` (its header
-//! documents them): `<TYPE>.<label>.bin` holds raw blocks, `<TYPE>.<label>.f32` the expected
-//! little-endian f32 values (computed by gguf-py, never by flint). Every supported type must
-//! have at least one vector, values compare by `f32::to_bits` (so NaN payloads count too), and
-//! each vector is also decoded from an odd address.
+//! The vectors in `tests/data/quant/` hold `<TYPE>.<label>.bin` (raw blocks) and
+//! `<TYPE>.<label>.f32` (the expected little-endian f32 values, never computed by flint):
+//! `scripts/gen_quant_vectors.py` writes those of gguf-py (its header documents them), and
+//! `scripts/gen_quant_vectors_ternary.sh` those of ggml's C code (Q1_0, Q2_0, TQ1_0, TQ2_0 from
+//! llama.cpp's ggml-quants.c; PQ2_0 and the legacy 128-element Q2_0, `Q2_0_G128.*`, from a
+//! transcription of PrismML's). Every supported type must have at least one vector, values
+//! compare by `f32::to_bits` (so NaN payloads count too), and each vector is also decoded from
+//! an odd address.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,15 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/quant")
 }
 
+/// The type a file name's prefix names: a llama.cpp type name, or `Q2_0_G128` for PrismML's
+/// legacy 128-element Q2_0 (on disk id 42 like mainline Q2_0, so no type name of its own).
+fn vector_type(type_name: &str) -> Option<GgmlType> {
+    if type_name == "Q2_0_G128" {
+        return Some(GgmlType::Q2_0_G128);
+    }
+    GgmlType::from_name(type_name)
+}
+
 fn load_vectors() -> Vec<Vector> {
     let dir = data_dir();
     let mut names: Vec<String> = fs::read_dir(&dir)
@@ -36,7 +48,7 @@ fn load_vectors() -> Vec<Vector> {
         .into_iter()
         .map(|name| {
             let type_name = name.split('.').next().unwrap_or_default();
-            let ty = GgmlType::from_name(type_name)
+            let ty = vector_type(type_name)
                 .unwrap_or_else(|| panic!("{name}: unknown type {type_name}"));
             let bytes = fs::read(dir.join(format!("{name}.bin"))).unwrap();
             let raw = fs::read(dir.join(format!("{name}.f32"))).unwrap();
@@ -85,8 +97,17 @@ fn every_supported_type_has_a_vector() {
         let n = vectors.iter().filter(|v| v.ty == ty).count();
         assert!(n > 0, "no test vector for {ty} in {}", data_dir().display());
     }
-    // The model rows must be there as well.
-    for prefix in ["Q4_1.model_", "Q8_0.model_"] {
+    // The model rows and the vectors of ggml's C code must be there as well.
+    for prefix in [
+        "Q4_1.model_",
+        "Q8_0.model_",
+        "Q1_0.ggml_",
+        "Q2_0.ggml_",
+        "TQ1_0.ggml_",
+        "TQ2_0.ggml_",
+        "PQ2_0.prism_",
+        "Q2_0_G128.prism_",
+    ] {
         assert!(
             vectors.iter().any(|v| v.name.starts_with(prefix)),
             "{prefix}"
@@ -95,7 +116,7 @@ fn every_supported_type_has_a_vector() {
 }
 
 #[test]
-fn dequantize_matches_gguf_py_bit_for_bit() {
+fn dequantize_matches_the_reference_bit_for_bit() {
     for v in load_vectors() {
         let got = dequantize(v.ty, &v.bytes, v.expected.len())
             .unwrap_or_else(|e| panic!("{}: {e}", v.name));

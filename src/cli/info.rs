@@ -1,5 +1,6 @@
 //! `flint info MODEL.gguf [--json]`: what gguf-dump shows. Header, architecture, metadata (long
-//! arrays summarised unless `--full`), a tensor table (name, type, shape, bytes, offset) and
+//! arrays summarised unless `--full`), a tensor table (name, type, shape, bytes, offset, and the
+//! layout where one type id has two: Q2_0's "g64 (mainline)" or "g128 (PrismML legacy)") and
 //! totals by type.
 
 use std::collections::BTreeMap;
@@ -117,19 +118,19 @@ fn render_text(file: &GgufFile, full: bool) -> String {
         .max()
         .unwrap_or(4)
         .max(4);
+    // The layout column only where a tensor has a layout note.
+    let layouts = g.tensors.iter().any(|t| t.ty.layout_note().is_some());
+    let header = format!(
+        "  {:>4}  {:<nw$}  {:<7} {:<24} {:>12} {:>12}",
+        "#", "name", "type", "shape", "bytes", "offset"
+    );
     w!(
         out,
-        "  {:>4}  {:<nw$}  {:<7} {:<24} {:>12} {:>12}",
-        "#",
-        "name",
-        "type",
-        "shape",
-        "bytes",
-        "offset"
+        "{}",
+        if layouts { header + "  layout" } else { header }
     );
     for (i, t) in g.tensors.iter().enumerate() {
-        w!(
-            out,
+        let row = format!(
             "  {:>4}  {:<nw$}  {:<7} {:<24} {:>12} {:>12}",
             i,
             t.name,
@@ -138,6 +139,10 @@ fn render_text(file: &GgufFile, full: bool) -> String {
             t.n_bytes,
             t.offset
         );
+        match t.ty.layout_note() {
+            Some(note) => w!(out, "{row}  {note}"),
+            None => w!(out, "{row}"),
+        }
     }
     out.push('\n');
     let by_type = totals(file);
@@ -157,9 +162,13 @@ fn render_text(file: &GgufFile, full: bool) -> String {
         }
     );
     for (ty, (count, elements, bytes)) in by_type {
+        let note = ty
+            .layout_note()
+            .map(|n| format!("  {n}"))
+            .unwrap_or_default();
         w!(
             out,
-            "  {:<7} {count:>5} tensors {elements:>12} elements {bytes:>12} bytes",
+            "  {:<7} {count:>5} tensors {elements:>12} elements {bytes:>12} bytes{note}",
             ty.name()
         );
     }
@@ -176,21 +185,27 @@ fn to_json(file: &GgufFile, full: bool) -> Value {
         .tensors
         .iter()
         .map(|t| {
-            json!({
+            let mut v = json!({
                 "name": t.name,
                 "type": t.ty.name(),
                 "shape": t.shape,
                 "bytes": t.n_bytes,
                 "offset": t.offset,
-            })
+            });
+            // Only where the id has two layouts, so other tensors read as gguf-py's.
+            if let (Some(note), Some(obj)) = (t.ty.layout_note(), v.as_object_mut()) {
+                obj.insert("layout".to_string(), json!(note));
+            }
+            v
         })
         .collect();
     let mut by_type = Map::new();
     for (ty, (count, elements, bytes)) in totals(file) {
-        by_type.insert(
-            ty.name().to_string(),
-            json!({"tensors": count, "elements": elements, "bytes": bytes}),
-        );
+        let mut v = json!({"tensors": count, "elements": elements, "bytes": bytes});
+        if let (Some(note), Some(obj)) = (ty.layout_note(), v.as_object_mut()) {
+            obj.insert("layout".to_string(), json!(note));
+        }
+        by_type.insert(ty.name().to_string(), v);
     }
     json!({
         "file": file.path.display().to_string(),

@@ -113,6 +113,37 @@ pub enum GgufError {
     ElementCountOverflow { name: String, shape: Vec<u64> },
     #[error("tensor '{name}' has unknown ggml type id {type_id}")]
     UnknownTensorType { name: String, type_id: u32 },
+    #[error("tensor '{name}' has ggml type id {type_id} ({type_name}, from PrismML's llama.cpp fork), which flint does not support yet")]
+    UnsupportedTensorType {
+        name: String,
+        type_id: u32,
+        type_name: &'static str,
+    },
+    #[error("tensor '{name}' (type id 42, Q2_0) at data offset {offset}: its {extent}-byte extent fits neither layout: g64 (mainline) needs {g64_bytes} bytes, g128 (PrismML legacy) {g128_bytes}, with padding under the alignment {alignment}")]
+    Q2_0LayoutFitsNeither {
+        name: String,
+        offset: u64,
+        extent: u64,
+        g64_bytes: u64,
+        g128_bytes: String,
+        alignment: u64,
+    },
+    #[error("type id 42 (Q2_0) tensors disagree on the layout: '{first}' fits only {first_layout} ({first_bytes} bytes), '{other}' only {other_layout} ({other_bytes} bytes)")]
+    Q2_0LayoutsDisagree {
+        first: String,
+        first_layout: &'static str,
+        first_bytes: u64,
+        other: String,
+        other_layout: &'static str,
+        other_bytes: u64,
+    },
+    #[error("tensor '{name}' (type id 42, Q2_0): cannot tell g64 (mainline, {g64_bytes} bytes) from g128 (PrismML legacy, {g128_bytes}): {why}, and no other id-42 tensor decides")]
+    Q2_0LayoutUndecidable {
+        name: String,
+        g64_bytes: u64,
+        g128_bytes: String,
+        why: String,
+    },
     #[error("tensor '{name}': first dimension {ne0} is not a multiple of the {ty} block size {block_size}")]
     NotBlockMultiple {
         name: String,

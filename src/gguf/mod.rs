@@ -11,6 +11,7 @@
 )]
 
 mod error;
+mod layout;
 mod metadata;
 mod parse;
 mod reader;

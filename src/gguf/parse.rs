@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 use super::error::GgufError;
+use super::layout::resolve_id42_layouts;
 use super::metadata::Metadata;
 use super::reader::Reader;
 use super::tensor_info::{align_up, read_tensor_info, TensorInfo, MIN_TENSOR_INFO_BYTES};
@@ -93,7 +94,6 @@ impl Gguf {
         r.check_count("tensor infos", n_tensors, MIN_TENSOR_INFO_BYTES)?;
         let mut tensors = Vec::with_capacity(n_tensors as usize);
         let mut names = HashSet::with_capacity(n_tensors as usize);
-        let mut expected = 0u64;
         for index in 0..n_tensors {
             let t = read_tensor_info(&mut r, index)?;
             if !names.insert(t.name.clone()) {
@@ -106,9 +106,19 @@ impl Gguf {
                     alignment,
                 });
             }
+            tensors.push(t);
+        }
+        let data_offset = align_up(r.pos(), alignment).unwrap_or(u64::MAX);
+        // Every tensor has at least one element, so at least one byte of data.
+        let shape_only = !tensors.is_empty() && file_len == data_offset;
+        let data_len = (!shape_only).then(|| file_len.saturating_sub(data_offset));
+        resolve_id42_layouts(&mut tensors, alignment, data_len)?;
+
+        let mut expected = 0u64;
+        for t in &tensors {
             if t.offset != expected {
                 return Err(GgufError::UnexpectedOffset {
-                    name: t.name,
+                    name: t.name.clone(),
                     offset: t.offset,
                     expected,
                 });
@@ -118,17 +128,16 @@ impl Gguf {
                 .checked_add(t.n_bytes)
                 .and_then(|end| align_up(end, alignment));
             let Some(next) = next else {
-                return Err(GgufError::DataSizeOverflow { name: t.name });
+                return Err(GgufError::DataSizeOverflow {
+                    name: t.name.clone(),
+                });
             };
             expected = next;
-            tensors.push(t);
         }
         let data_size = tensors
             .last()
             .map(|t| t.offset.saturating_add(t.n_bytes))
             .unwrap_or(0);
-        let data_offset = align_up(r.pos(), alignment).unwrap_or(u64::MAX);
-        let shape_only = !tensors.is_empty() && data_size > 0 && file_len == data_offset;
         if !tensors.is_empty()
             && !shape_only
             && data_offset

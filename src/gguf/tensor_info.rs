@@ -95,6 +95,14 @@ pub(crate) fn read_tensor_info(r: &mut Reader<'_>, index: u64) -> Result<TensorI
     let Some(n_elements) = n_elements else {
         return Err(GgufError::ElementCountOverflow { name, shape });
     };
+    if let Some(type_name) = GgmlType::unsupported_prism_type(type_id) {
+        return Err(GgufError::UnsupportedTensorType {
+            name,
+            type_id,
+            type_name,
+        });
+    }
+    // Id 42 reads as mainline Q2_0 here; `layout::resolve_id42_layouts` settles it per file.
     let Some(ty) = GgmlType::from_id(type_id) else {
         return Err(GgufError::UnknownTensorType { name, type_id });
     };

@@ -44,11 +44,19 @@ pub enum GgmlType {
     TQ2_0 = 35,
     MXFP4 = 39,
     NVFP4 = 40,
+    /// 1-bit: `{f16 d; u8 qs[16]}` per 128 elements, `±d` by bit.
     Q1_0 = 41,
+    /// 2-bit ternary-plus: `{f16 d; u8 qs[16]}` per 64 elements, `(q − 1)·d` (mainline ggml).
+    Q2_0 = 42,
+    /// PrismML's 128-element 2-bit type: `{f16 d; u8 qs[32]}`, the codec of [`GgmlType::Q2_0`].
+    PQ2_0 = 142,
+    /// Id 42 in PrismML's legacy files: the layout of [`GgmlType::PQ2_0`] under Q2_0's id. No
+    /// file names it; the parser chooses it per tensor from the tensor's extent (its id is 42).
+    Q2_0_G128 = 0x1_0000 + 42,
 }
 
 /// Every known type, in id order.
-pub const ALL_TYPES: [GgmlType; 34] = [
+pub const ALL_TYPES: [GgmlType; 37] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::Q4_0,
@@ -83,20 +91,59 @@ pub const ALL_TYPES: [GgmlType; 34] = [
     GgmlType::MXFP4,
     GgmlType::NVFP4,
     GgmlType::Q1_0,
+    GgmlType::Q2_0,
+    GgmlType::PQ2_0,
+    GgmlType::Q2_0_G128,
 ];
 
 /// Elements per block of the k-quants ("super-block").
 pub const QK_K: usize = 256;
 
 impl GgmlType {
-    /// The type for an on-disk id, or `None` when llama.cpp does not know it.
+    /// The type for an on-disk id, or `None` when neither llama.cpp nor PrismML's fork knows
+    /// it. Id 42 reads as mainline [`GgmlType::Q2_0`]; the parser turns it into
+    /// [`GgmlType::Q2_0_G128`] where the tensor's extent says so.
     pub fn from_id(id: u32) -> Option<GgmlType> {
-        ALL_TYPES.iter().copied().find(|t| *t as u32 == id)
+        ALL_TYPES
+            .iter()
+            .copied()
+            .find(|t| *t as u32 == id && *t != GgmlType::Q2_0_G128)
+    }
+
+    /// The name of a type id that PrismML's llama.cpp fork defines and flint does not support
+    /// yet (143: PTQ1_0), so that the error can say so rather than call the id unknown.
+    pub fn unsupported_prism_type(id: u32) -> Option<&'static str> {
+        match id {
+            143 => Some("PTQ1_0"),
+            _ => None,
+        }
     }
 
     /// The on-disk id.
     pub fn id(self) -> u32 {
-        self as u32
+        match self {
+            GgmlType::Q2_0_G128 => 42,
+            t => t as u32,
+        }
+    }
+
+    /// The alternative layout a file may mean by this type's id (id 42: the legacy
+    /// 128-element Q2_0 of PrismML's files), if any.
+    pub fn alternative_layout(self) -> Option<GgmlType> {
+        match self {
+            GgmlType::Q2_0 => Some(GgmlType::Q2_0_G128),
+            GgmlType::Q2_0_G128 => Some(GgmlType::Q2_0),
+            _ => None,
+        }
+    }
+
+    /// A note on the layout where one id has two (`info` prints it), else `None`.
+    pub fn layout_note(self) -> Option<&'static str> {
+        match self {
+            GgmlType::Q2_0 => Some("g64 (mainline)"),
+            GgmlType::Q2_0_G128 => Some("g128 (PrismML legacy)"),
+            _ => None,
+        }
     }
 
     /// `(elements per block, bytes per block)`.
@@ -138,6 +185,8 @@ impl GgmlType {
             MXFP4 => (32, 17),
             NVFP4 => (64, 36),
             Q1_0 => (128, 18),
+            Q2_0 => (64, 18),
+            PQ2_0 | Q2_0_G128 => (128, 34),
         }
     }
 
@@ -204,6 +253,8 @@ impl GgmlType {
             MXFP4 => "MXFP4",
             NVFP4 => "NVFP4",
             Q1_0 => "Q1_0",
+            Q2_0 | Q2_0_G128 => "Q2_0",
+            PQ2_0 => "PQ2_0",
         }
     }
 
@@ -212,7 +263,7 @@ impl GgmlType {
         ALL_TYPES
             .iter()
             .copied()
-            .find(|t| t.name().eq_ignore_ascii_case(name))
+            .find(|t| t.name().eq_ignore_ascii_case(name) && *t != GgmlType::Q2_0_G128)
     }
 }
 
@@ -229,10 +280,17 @@ mod tests {
     #[test]
     fn ids_round_trip_and_unknown_ids_are_none() {
         for t in ALL_TYPES {
-            assert_eq!(GgmlType::from_id(t.id()), Some(t));
-            assert_eq!(GgmlType::from_name(t.name()), Some(t));
+            // The legacy Q2_0 layout shares Q2_0's id and name.
+            let want = if t == GgmlType::Q2_0_G128 {
+                GgmlType::Q2_0
+            } else {
+                t
+            };
+            assert_eq!(GgmlType::from_id(t.id()), Some(want));
+            assert_eq!(GgmlType::from_name(t.name()), Some(want));
         }
-        for removed in [4, 5, 31, 32, 33, 36, 37, 38, 42, u32::MAX] {
+        assert_eq!(GgmlType::Q2_0_G128.id(), 42);
+        for removed in [4, 5, 31, 32, 33, 36, 37, 38, 143, u32::MAX] {
             assert_eq!(GgmlType::from_id(removed), None);
         }
     }

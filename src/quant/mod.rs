@@ -5,7 +5,8 @@
 //! data, so no input panics; blocks are read from byte slices as little-endian values at any
 //! alignment. Each format's block layout (byte offsets) is written at its decoder:
 //! [`float`] (F32, F16, BF16, F64, I8, I16, I32), [`legacy`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
-//! [`kquants`] (Q2_K, Q3_K, Q6_K, Q8_K) and [`kquants_min`] (Q4_K, Q5_K).
+//! [`kquants`] (Q2_K, Q3_K, Q6_K, Q8_K), [`kquants_min`] (Q4_K, Q5_K) and [`ternary`] (Q1_0,
+//! Q2_0 in both layouts, PQ2_0, TQ1_0, TQ2_0).
 //! Test vectors from gguf-py: `scripts/gen_quant_vectors.py`, `tests/quant_vectors.rs`.
 //!
 //! The decoders never index with a computed position: blocks are `#[repr(C)]` structs of byte
@@ -21,6 +22,7 @@ mod float;
 mod kquants;
 mod kquants_min;
 mod legacy;
+mod ternary;
 
 use crate::gguf::GgmlType;
 
@@ -71,8 +73,13 @@ fn decoder(ty: GgmlType) -> Option<RowDecoder> {
         Q5_K => kquants_min::dequantize_q5_k,
         Q6_K => kquants::dequantize_q6_k,
         Q8_K => kquants::dequantize_q8_k,
+        Q1_0 => ternary::dequantize_q1_0,
+        Q2_0 => ternary::dequantize_q2_0,
+        Q2_0_G128 | PQ2_0 => ternary::dequantize_q2_0_g128,
+        TQ1_0 => ternary::dequantize_tq1_0,
+        TQ2_0 => ternary::dequantize_tq2_0,
         Q8_1 | IQ2_XXS | IQ2_XS | IQ3_XXS | IQ1_S | IQ4_NL | IQ3_S | IQ2_S | IQ4_XS | I64
-        | IQ1_M | TQ1_0 | TQ2_0 | MXFP4 | NVFP4 | Q1_0 => return None,
+        | IQ1_M | MXFP4 | NVFP4 => return None,
     };
     Some(decode)
 }
@@ -168,7 +175,7 @@ mod tests {
     use crate::gguf::types::ALL_TYPES;
     use proptest::prelude::*;
 
-    const SUPPORTED: [GgmlType; 18] = [
+    const SUPPORTED: [GgmlType; 24] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::BF16,
@@ -187,6 +194,12 @@ mod tests {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::Q1_0,
+        GgmlType::Q2_0,
+        GgmlType::Q2_0_G128,
+        GgmlType::PQ2_0,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
     ];
 
     #[test]
