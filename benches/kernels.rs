@@ -5,7 +5,12 @@
 //! Per type and shape: mat-vec (M = 1) and small batch (M = 8) in GB/s of weight bytes read,
 //! prefill (M = 512) in GFLOP/s, each with the ratio to the one-invocation-per-output baseline
 //! kernel (`shaders/matmul_baseline.wgsl`, same decoders) measured in the same process, and the
-//! embedding gather. `cargo bench --bench kernels` prints a table; `-- quick` runs a smaller set.
+//! embedding gather. Mat-vec and batch rows also give their GB/s and speed against Q4_0's row of
+//! the same kernel and shape (the 1-bit and ternary formats read fewer bytes per weight: GB/s
+//! says how well a kernel streams them, speed how long the same matmul takes).
+//! `cargo bench --bench kernels` prints a table; `-- quick` runs a smaller set; other arguments
+//! pick types whose name contains one of them (Q4_0, the reference, always runs; `embed` the
+//! gather), e.g. `cargo bench --bench kernels -- quick Q1_0 Q2_0 TQ`.
 //! Runs on the default adapter with its default kernel family (lavapipe: `Family::SERIAL`).
 
 use std::time::{Duration, Instant};
@@ -60,19 +65,45 @@ struct Row {
     shape: String,
     t: Duration,
     rate: String,
+    /// Weight GB/s (mat-vec and batch rows).
+    gbs: Option<f64>,
     base: Option<Duration>,
+}
+
+/// The type as the table names it: `Debug` tells the two Q2_0 layouts apart.
+fn type_label(ty: GgmlType) -> String {
+    format!("{ty:?}")
 }
 
 fn print(rows: &[Row]) {
     println!(
-        "| {:<22} | {:<5} | {:<18} | {:>10} | {:>12} | {:>11} | {:>8} |",
-        "kernel", "type", "shape [K,N] x M", "time", "rate", "baseline", "speedup"
+        "| {:<22} | {:<9} | {:<18} | {:>10} | {:>14} | {:>11} | {:>8} | {:>12} | {:>13} |",
+        "kernel",
+        "type",
+        "shape [K,N] x M",
+        "time",
+        "rate",
+        "baseline",
+        "speedup",
+        "GB/s vs Q4_0",
+        "speed vs Q4_0"
     );
     println!(
-        "|{:-<24}|{:-<7}|{:-<20}|{:-<12}|{:-<14}|{:-<13}|{:-<10}|",
-        "", "", "", "", "", "", ""
+        "|{:-<24}|{:-<11}|{:-<20}|{:-<12}|{:-<16}|{:-<13}|{:-<10}|{:-<14}|{:-<15}|",
+        "", "", "", "", "", "", "", "", ""
     );
     for r in rows {
+        // Q4_0's row of the same kernel and shape, in this run.
+        let q4 = rows
+            .iter()
+            .find(|q| q.ty == GgmlType::Q4_0 && q.kernel == r.kernel && q.shape == r.shape);
+        let (vs_rate, vs_speed) = match (q4, r.gbs, q4.and_then(|q| q.gbs)) {
+            (Some(q), Some(g), Some(qg)) => (
+                format!("{:.2}x", g / qg),
+                format!("{:.2}x", q.t.as_secs_f64() / r.t.as_secs_f64()),
+            ),
+            _ => ("-".into(), "-".into()),
+        };
         let (b, ratio) = match r.base {
             Some(b) => (
                 format!("{:.3} ms", b.as_secs_f64() * 1e3),
@@ -81,14 +112,16 @@ fn print(rows: &[Row]) {
             None => ("-".into(), "-".into()),
         };
         println!(
-            "| {:<22} | {:<5} | {:<18} | {:>7.3} ms | {:>12} | {:>11} | {:>8} |",
+            "| {:<22} | {:<9} | {:<18} | {:>7.3} ms | {:>14} | {:>11} | {:>8} | {:>12} | {:>13} |",
             r.kernel,
-            r.ty.name(),
+            type_label(r.ty),
             r.shape,
             r.t.as_secs_f64() * 1e3,
             r.rate,
             b,
-            ratio
+            ratio,
+            vs_rate,
+            vs_speed
         );
     }
 }
@@ -105,7 +138,7 @@ fn bench_type(
         ty.row_bytes(u64::from(k)).unwrap_or(0) as usize * n as usize,
         ty.id().into(),
     );
-    let w = GpuWeight::upload(ctx, ty.name(), ty, [k.into(), n.into()], &bytes)?;
+    let w = GpuWeight::upload(ctx, &type_label(ty), ty, [k.into(), n.into()], &bytes)?;
     let wbytes = w.device_bytes() as f64;
     let x = create_storage_init(ctx, "x", &vec![0u8; 512 * 2048 * 4])?;
     let y = create_storage(ctx, "y", 512 * 2048 * 4)?;
@@ -125,6 +158,7 @@ fn bench_type(
             shape: format!("[{k},{n}] x {m}"),
             t,
             rate: format!("{:.2} GB/s", wbytes / t.as_secs_f64() / 1e9),
+            gbs: Some(wbytes / t.as_secs_f64() / 1e9),
             base: Some(b),
         });
     }
@@ -161,6 +195,7 @@ fn bench_type(
                 shape: format!("[{pk},{pn}] x {m}"),
                 t,
                 rate: format!("{:.2} GFLOP/s", flops / t.as_secs_f64() / 1e9),
+                gbs: None,
                 base: Some(base),
             });
         }
@@ -191,6 +226,7 @@ fn bench_embed(ctx: &GpuContext, rows: &mut Vec<Row>) -> Result<(), GpuError> {
             "{:.2} GB/s",
             (read + f64::from(t * k) * 4.0) / tm.as_secs_f64() / 1e9
         ),
+        gbs: None,
         base: None,
     });
     Ok(())
@@ -198,6 +234,16 @@ fn bench_embed(ctx: &GpuContext, rows: &mut Vec<Row>) -> Result<(), GpuError> {
 
 fn main() -> Result<(), GpuError> {
     let quick = std::env::args().any(|a| a == "quick");
+    // Type filters: every argument but `quick` and flags (cargo passes `--bench`).
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "quick" && !a.starts_with('-'))
+        .map(|a| a.to_ascii_lowercase())
+        .collect();
+    let picked = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+    };
     let ctx = GpuContext::new(&DeviceOptions::default())?;
     let family = Family::for_context(&ctx);
     println!(
@@ -208,9 +254,13 @@ fn main() -> Result<(), GpuError> {
     let started = Instant::now();
     let mut rows = Vec::new();
     for ty in flint::kernels::matmul::SUPPORTED_TYPES {
-        bench_type(&ctx, family, ty, quick, &mut rows)?;
+        if ty == GgmlType::Q4_0 || picked(&type_label(ty)) {
+            bench_type(&ctx, family, ty, quick, &mut rows)?;
+        }
     }
-    bench_embed(&ctx, &mut rows)?;
+    if picked("embed gather") {
+        bench_embed(&ctx, &mut rows)?;
+    }
     print(&rows);
     println!("(mat-vec / batch rate = repacked weight bytes / time; baseline = one invocation per");
     println!(" output, same decoders; * = the prefill path this family uses by default)");

@@ -63,8 +63,11 @@ fn inject(ty: GgmlType, bytes: &[u8], k: usize, defect: Defect, r: usize, b: usi
             }
             // The middle byte of every block format lies in its quants (checked per layout:
             // Q2_K qs 16..80 of 84, Q3_K qs 32..96 of 110, Q6_K ql 0..128 of 210, Q5_K qs
-            // 48..176 of 176, the legacy formats' qs after their scales); bit 0 is the low bit
-            // of one quant.
+            // 48..176 of 176, the legacy formats' qs after their scales; Q1_0 and Q2_0 byte 9
+            // of qs 2..18, Q2_0_G128 / PQ2_0 byte 17 of qs 2..34, TQ1_0 byte 27 of qs 0..48,
+            // TQ2_0 byte 33 of qs 0..64); bit 0 is the low bit of one quant (TQ1_0: of a byte
+            // of five base-3 digits, which moves one or more of them or, rarely, none: the site
+            // search below then takes the next row).
             _ => out[at(r) + size / 2] ^= 1,
         },
     }

@@ -75,6 +75,9 @@ pub fn scale_offsets(ty: GgmlType) -> &'static [usize] {
         GgmlType::Q2_K => &[80, 82],
         GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
+        GgmlType::Q1_0 | GgmlType::Q2_0 | GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => &[0],
+        GgmlType::TQ1_0 => &[52],
+        GgmlType::TQ2_0 => &[64],
         _ => &[],
     }
 }
@@ -124,6 +127,9 @@ pub fn min_k(ty: GgmlType) -> usize {
     match ty {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 4,
         GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
+        GgmlType::TQ1_0 | GgmlType::TQ2_0 => 256,
+        GgmlType::Q1_0 | GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => 128,
+        GgmlType::Q2_0 => 64,
         _ => 32,
     }
 }

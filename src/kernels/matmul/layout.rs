@@ -24,6 +24,10 @@
 //! | Q4_K | the block (144)                  | -                      | -              |
 //! | Q5_K | the block (176)                  | -                      | -              |
 //! | Q6_K | ql, qh, scales (208)             | d (2)                  | -              |
+//! | Q1_0, Q2_0 | qs (16)                    | d (2)                  | -              |
+//! | Q2_0_G128, PQ2_0 | qs (32)              | d (2)                  | -              |
+//! | TQ1_0 | qs, qh (52)                     | d (2)                  | -              |
+//! | TQ2_0 | qs (64)                         | d (2)                  | -              |
 //!
 //! A weight larger than the binding limit (`min(max_storage_buffer_binding_size,
 //! max_buffer_size)`) is split by rows: every split but the last holds the most rows that fit.
@@ -68,7 +72,7 @@ const fn tl(ty: GgmlType, be: u64, bb: u64, planes: &'static [PlaneSpec], unit: 
 }
 
 /// Every weight type the matmul and embedding kernels handle.
-pub const SUPPORTED_TYPES: [GgmlType; 13] = [
+pub const SUPPORTED_TYPES: [GgmlType; 19] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -82,9 +86,15 @@ pub const SUPPORTED_TYPES: [GgmlType; 13] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
+    GgmlType::Q1_0,
+    GgmlType::Q2_0,
+    GgmlType::Q2_0_G128,
+    GgmlType::PQ2_0,
+    GgmlType::TQ1_0,
+    GgmlType::TQ2_0,
 ];
 
-const LAYOUTS: [TypeLayout; 13] = [
+const LAYOUTS: [TypeLayout; 19] = [
     tl(GgmlType::F32, 1, 4, &[plane(4, &[(0, 4)])], 4),
     tl(GgmlType::F16, 1, 2, &[plane(2, &[(0, 2)])], 4),
     tl(GgmlType::BF16, 1, 2, &[plane(2, &[(0, 2)])], 4),
@@ -153,6 +163,50 @@ const LAYOUTS: [TypeLayout; 13] = [
         210,
         &[plane(208, &[(0, 208)]), plane(2, &[(208, 210)])],
         64,
+    ),
+    // The 1-bit and ternary formats (shaders/common/quant_ternary.wgsl): a unit is a block
+    // (TQ2_0: half a block, one 32-byte half of its qs).
+    tl(
+        GgmlType::Q1_0,
+        128,
+        18,
+        &[plane(16, &[(2, 18)]), plane(2, &[(0, 2)])],
+        128,
+    ),
+    tl(
+        GgmlType::Q2_0,
+        64,
+        18,
+        &[plane(16, &[(2, 18)]), plane(2, &[(0, 2)])],
+        64,
+    ),
+    tl(
+        GgmlType::Q2_0_G128,
+        128,
+        34,
+        &[plane(32, &[(2, 34)]), plane(2, &[(0, 2)])],
+        128,
+    ),
+    tl(
+        GgmlType::PQ2_0,
+        128,
+        34,
+        &[plane(32, &[(2, 34)]), plane(2, &[(0, 2)])],
+        128,
+    ),
+    tl(
+        GgmlType::TQ1_0,
+        256,
+        54,
+        &[plane(52, &[(0, 52)]), plane(2, &[(52, 54)])],
+        256,
+    ),
+    tl(
+        GgmlType::TQ2_0,
+        256,
+        66,
+        &[plane(64, &[(0, 64)]), plane(2, &[(64, 66)])],
+        128,
     ),
 ];
 

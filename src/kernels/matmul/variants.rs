@@ -14,7 +14,7 @@ use crate::kernels::spec;
 use super::epilogue::{glu_epilogue, with_glu, with_glu_paired, with_split3, with_split3_rope};
 use super::layout::{layout, SUPPORTED_TYPES};
 
-/// Prefill tile depth in elements (`BK`): a multiple of every unit (4, 32, 64).
+/// Prefill tile depth in elements (`BK`): a multiple of every unit (4, 32, 64, 128, 256).
 pub const BK: u32 = 256;
 
 /// How the lanes of a row combine their partial sums.
@@ -232,6 +232,12 @@ fn type_define(ty: GgmlType) -> Result<&'static str, GpuError> {
         GgmlType::Q3_K => "TYPE_Q3_K",
         GgmlType::Q4_K => "TYPE_Q4_K",
         GgmlType::Q5_K => "TYPE_Q5_K",
+        GgmlType::Q1_0 => "TYPE_Q1_0",
+        GgmlType::Q2_0 => "TYPE_Q2_0",
+        // One layout, one shader: the two types share their variants.
+        GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => "TYPE_Q2_0_G128",
+        GgmlType::TQ1_0 => "TYPE_TQ1_0",
+        GgmlType::TQ2_0 => "TYPE_TQ2_0",
         _ => "TYPE_Q6_K",
     })
 }
