@@ -7,14 +7,21 @@
 
 use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
+#[path = "presets_bonsai.rs"]
+mod bonsai;
+
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 6] = [
+pub const PRESETS: [&str; 10] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
     "qwen3-0.6b-q4_0",
     "qwen3-0.6b-dspark-q8_0",
     "bonsai-27b-dspark-q4_1",
+    "bonsai-8b-q1_0",
+    "ternary-bonsai-8b-q2_0",
+    "ternary-bonsai-27b-q2_0",
+    "ternary-bonsai-27b-dspark-q4_1",
 ];
 
 /// The writer of preset `name` (shape-only tensors), or `None` for an unknown name.
@@ -26,6 +33,10 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen3-0.6b-q4_0" => qwen3_q4_0(&QWEN3_06B),
         "qwen3-0.6b-dspark-q8_0" => qwen3_06b_dspark_q8_0(),
         "bonsai-27b-dspark-q4_1" => bonsai_27b_dspark_q4_1(),
+        "bonsai-8b-q1_0" => bonsai::bonsai_8b(GgmlType::Q1_0),
+        "ternary-bonsai-8b-q2_0" => bonsai::bonsai_8b(GgmlType::Q2_0_G128),
+        "ternary-bonsai-27b-q2_0" => bonsai::ternary_bonsai_27b_q2_0(),
+        "ternary-bonsai-27b-dspark-q4_1" => bonsai::ternary_bonsai_27b_dspark_q4_1(),
         _ => return None,
     })
 }
@@ -37,18 +48,18 @@ pub fn preset(name: &str) -> Option<Result<Vec<u8>, GgufError>> {
 
 /// Backbone dimensions.
 #[derive(Clone, Copy)]
-struct Dims {
-    layers: u32,
-    d: u32,
-    ff: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    vocab: u32,
-    rope_base: f32,
+pub(super) struct Dims {
+    pub(super) layers: u32,
+    pub(super) d: u32,
+    pub(super) ff: u32,
+    pub(super) heads: u32,
+    pub(super) kv_heads: u32,
+    pub(super) head_dim: u32,
+    pub(super) vocab: u32,
+    pub(super) rope_base: f32,
 }
 
-fn set_backbone(w: &mut GgufWriter, arch: &str, x: &Dims) {
+pub(super) fn set_backbone(w: &mut GgufWriter, arch: &str, x: &Dims) {
     w.set("general.architecture", MetaValue::String(arch.into()));
     let k = |s: &str| format!("{arch}.{s}");
     w.set(&k("block_count"), MetaValue::U32(x.layers));
@@ -65,7 +76,12 @@ fn set_backbone(w: &mut GgufWriter, arch: &str, x: &Dims) {
 }
 
 /// One Qwen3-style block; `ty = [most matrices, attn_v, ffn_down]`.
-fn add_block(w: &mut GgufWriter, i: u32, x: &Dims, ty: [GgmlType; 3]) -> Result<(), GgufError> {
+pub(super) fn add_block(
+    w: &mut GgufWriter,
+    i: u32,
+    x: &Dims,
+    ty: [GgmlType; 3],
+) -> Result<(), GgufError> {
     let [base, v_ty, down_ty] = ty;
     let (d, ff) = (u64::from(x.d), u64::from(x.ff));
     let q = u64::from(x.heads * x.head_dim);
@@ -92,7 +108,7 @@ fn more_bits(i: u32, n: u32) -> bool {
     i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
 }
 
-const QWEN3_8B: Dims = Dims {
+pub(super) const QWEN3_8B: Dims = Dims {
     layers: 36,
     d: 4096,
     ff: 12288,

@@ -70,6 +70,10 @@ fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
         Q5_K => f(0, Some((2, 15.5))),
         Q3_K => f(108, None),
         Q6_K => f(208, None),
+        // One f16 scale; ±d (Q1_0) or (q − 1)·d codes, centred by the per-block sign.
+        Q1_0 | Q2_0 | Q2_0_G128 | PQ2_0 => f(0, None),
+        TQ1_0 => f(52, None),
+        TQ2_0 => f(64, None),
         _ => None,
     }
 }
