@@ -1,8 +1,10 @@
 // rope.wgsl: rotary position embedding on x [n_tokens, n_heads, head_dim] (row-major), as
-// ggml_rope_ext without YaRN (ext_factor 0, attn_factor 1):
+// ggml_rope_ext, YaRN included:
 //   theta(t, i) = f32(pos[t]) * freqs[i],  i in 0..n_rot/2
-//   freqs[i]    = freq_scale * freq_base^(-2i/n_rot) / freq_factor[i]  (host-built table, f32)
-//   (y0, y1)    = (x0 cos θ - x1 sin θ, x0 sin θ + x1 cos θ)
+//   freqs[i]    = freq_scale * freq_base^(-2i/n_rot) / freq_factor[i]  (host-built table, f32;
+//                 with YaRN freq_scale becomes freq_scale (1 - r_i) + r_i, r_i YaRN's ramp)
+//   s           = freqs[n_rot/2]  (cos/sin scale: YaRN's mscale, else 1)
+//   (y0, y1)    = (x0 c - x1 s', x0 s' + x1 c),  c = s cos θ, s' = s sin θ
 // where the pair (x0, x1) of rotation i is, within a head:
 //   normal (llama)  (2i, 2i + 1)
 //   NEOX            (i, i + n_rot/2)
@@ -18,7 +20,7 @@
 //             elements are then left alone.
 // Dispatch: 1D or 2D over ceil(pairs / WG_SIZE) groups; t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid.
 // Bindings: 0 uniform Params, 1 src x (read), 2 dst y (read_write), 3 pos (read, i32 [n_tokens]),
-//           4 freqs (read, f32 [n_rot/2]).
+//           4 freqs (read, f32 [n_rot/2 + 1]: frequencies, then the cos/sin scale).
 
 #include "common/rope_angle.wgsl"
 
@@ -36,7 +38,7 @@ struct Params {
 #endif
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>; // [n_tokens, n_heads, head_dim]
 @group(0) @binding(3) var<storage, read> pos: array<i32>; // [n_tokens]
-@group(0) @binding(4) var<storage, read> freqs: array<f32>; // [n_rot / 2]
+@group(0) @binding(4) var<storage, read> freqs: array<f32>; // [n_rot / 2 + 1]
 
 override WG_SIZE: u32 = 64u;
 
@@ -69,7 +71,8 @@ fn main(
 #endif
         return;
     }
-    let y = rope_rotate(load_x(p.i0), load_x(p.i1), pos[p.token], freqs[p.i]);
+    let scale = freqs[params.n_rot / 2u];
+    let y = rope_rotate(load_x(p.i0), load_x(p.i1), pos[p.token], freqs[p.i], scale);
     dst[p.i0] = y.x;
     dst[p.i1] = y.y;
 }

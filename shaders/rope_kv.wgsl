@@ -20,7 +20,8 @@
 // A cache word holds dims 2w (low half) and 2w + 1 (common/kv_layout.wgsl, KV_F16).
 // Variants (Rust side: src/kernels/attention/rope_kv.rs): NEOX (default: normal pairs).
 // Bindings: 0 uniform RopeKvParams, 1 q (read_write), 2 k (read), 3 v (read), 4 positions
-//           (read, u32 [n_tokens]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache, 7 V cache
+//           (read, u32 [n_tokens]), 5 freqs (read, f32 [n_rot / 2 + 1]: frequencies, then the
+//           cos/sin scale, see rope.wgsl), 6 K cache, 7 V cache
 //           (read_write).
 
 #define KV_F16
@@ -35,11 +36,16 @@
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
 @group(0) @binding(4) var<storage, read> positions: array<u32>;
-@group(0) @binding(5) var<storage, read> freqs: array<f32>;
+@group(0) @binding(5) var<storage, read> freqs: array<f32>; // [n_rot / 2 + 1]
 @group(0) @binding(6) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<u32>;
 
 override WG_SIZE: u32 = 64u;
+
+// The cos/sin scale: the table's last entry (YaRN's mscale, else 1).
+fn rope_scale() -> f32 {
+    return freqs[params.n_rot / 2u];
+}
 
 // One f16 cache word from dims (2w, 2w + 1): low half first (common/kv_layout.wgsl).
 fn cache_word(y: vec2<f32>) -> u32 {
@@ -53,7 +59,7 @@ fn rope_q(t: u32) {
     if (p.i >= params.n_rot / 2u) {
         return; // pass-through pair
     }
-    let y = rope_rotate(q[p.i0], q[p.i1], i32(positions[p.token]), freqs[p.i]);
+    let y = rope_rotate(q[p.i0], q[p.i1], i32(positions[p.token]), freqs[p.i], rope_scale());
     q[p.i0] = y.x;
     q[p.i1] = y.y;
 }
@@ -66,9 +72,10 @@ fn k_rotated(base: u32, e: u32, pos: i32) -> f32 {
     }
     let half_rot = params.n_rot / 2u;
     if (e < half_rot) {
-        return rope_rotate(k[base + e], k[base + e + half_rot], pos, freqs[e]).x;
+        return rope_rotate(k[base + e], k[base + e + half_rot], pos, freqs[e], rope_scale()).x;
     }
-    return rope_rotate(k[base + e - half_rot], k[base + e], pos, freqs[e - half_rot]).y;
+    let x0 = k[base + e - half_rot];
+    return rope_rotate(x0, k[base + e], pos, freqs[e - half_rot], rope_scale()).y;
 }
 
 // Dims 2w, 2w + 1 of the k head row starting at `base` (one K cache word), rotated.
@@ -152,7 +159,7 @@ fn main(
         let rotated = 2u * w < params.n_rot;
         var cs = vec2<f32>(1.0, 0.0);
         if (rotated) {
-            cs = rope_cos_sin(i32(pos), freqs[w]);
+            cs = rope_cos_sin(i32(pos), freqs[w], rope_scale());
             for (var h = 0u; h < params.n_head; h++) {
                 let i0 = (token * params.n_head + h) * params.head_dim + 2u * w;
                 let y = rope_apply(q[i0], q[i0 + 1u], cs);

@@ -4,8 +4,9 @@
 //! store op (`RopeKv`), on every CPU-driver family (X in uniform windows or shared by
 //! subgroups), for a mat-vec, a verify-sized batch and a batch that needs three X windows,
 //! with partial rotary dims, V heads narrower than K heads, a partial last workgroup (672 rows)
-//! and a position past the cache (neither path stores it). Bad shapes and NEOX pairs are typed
-//! errors.
+//! and a position past the cache (neither path stores it), with a plain RoPE table and a YaRN
+//! one (x4 from an original context of 16; its cos/sin scale is not 1). Bad shapes and NEOX
+//! pairs are typed errors.
 
 mod common;
 #[path = "kernels_matmul_data.rs"]
@@ -21,7 +22,7 @@ use flint::kernels::matmul::{
     matmul_dispatches, Family, GpuWeight, MatmulIo, SplitOut, SplitRope, SERIAL_INT64,
     SERIAL_INT64_BCAST,
 };
-use flint::kernels::ops::rope::{rope_freqs, RopeConfig, RopeMode};
+use flint::kernels::ops::rope::{rope_table, RopeConfig, RopeMode, RopeYarn};
 
 /// Query heads, KV heads, head dims of q and k and of v, rotated dims, cache rows and K
 /// (SmolLM2's width: 64 columns need three 64 KiB X windows on `Family::SERIAL`). The stacked
@@ -47,13 +48,23 @@ struct Bufs {
     cfg: RopeConfig,
 }
 
-fn bufs(ctx: &GpuContext, m: usize) -> Bufs {
+/// YaRN x4 from an original context of 16 tokens (the caches hold 80).
+const YARN: RopeYarn = RopeYarn {
+    n_ctx_orig: 16,
+    ext_factor: 1.0,
+    attn_factor: 1.0,
+    beta_fast: 32.0,
+    beta_slow: 1.0,
+};
+
+fn bufs(ctx: &GpuContext, m: usize, yarn: bool) -> Bufs {
     let cfg = RopeConfig {
         n_rot: N_ROT,
         mode: RopeMode::Normal,
         freq_base: 10000.0,
-        freq_scale: 1.0,
+        freq_scale: if yarn { 0.25 } else { 1.0 },
     };
+    let table = rope_table(&cfg, yarn.then_some(&YARN), None).unwrap();
     // Scattered positions; with several tokens the last one is past the cache.
     let mut positions: Vec<u32> = (0..m as u32).map(|i| (i * 7 + 3) % N_CTX).collect();
     if let (Some(last), true) = (positions.last_mut(), m > 1) {
@@ -68,7 +79,7 @@ fn bufs(ctx: &GpuContext, m: usize) -> Bufs {
         k: upload_f32(ctx, "k", &vec![0.0; m * (N_KV * HEAD_DIM) as usize]),
         v: upload_f32(ctx, "v", &vec![0.0; m * (N_KV * HEAD_DIM_V) as usize]),
         positions: upload_bytes(ctx, "positions", bytemuck::cast_slice(&positions)),
-        freqs: upload_f32(ctx, "freqs", &rope_freqs(&cfg, None).unwrap()),
+        freqs: upload_f32(ctx, "freqs", &table),
         k_cache: upload_f32(ctx, "k cache", &kc),
         v_cache: upload_f32(ctx, "v cache", &vc),
         layouts,
@@ -112,8 +123,9 @@ fn run(
     x: &[f32],
     m: usize,
     epilogue: bool,
+    yarn: bool,
 ) -> [Vec<f32>; 3] {
-    let b = bufs(ctx, m);
+    let b = bufs(ctx, m, yarn);
     let xb = upload_f32(ctx, "x", x);
     let op = rope_kv(ctx, &b, m as u32);
     let rope = split_rope(&b, &op);
@@ -155,16 +167,23 @@ fn rope_epilogue_matches_split_output_then_rope_kv_bit_for_bit() {
     let w = stacked_weight(&ctx);
     let x = random_f32(64 * K, 23);
     for family in [Family::SERIAL, SERIAL_INT64, SERIAL_INT64_BCAST] {
-        for m in [1, 8, 64] {
+        for (m, yarn) in [
+            (1, false),
+            (8, false),
+            (64, false),
+            (1, true),
+            (8, true),
+            (64, true),
+        ] {
             let xm = &x[..m * K];
-            let got = run(&ctx, family, &w, xm, m, true);
-            let want = run(&ctx, family, &w, xm, m, false);
+            let got = run(&ctx, family, &w, xm, m, true, yarn);
+            let want = run(&ctx, family, &w, xm, m, false, yarn);
             for (what, g, e) in [
                 ("q", &got[0], &want[0]),
                 ("K cache", &got[1], &want[1]),
                 ("V cache", &got[2], &want[2]),
             ] {
-                assert_bits_eq(&format!("{what}, {family:?}, M={m}"), g, e);
+                assert_bits_eq(&format!("{what}, {family:?}, M={m}, yarn {yarn}"), g, e);
             }
             // The paths did work: q is rotated (not the zeros it started as).
             assert!(
@@ -181,7 +200,7 @@ fn bad_rope_epilogue_shapes_are_typed_errors() {
     let _serial = data::gpu_lock();
     let ctx = ctx_features(true, true);
     let w = stacked_weight(&ctx);
-    let b = bufs(&ctx, 2);
+    let b = bufs(&ctx, 2, false);
     let xb = upload_f32(&ctx, "x", &random_f32(2 * K, 5));
     let op = rope_kv(&ctx, &b, 2);
     let rope = split_rope(&b, &op);

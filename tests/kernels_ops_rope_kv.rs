@@ -2,7 +2,8 @@
 //! four ops it replaces (RoPE on q and on k in place, then the f16 KV store of k and of v): q
 //! and both caches must have the same bits, for both pairings, full and partial rotary dims,
 //! scattered positions (one past the cache, which neither path writes) and token counts that are
-//! not multiples of the workgroup size.
+//! not multiples of the workgroup size, with a plain RoPE table and a YaRN one (x4 from an
+//! original context of 16, so most positions are past it; the cos/sin scale is not 1).
 
 mod common;
 
@@ -12,7 +13,7 @@ use flint::gpu::buffers::create_storage;
 use flint::gpu::GpuContext;
 use flint::kernels::attention::{KvLayout, KvStore, KvType, RopeKv, RopeKvIo};
 use flint::kernels::launch::submit;
-use flint::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShape};
+use flint::kernels::ops::rope::{rope_table, Rope, RopeConfig, RopeMode, RopeShape, RopeYarn};
 use flint::kernels::ops::Io;
 
 struct Case {
@@ -23,7 +24,17 @@ struct Case {
     head_dim: u32,
     n_ctx: u32,
     n_tokens: u32,
+    yarn: bool,
 }
+
+/// YaRN x4 from an original context of 16 tokens (the caches hold 96).
+const YARN: RopeYarn = RopeYarn {
+    n_ctx_orig: 16,
+    ext_factor: 1.0,
+    attn_factor: 1.0,
+    beta_fast: 32.0,
+    beta_slow: 1.0,
+};
 
 /// (q after RoPE, K cache, V cache) as f32 bit patterns, by the fused op or the four ops.
 fn run(ctx: &GpuContext, c: &Case, fused: bool, seed: u64) -> [Vec<f32>; 3] {
@@ -43,15 +54,16 @@ fn run(ctx: &GpuContext, c: &Case, fused: bool, seed: u64) -> [Vec<f32>; 3] {
         n_rot: c.n_rot,
         mode: c.mode,
         freq_base: 10000.0,
-        freq_scale: 1.0,
+        freq_scale: if c.yarn { 0.25 } else { 1.0 },
     };
+    let yarn = c.yarn.then_some(&YARN);
     let (qb, kb, vb) = (
         upload_f32(ctx, "q", &q),
         upload_f32(ctx, "k", &k),
         upload_f32(ctx, "v", &v),
     );
     let pos = upload_bytes(ctx, "positions", bytemuck::cast_slice(&positions));
-    let freqs = upload_f32(ctx, "freqs", &rope_freqs(&cfg, None).unwrap());
+    let freqs = upload_f32(ctx, "freqs", &rope_table(&cfg, yarn, None).unwrap());
     let layout = KvLayout::new(KvType::F16, c.n_ctx, c.n_kv, c.head_dim).unwrap();
     let kc = create_storage(ctx, "k cache", layout.buffer_bytes()).unwrap();
     let vc = create_storage(ctx, "v cache", layout.buffer_bytes()).unwrap();
@@ -94,7 +106,12 @@ fn run(ctx: &GpuContext, c: &Case, fused: bool, seed: u64) -> [Vec<f32>; 3] {
 fn fused_rope_and_store_match_the_four_ops_bit_for_bit() {
     let ctx = ctx();
     let mut checked = 0;
-    for mode in [RopeMode::Normal, RopeMode::Neox] {
+    for (mode, yarn) in [
+        (RopeMode::Normal, false),
+        (RopeMode::Neox, false),
+        (RopeMode::Normal, true),
+        (RopeMode::Neox, true),
+    ] {
         for (n_rot, head_dim) in [(64, 64), (32, 64), (128, 128)] {
             for n_tokens in [1, 5, 67] {
                 let c = Case {
@@ -105,6 +122,7 @@ fn fused_rope_and_store_match_the_four_ops_bit_for_bit() {
                     head_dim,
                     n_ctx: 96,
                     n_tokens,
+                    yarn,
                 };
                 let seed = u64::from(n_rot * 1000 + n_tokens);
                 let fused = run(&ctx, &c, true, seed);
@@ -114,7 +132,9 @@ fn fused_rope_and_store_match_the_four_ops_bit_for_bit() {
                     ("K cache", &fused[1], &split[1]),
                     ("V cache", &fused[2], &split[2]),
                 ] {
-                    let label = format!("{what}: {mode:?} n_rot {n_rot} D {head_dim} T {n_tokens}");
+                    let label = format!(
+                        "{what}: {mode:?} yarn {yarn} n_rot {n_rot} D {head_dim} T {n_tokens}"
+                    );
                     assert_bits_eq(&label, a, b);
                 }
                 // The stores wrote something (a cache of zeros would also match).
@@ -123,6 +143,6 @@ fn fused_rope_and_store_match_the_four_ops_bit_for_bit() {
             }
         }
     }
-    assert_eq!(checked, 18);
+    assert_eq!(checked, 36);
     assert_clean(&ctx);
 }

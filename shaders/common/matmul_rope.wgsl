@@ -13,8 +13,9 @@
 // every half kv_f16_bits (tests/kernels_matmul_rope.rs compares the two paths).
 // Needs: params (Params of common/quant_common.wgsl) and y; defines put2, which
 // common/matmul_cols.wgsl's put_row_pair calls for each column (PUT2).
-// Bindings: 4 positions (read, u32 [m]), 5 freqs (read, f32 [n_rot / 2]), 6 K cache and 7 V
-// cache (read_write, f16 words), 8 RopeKvParams (uniform).
+// Bindings: 4 positions (read, u32 [m]), 5 freqs (read, f32 [n_rot / 2 + 1]: frequencies, then
+// the cos/sin scale, see rope.wgsl), 6 K cache and 7 V cache (read_write, f16 words),
+// 8 RopeKvParams (uniform).
 
 #define KV_F16
 #include "common/kv_layout.wgsl"
@@ -52,7 +53,7 @@ fn put2(row: u32, c: u32, v0: f32, v1: f32) {
     let w = (lr % dim) / 2u;
     var o = vec2<f32>(v0, v1);
     if (!is_v && 2u * w < rope.n_rot) {
-        o = rope_apply(v0, v1, rope_cos_sin(i32(pos), freqs[w]));
+        o = rope_apply(v0, v1, rope_cos_sin(i32(pos), freqs[w], freqs[rope.n_rot / 2u]));
     }
     if (is_q) {
         let i = t * params.split1 + r;

@@ -59,11 +59,13 @@ fn reduce_angle(x: f32) -> f32 {
     return select(r, -r, (bits >> 31u) != 0u);
 }
 
-// (cos θ, sin θ) for θ = pos * freq, reduced: the angle of rope_rotate, for callers that
-// rotate several pairs by it (rope_kv.wgsl: every head of a token at one pair index).
-fn rope_cos_sin(pos: i32, freq: f32) -> vec2<f32> {
+// (cos θ, sin θ) · scale for θ = pos * freq, reduced: the angle of rope_rotate, for callers
+// that rotate several pairs by it (rope_kv.wgsl: every head of a token at one pair index).
+// scale is the last entry of the RoPE table (src/kernels/ops/rope.rs, rope_table): YaRN's
+// mscale, or 1, which leaves every bit as it was.
+fn rope_cos_sin(pos: i32, freq: f32, scale: f32) -> vec2<f32> {
     let theta = reduce_angle(f32(pos) * freq);
-    return vec2<f32>(cos(theta), sin(theta));
+    return vec2<f32>(cos(theta), sin(theta)) * scale;
 }
 
 // The pair rotated by the angle whose (cos, sin) is cs: (x0 c - x1 s, x0 s + x1 c).
@@ -71,10 +73,10 @@ fn rope_apply(x0: f32, x1: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
 }
 
-// The rotated pair (x0 cos θ - x1 sin θ, x0 sin θ + x1 cos θ) for θ = pos * freq, as rope.wgsl
-// writes it (every kernel uses these expressions, so their bits agree).
-fn rope_rotate(x0: f32, x1: f32, pos: i32, freq: f32) -> vec2<f32> {
-    return rope_apply(x0, x1, rope_cos_sin(pos, freq));
+// The rotated pair (x0 cos θ - x1 sin θ, x0 sin θ + x1 cos θ) for θ = pos * freq, cos and sin
+// times scale, as rope.wgsl writes it (every kernel uses these expressions, so their bits agree).
+fn rope_rotate(x0: f32, x1: f32, pos: i32, freq: f32, scale: f32) -> vec2<f32> {
+    return rope_apply(x0, x1, rope_cos_sin(pos, freq, scale));
 }
 
 // Pair t (flat over token, head, pair) of x [n_tokens, n_heads, head_dim]: the first element of

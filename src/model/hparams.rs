@@ -53,12 +53,27 @@ pub enum HparamsError {
     UnsupportedArch { arch: String },
     #[error(transparent)]
     Metadata(#[from] GgufError),
+    #[error("{key} = '{value}' is not supported: flint runs the RoPE scaling types none, linear and yarn")]
+    RopeScaling { key: String, value: String },
     #[error("{what} = {value} is invalid: {why}")]
     Invalid {
         what: String,
         value: String,
         why: &'static str,
     },
+}
+
+/// `{arch}.rope.scaling.type`, as llama.cpp reads it (`llama_rope_scaling_type_from_string`;
+/// absent means linear).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeScaling {
+    /// No frequency scale, whatever `rope.scaling.factor` says.
+    None,
+    /// `rope_freq_scale = 1 / rope.scaling.factor`.
+    Linear,
+    /// YaRN: the linear scale mixed with extrapolation per rotation, and a magnitude correction
+    /// (see [`Hparams::rope_ext_factor`] and `crate::kernels::ops::rope`).
+    Yarn,
 }
 
 /// The transformer backbone's shape.
@@ -85,6 +100,23 @@ pub struct Hparams {
     pub n_rot: u32,
     /// NEOX rotation (pairs `i, i + n_rot/2`) rather than adjacent pairs.
     pub rope_neox: bool,
+    /// `rope.scaling.type` (default linear).
+    pub rope_scaling: RopeScaling,
+    /// ggml's `ext_factor`: `rope.scaling.yarn_ext_factor`, default 1 for yarn and 0 otherwise
+    /// (llama.cpp's context defaults). YaRN's ramp and magnitude correction apply where it is
+    /// not 0.
+    pub rope_ext_factor: f32,
+    /// YaRN's original context: `rope.scaling.original_context_length` (default `n_ctx_train`).
+    pub rope_n_ctx_orig: u32,
+    /// ggml's `attn_factor`, the cos/sin scale before YaRN's own correction:
+    /// `rope.scaling.attn_factor` (default 1), times `rope.scaling.yarn_attn_factor` (default 1)
+    /// only where YaRN is off: with YaRN on, llama.cpp replaces the latter by a value that its
+    /// kernel's correction cancels (llama-context.cpp, ggml-org/llama.cpp#17945).
+    pub rope_attn_factor: f32,
+    /// `rope.scaling.yarn_beta_fast` (default 32).
+    pub rope_beta_fast: f32,
+    /// `rope.scaling.yarn_beta_slow` (default 1).
+    pub rope_beta_slow: f32,
     pub rms_eps: f32,
     /// Per-head RMS norm of q and k (qwen3, drafters).
     pub qk_norm: bool,
@@ -145,6 +177,10 @@ impl Hparams {
         let scale = m
             .opt(&key("rope.scaling.factor"), |m, k| m.f32(k))?
             .unwrap_or(1.0);
+        let n_ctx_train = m
+            .opt(&key("context_length"), |m, k| m.u32(k))?
+            .unwrap_or(4096);
+        let rope = rope_scaling(g, p, n_ctx_train)?;
         let hp = Hparams {
             arch,
             n_layer: m.u32(&key("block_count"))?,
@@ -155,17 +191,25 @@ impl Hparams {
             head_dim_v,
             n_ff: m.u32(&key("feed_forward_length"))?,
             n_vocab,
-            n_ctx_train: m
-                .opt(&key("context_length"), |m, k| m.u32(k))?
-                .unwrap_or(4096),
+            n_ctx_train,
             rope_base: m
                 .opt(&key("rope.freq_base"), |m, k| m.f32(k))?
                 .unwrap_or(10000.0),
-            rope_freq_scale: if scale > 0.0 { 1.0 / scale } else { 1.0 },
+            rope_freq_scale: if scale > 0.0 && rope.kind != RopeScaling::None {
+                1.0 / scale
+            } else {
+                1.0
+            },
             n_rot: m
                 .opt(&key("rope.dimension_count"), |m, k| m.u32(k))?
                 .unwrap_or(head_dim),
             rope_neox: neox,
+            rope_scaling: rope.kind,
+            rope_ext_factor: rope.ext_factor,
+            rope_n_ctx_orig: rope.n_ctx_orig,
+            rope_attn_factor: rope.attn_factor,
+            rope_beta_fast: rope.beta_fast,
+            rope_beta_slow: rope.beta_slow,
             rms_eps: m.f32(&key("attention.layer_norm_rms_epsilon"))?,
             qk_norm: g.tensor("blk.0.attn_q_norm.weight").is_some(),
             qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
@@ -183,6 +227,99 @@ impl Hparams {
         }
         Ok(hp)
     }
+}
+
+/// The RoPE scaling keys of a model, read as llama.cpp reads them.
+struct RopeKeys {
+    kind: RopeScaling,
+    ext_factor: f32,
+    n_ctx_orig: u32,
+    attn_factor: f32,
+    beta_fast: f32,
+    beta_slow: f32,
+}
+
+/// Reads `{p}.rope.scaling.*` (llama.cpp: `llama_model::load_hparams` for the keys,
+/// `llama_context`'s constructor for the defaults): an unknown type (`longrope`, …) is refused
+/// with [`HparamsError::RopeScaling`], every number is checked.
+fn rope_scaling(g: &Gguf, p: &str, n_ctx_train: u32) -> Result<RopeKeys, HparamsError> {
+    let m = &g.metadata;
+    let key = |k: &str| format!("{p}.rope.scaling.{k}");
+    let f32_or = |k: &str, default: f32| -> Result<f32, HparamsError> {
+        Ok(m.opt(&key(k), |m, k| m.f32(k))?.unwrap_or(default))
+    };
+    let type_key = key("type");
+    let kind = match m.opt(&type_key, |m, k| m.str(k))? {
+        None | Some("linear") => RopeScaling::Linear,
+        Some("none") => RopeScaling::None,
+        Some("yarn") => RopeScaling::Yarn,
+        Some(other) => {
+            return Err(HparamsError::RopeScaling {
+                key: type_key,
+                value: other.to_string(),
+            })
+        }
+    };
+    let default_ext = if kind == RopeScaling::Yarn { 1.0 } else { 0.0 };
+    // llama.cpp: a negative ext_factor means "not set".
+    let ext_factor = match f32_or("yarn_ext_factor", -1.0)? {
+        e if e < 0.0 => default_ext,
+        e => e,
+    };
+    let n_ctx_orig = m
+        .opt(&key("original_context_length"), |m, k| m.u32(k))?
+        .unwrap_or(n_ctx_train);
+    let mut attn_factor = f32_or("attn_factor", 1.0)?;
+    if ext_factor == 0.0 {
+        attn_factor *= f32_or("yarn_attn_factor", 1.0)?;
+    }
+    let keys = RopeKeys {
+        kind,
+        ext_factor,
+        n_ctx_orig,
+        attn_factor,
+        beta_fast: f32_or("yarn_beta_fast", 32.0)?,
+        beta_slow: f32_or("yarn_beta_slow", 1.0)?,
+    };
+    let invalid = |k: &str, value: String, why| HparamsError::Invalid {
+        what: key(k),
+        value,
+        why,
+    };
+    for (k, v) in [
+        ("yarn_ext_factor", keys.ext_factor),
+        ("attn_factor", keys.attn_factor),
+        ("yarn_beta_fast", keys.beta_fast),
+        ("yarn_beta_slow", keys.beta_slow),
+    ] {
+        if !v.is_finite() || (k != "yarn_ext_factor" && v <= 0.0) {
+            return Err(invalid(
+                k,
+                v.to_string(),
+                "must be finite (and > 0 but for ext_factor)",
+            ));
+        }
+    }
+    if ext_factor != 0.0 {
+        if n_ctx_orig == 0 {
+            return Err(invalid(
+                "original_context_length",
+                "0".into(),
+                "YaRN needs the original context",
+            ));
+        }
+        // llama.cpp folds it into the attention factor for DeepSeek-style YaRN; not done here.
+        if let Some(mul) = m.opt(&key("yarn_log_multiplier"), |m, k| m.f32(k))? {
+            if mul != 0.0 {
+                return Err(invalid(
+                    "yarn_log_multiplier",
+                    mul.to_string(),
+                    "not supported (a DeepSeek-style YaRN attention factor)",
+                ));
+            }
+        }
+    }
+    Ok(keys)
 }
 
 /// Vocabulary size: the tokenizer's token count, else `{arch}.vocab_size`, else the embedding

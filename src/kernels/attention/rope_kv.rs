@@ -10,7 +10,7 @@
 
 use crate::gpu::{BindingSpec, GpuContext, GpuError, ShaderVariant};
 use crate::kernels::launch::Dispatch;
-use crate::kernels::ops::rope::{RopeConfig, RopeMode};
+use crate::kernels::ops::rope::{table_len, RopeConfig, RopeMode};
 use crate::kernels::ops::{bad_input, build, check_f32s, grid, params_uniform, rewrite_params};
 
 use super::layout::{KvLayout, KvType};
@@ -82,7 +82,8 @@ pub struct RopeKvIo<'a> {
     pub v: &'a wgpu::Buffer,
     /// u32 `[max_tokens]`.
     pub positions: &'a wgpu::Buffer,
-    /// f32 `[n_rot / 2]` (from `rope_freqs`).
+    /// f32 `[n_rot / 2 + 1]`: the RoPE table (from `rope_table`: frequencies, then the cos/sin
+    /// scale).
     pub freqs: &'a wgpu::Buffer,
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
@@ -148,7 +149,7 @@ impl RopeKv {
         check_f32s("KV store k", io.k, t * n_kv * u64::from(head_dim))?;
         check_f32s("KV store v", io.v, t * n_kv * u64::from(vl.head_dim))?;
         check_f32s("KV positions", io.positions, t)?;
-        check_f32s("RoPE frequency table", io.freqs, u64::from(cfg.n_rot / 2))?;
+        check_f32s("RoPE table", io.freqs, u64::from(table_len(cfg.n_rot)))?;
         for (what, l, cache) in [("K cache", kl, io.k_cache), ("V cache", vl, io.v_cache)] {
             if cache.size() < l.buffer_bytes() {
                 let expected = format!("at least {} bytes ({l:?})", l.buffer_bytes());

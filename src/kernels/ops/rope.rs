@@ -1,14 +1,28 @@
-//! Rotary position embedding on the GPU (`shaders/rope.wgsl`), ggml_rope_ext semantics without
-//! YaRN: x `[n_tokens, n_heads, head_dim]`, positions `[n_tokens]` (i32), a frequency table
-//! `[n_rot / 2]` built once per model by [`rope_freqs`].
+//! Rotary position embedding on the GPU (`shaders/rope.wgsl`), ggml_rope_ext semantics with
+//! YaRN: x `[n_tokens, n_heads, head_dim]`, positions `[n_tokens]` (i32), a table
+//! `[n_rot / 2 + 1]` built once per model by [`rope_table`]: `n_rot / 2` frequencies, then the
+//! scale of cos and sin.
 //!
-//! `theta(t, i) = f32(pos[t]) * freqs[i]` with `freqs[i] = freq_scale * freq_base^(-2i/n_rot) /
-//! freq_factors[i]`, computed in f64 and rounded once to f32 (llama3-style scaling arrives as the
-//! `rope_freqs.weight` factors). ggml computes the same product in f32 steps (and its CPU backend
-//! by repeated multiplication), so the angle agrees to a few ulp; the CPU oracle uses this exact
-//! table, so GPU and oracle share theta bit for bit and differ only in sin/cos.
-//! YaRN (ext_factor ≠ 0) is not implemented; its ramp is linear in the position, so it would
-//! fold into this table plus an output scale.
+//! `theta(t, i) = f32(pos[t]) * table[i]`, `(cos θ, sin θ) * table[n_rot / 2]`. Without YaRN
+//! `table[i] = freq_scale * freq_base^(-2i/n_rot) / freq_factors[i]` and the scale is 1 (or the
+//! model's attention factor), computed in f64 and rounded once to f32 (llama3-style scaling
+//! arrives as the `rope_freqs.weight` factors). ggml computes the same product in f32 steps (and
+//! its CPU backend by repeated multiplication), so the angle agrees to a few ulp; the CPU oracle
+//! builds the same table, so GPU and oracle share theta bit for bit and differ only in sin/cos.
+//!
+//! YaRN (ggml's `rope_yarn`, ext_factor ≠ 0, see [`RopeYarn`]): ggml mixes, per rotation i, the
+//! interpolated angle `freq_scale · θ_extrap` and the extrapolated one `θ_extrap` by `r_i =
+//! ramp(corr_dims, i) · ext_factor`, which does not depend on the position:
+//! `θ = θ_extrap · (freq_scale · (1 − r_i) + r_i)`. So YaRN is one more per-dimension factor of
+//! the same table, built here on the host once per model, and costs the kernels nothing per
+//! token; its magnitude correction `mscale = attn_factor · (1 + 0.1 · ln(1 / freq_scale))`
+//! multiplies cos and sin, and is the table's last entry. The scale lives in the table rather
+//! than in each kernel's params because the table is the one thing every RoPE path binds
+//! (`rope.wgsl`, `rope_kv.wgsl`, the q | k | v matmul's RoPE epilogue, the DSpark injection
+//! pass): none of them can miss it. It is not folded into the attention scale: that would also
+//! scale the pass-through dims `n_rot..head_dim` and change how k rounds into an f16 cache.
+//! A scale of exactly 1 (every model without YaRN or an attention factor) leaves every bit as
+//! it was: `x · 1` is exact.
 //!
 //! Pairs: [`RopeMode::Normal`] rotates `(2i, 2i+1)`, [`RopeMode::Neox`] `(i, i + n_rot/2)`;
 //! elements `n_rot..head_dim` pass through. Variants: `NEOX`, `IN_PLACE`.
@@ -52,8 +66,61 @@ pub struct RopeConfig {
     pub mode: RopeMode,
     /// `rope.freq_base` (10000 for llama 2).
     pub freq_base: f32,
-    /// `1 / rope.scaling.factor` for linear scaling, else 1.
+    /// `1 / rope.scaling.factor` for linear scaling and YaRN, else 1.
     pub freq_scale: f32,
+}
+
+/// ggml_rope_ext's YaRN parameters (llama.cpp's `rope_yarn`, `rope_yarn_ramp`,
+/// `ggml_rope_yarn_corr_dims`; `docs/shaders-ops.md` cites the version checked). With
+/// `ext_factor` 0 only `attn_factor` is used (as the cos/sin scale, as ggml does).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeYarn {
+    /// `rope.scaling.original_context_length`: the training context YaRN extends.
+    pub n_ctx_orig: u32,
+    /// How much of the extrapolated angle the ramp mixes in (1 for `rope.scaling.type = yarn`).
+    pub ext_factor: f32,
+    /// The cos/sin scale before YaRN's own magnitude correction.
+    pub attn_factor: f32,
+    /// Rotations past this many turns over `n_ctx_orig` are extrapolated (32).
+    pub beta_fast: f32,
+    /// Rotations under this many turns over `n_ctx_orig` are interpolated (1).
+    pub beta_slow: f32,
+}
+
+/// ggml's `ggml_rope_yarn_corr_dims`, in f32 as ggml computes it: the rotation indices
+/// `[low, high]` between which YaRN's ramp goes from extrapolation (below `low`) to
+/// interpolation (above `high`).
+pub fn yarn_corr_dims(
+    n_rot: u32,
+    n_ctx_orig: u32,
+    freq_base: f32,
+    beta_fast: f32,
+    beta_slow: f32,
+) -> [f32; 2] {
+    // The rotation index whose wavelength spans n_ctx_orig / beta turns.
+    let dim = |beta: f32| {
+        n_rot as f32 * (n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln()
+            / (2.0 * freq_base.ln())
+    };
+    let start = dim(beta_fast).floor();
+    let end = dim(beta_slow).ceil();
+    [start.max(0.0), end.min(n_rot as f32 - 1.0)]
+}
+
+/// `r_i = rope_yarn_ramp(low, high, 2i) · ext_factor` for every rotation i (f32, as ggml).
+fn yarn_mix(n_rot: u32, corr: [f32; 2], ext_factor: f32) -> Vec<f32> {
+    let [low, high] = corr;
+    (0..n_rot / 2)
+        .map(|i| {
+            let y = (i as f32 - low) / (high - low).max(0.001);
+            (1.0 - y.clamp(0.0, 1.0)) * ext_factor
+        })
+        .collect()
+}
+
+/// Entries of the table of `n_rot` rotated dims: `n_rot / 2` frequencies, then the scale.
+pub fn table_len(n_rot: u32) -> u32 {
+    n_rot / 2 + 1
 }
 
 /// The shape of the rotated tensor `[n_tokens, n_heads, head_dim]`.
@@ -103,10 +170,22 @@ pub fn variants() -> Vec<ShaderVariant> {
     out
 }
 
-/// The frequency table `[n_rot / 2]`: `freq_scale * freq_base^(-2i/n_rot) / freq_factors[i]`,
-/// in f64, rounded once to f32. `freq_factors` (`rope_freqs.weight`) must have `n_rot / 2`
-/// finite positive entries.
+/// The table without YaRN or an attention factor: [`rope_table`] with `None`.
 pub fn rope_freqs(cfg: &RopeConfig, freq_factors: Option<&[f32]>) -> Result<Vec<f32>, GpuError> {
+    rope_table(cfg, None, freq_factors)
+}
+
+/// The table `[n_rot / 2 + 1]` ([`table_len`]): for rotation i, `freq_base^(-2i/n_rot) /
+/// freq_factors[i]` times `freq_scale` (no YaRN) or times `freq_scale · (1 − r_i) + r_i`
+/// (YaRN's ramp, see the module doc), in f64, rounded once to f32; then the cos/sin scale: 1
+/// without `yarn`, `attn_factor` with ext_factor 0, else `attn_factor · (1 + 0.1 ·
+/// ln(1 / freq_scale))`. `freq_factors` (`rope_freqs.weight`) must have `n_rot / 2` finite
+/// positive entries; they divide the YaRN frequencies as ggml's `theta / ff` does.
+pub fn rope_table(
+    cfg: &RopeConfig,
+    yarn: Option<&RopeYarn>,
+    freq_factors: Option<&[f32]>,
+) -> Result<Vec<f32>, GpuError> {
     if cfg.n_rot == 0 || cfg.n_rot % 2 != 0 {
         return Err(bad_input("RoPE n_rot", "even and at least 2", cfg.n_rot));
     }
@@ -128,14 +207,65 @@ pub fn rope_freqs(cfg: &RopeConfig, freq_factors: Option<&[f32]>) -> Result<Vec<
             return Err(bad_input("RoPE freq factor", "finite and > 0", bad));
         }
     }
+    if let Some(y) = yarn {
+        check_yarn(y)?;
+    }
+    let mix = yarn.filter(|y| y.ext_factor != 0.0).map(|y| {
+        let corr = yarn_corr_dims(
+            cfg.n_rot,
+            y.n_ctx_orig,
+            cfg.freq_base,
+            y.beta_fast,
+            y.beta_slow,
+        );
+        yarn_mix(cfg.n_rot, corr, y.ext_factor)
+    });
     let base = f64::from(cfg.freq_base);
-    Ok((0..half)
+    let scale = f64::from(cfg.freq_scale);
+    let mut table: Vec<f32> = (0..half)
         .map(|i| {
             let ff = freq_factors.map_or(1.0, |f| f64::from(f[i]));
             let exponent = -2.0 * i as f64 / f64::from(cfg.n_rot);
-            (f64::from(cfg.freq_scale) * base.powf(exponent) / ff) as f32
+            match &mix {
+                // The table before YaRN, expression for expression: the same bits.
+                None => (scale * base.powf(exponent) / ff) as f32,
+                Some(r) => {
+                    let r = f64::from(r[i]);
+                    (base.powf(exponent) / ff * (scale * (1.0 - r) + r)) as f32
+                }
+            }
         })
-        .collect())
+        .collect();
+    table.push(match yarn {
+        None => 1.0,
+        Some(y) if y.ext_factor == 0.0 => y.attn_factor,
+        Some(y) => (f64::from(y.attn_factor) * (1.0 + 0.1 * (1.0 / scale).ln())) as f32,
+    });
+    Ok(table)
+}
+
+/// YaRN parameters every formula above is defined for.
+fn check_yarn(y: &RopeYarn) -> Result<(), GpuError> {
+    if y.n_ctx_orig == 0 {
+        return Err(bad_input("YaRN original context", "at least 1", 0));
+    }
+    for (what, v) in [
+        ("YaRN beta_fast", y.beta_fast),
+        ("YaRN beta_slow", y.beta_slow),
+        ("RoPE attn_factor", y.attn_factor),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad_input(what, "finite and > 0", v));
+        }
+    }
+    if !(y.ext_factor.is_finite() && y.ext_factor >= 0.0) {
+        return Err(bad_input(
+            "YaRN ext_factor",
+            "finite and >= 0",
+            y.ext_factor,
+        ));
+    }
+    Ok(())
 }
 
 /// A built RoPE over at most `max_tokens` tokens.
@@ -152,7 +282,7 @@ fn pairs(p: &RopeParams) -> u64 {
 
 impl Rope {
     /// RoPE of x `[n_tokens, n_heads, head_dim]` (from `io`) at `positions` (i32 `[n_tokens]`)
-    /// with `freqs` (f32 `[cfg.n_rot / 2]`, from [`rope_freqs`]).
+    /// with the table `freqs` (f32 `[cfg.n_rot / 2 + 1]`, from [`rope_table`]).
     pub fn new(
         ctx: &GpuContext,
         io: Io<'_>,
@@ -173,7 +303,7 @@ impl Rope {
         to_u32("RoPE elements", n)?;
         io.check("RoPE x", n)?;
         check_f32s("RoPE positions", positions, u64::from(shape.n_tokens))?;
-        check_f32s("RoPE frequency table", freqs, u64::from(cfg.n_rot / 2))?;
+        check_f32s("RoPE table", freqs, u64::from(table_len(cfg.n_rot)))?;
         let mut buffers = io.buffers();
         buffers.extend([positions, freqs]);
         let params = RopeParams {
@@ -218,14 +348,16 @@ impl Rope {
     }
 }
 
-/// Runs RoPE now on x `[n_tokens, n_heads, head_dim]` at `positions` (`[n_tokens]`) and
-/// returns y (same shape).
+/// Runs RoPE now on x `[n_tokens, n_heads, head_dim]` at `positions` (`[n_tokens]`), with
+/// YaRN where `yarn` says, and returns y (same shape).
+#[allow(clippy::too_many_arguments)]
 pub fn rope_on_gpu(
     ctx: &GpuContext,
     x: &[f32],
     positions: &[i32],
     shape: RopeShape,
     cfg: &RopeConfig,
+    yarn: Option<&RopeYarn>,
     freq_factors: Option<&[f32]>,
     in_place: bool,
 ) -> Result<Vec<f32>, GpuError> {
@@ -238,7 +370,7 @@ pub fn rope_on_gpu(
         let expected = format!("{shape:?} = {want} elements");
         return Err(bad_input("RoPE x", expected, x.len()));
     }
-    let table = rope_freqs(cfg, freq_factors)?;
+    let table = rope_table(cfg, yarn, freq_factors)?;
     let host = HostIo::new(ctx, "rope x", x, in_place)?;
     let pos = create_storage_init(ctx, "rope positions", bytemuck::cast_slice(positions))?;
     let freqs = upload_f32(ctx, "rope freqs", &table)?;

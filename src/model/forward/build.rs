@@ -15,7 +15,7 @@ use crate::kernels::matmul::{glu_epilogue, Family};
 use crate::kernels::ops::binary::{Binary, BinaryOp};
 use crate::kernels::ops::glu::{Glu, GluOp};
 use crate::kernels::ops::norm::RmsNorm;
-use crate::kernels::ops::rope::{rope_freqs, Rope, RopeConfig, RopeMode, RopeShape};
+use crate::kernels::ops::rope::{rope_table, Rope, RopeConfig, RopeMode, RopeShape, RopeYarn};
 use crate::kernels::ops::select::Select;
 use crate::kernels::ops::{params_uniform, Io};
 use crate::kv_cache::KvCache;
@@ -156,6 +156,22 @@ pub fn rope_config(hp: &Hparams) -> RopeConfig {
     }
 }
 
+/// The YaRN parameters and cos/sin scale of a model ([`RopeYarn`]); `None` where the model has
+/// neither YaRN nor an attention factor, whose table is then the one built before YaRN existed,
+/// bit for bit, with a scale of exactly 1.
+pub fn rope_yarn(hp: &Hparams) -> Option<RopeYarn> {
+    if hp.rope_ext_factor == 0.0 && hp.rope_attn_factor == 1.0 {
+        return None;
+    }
+    Some(RopeYarn {
+        n_ctx_orig: hp.rope_n_ctx_orig,
+        ext_factor: hp.rope_ext_factor,
+        attn_factor: hp.rope_attn_factor,
+        beta_fast: hp.rope_beta_fast,
+        beta_slow: hp.rope_beta_slow,
+    })
+}
+
 impl Forward {
     /// The target model for `params`, creating every buffer through `alloc` (which holds the
     /// plan made with the same `params`) and using uploaded `weights`.
@@ -185,10 +201,13 @@ impl Forward {
         let split_decode = !use_serial(ctx, kv_type(spec.type_k)?);
         let family = Family::for_context(ctx);
         let rope_cfg = rope_config(&hp);
-        let freqs = rope_freqs(&rope_cfg, weights.rope_freqs.as_deref())?;
+        // YaRN's per-rotation factors and magnitude are folded into the table here, once per
+        // model (see `kernels::ops::rope`): the per-token kernels do what they did before.
+        let yarn = rope_yarn(&hp);
+        let freqs = rope_table(&rope_cfg, yarn.as_ref(), weights.rope_freqs.as_deref())?;
         let freqs = crate::gpu::buffers::create_storage_init(
             ctx,
-            "rope freqs",
+            "rope table",
             bytemuck::cast_slice(&freqs),
         )?;
         let (d, eps) = (hp.n_embd, hp.rms_eps);

@@ -40,7 +40,7 @@ use crate::kv_cache::KvCache;
 pub use crate::memory::alloc::Allocator;
 use crate::{Error, Result};
 
-pub use build::{rope_config, Buffers, ForwardSpec};
+pub use build::{rope_config, rope_yarn, Buffers, ForwardSpec};
 use projections::{gate_up_dispatches, qkv_dispatches};
 
 use super::hparams::Hparams;
@@ -102,7 +102,8 @@ pub struct Forward {
     /// copies are set for.
     tap_row: u32,
     taps_set: (u32, u32),
-    /// RoPE frequencies `[n_rot / 2]` (shared with a drafter's injection pass).
+    /// The RoPE table `[n_rot / 2 + 1]`: frequencies (YaRN folded in), then the cos/sin scale
+    /// (`kernels::ops::rope::rope_table`; shared with a drafter's injection pass).
     pub rope_freqs: wgpu::Buffer,
 }
 

@@ -4,7 +4,8 @@
 //!
 //! What it computes: weights dequantized exactly to f32 once at load ([`crate::quant`],
 //! bit-exact with llama.cpp), f32 activations, matrix products accumulated in f64 and rounded
-//! once per output ([`linear`]), RMSNorm / RoPE / SwiGLU from [`crate::reference::ops`],
+//! once per output ([`linear`]), RMSNorm / RoPE (YaRN included: llama.cpp's `rope_yarn`) /
+//! SwiGLU from [`crate::reference::ops`],
 //! attention in f64 from [`crate::reference::attention`] over a KV cache held in f32 or rounded
 //! to f16 / q8_0 / q4_0 with the reference quantizers ([`RefKvCache`]). This is the "float
 //! reference" of `tests/data/fixtures` (numpy, f32 everywhere), computed more exactly.
@@ -140,7 +141,8 @@ impl ForwardOutput {
 pub struct RefModel {
     pub hp: RefHparams,
     pub weights: Weights,
-    /// RoPE as the metadata says (normal pairs for llama, NEOX for qwen2/qwen3).
+    /// RoPE as the metadata says (normal pairs for llama, NEOX for qwen2/qwen3); YaRN from
+    /// `hp.rope_yarn`.
     pub rope: RopeRef,
 }
 

@@ -7,7 +7,7 @@
 //! cur      = rms_norm(x) * attn_norm                        attn_norm-il
 //! q, k, v  = cur·Wqᵀ (+bq), cur·Wkᵀ (+bk), cur·Wvᵀ (+bv)     (qwen2 biases)
 //! q, k     = rms_norm_per_head(q) * q_norm, … * k_norm       (qwen3)
-//! q, k     = rope(q, pos), rope(k, pos)                     q-il, k-il, v-il
+//! q, k     = rope(q, pos), rope(k, pos)  (YaRN: rope_yarn)   q-il, k-il, v-il
 //! cache   += k, v (rounded to the cache type)
 //! o        = softmax(q·Kᵀ / √head_dim, causal) · V           kqv_out-il
 //! ffn_inp  = x + o·Woᵀ                                       attn_out-il, ffn_inp-il
@@ -17,7 +17,7 @@
 
 use super::{linear, Capture, ForwardError, ForwardOutput, Named, RefKvCache, RefModel, Rows};
 use crate::reference::attention::{attention, AttnDims, Mask};
-use crate::reference::ops::{add, rms_norm, rope, swiglu};
+use crate::reference::ops::{add, rms_norm, swiglu};
 
 /// Collects the named activations when asked.
 struct Recorder {
@@ -135,8 +135,14 @@ impl RefModel {
             if let Some(nw) = &lw.k_norm {
                 k = rms_norm(&k, head_dim, Some(nw), eps);
             }
-            let q = rope(&q, &pos_i32, n_head, head_dim, &self.rope, freq_factors); // [T, n_head, head_dim]
-            let k = rope(&k, &pos_i32, n_head_kv, head_dim, &self.rope, freq_factors); // [T, n_head_kv, head_dim]
+            // RoPE as ggml_rope_ext, YaRN included where the metadata asks for it.
+            let yarn = Some(&hp.rope_yarn);
+            let q = self
+                .rope
+                .rotate(&q, &pos_i32, n_head, head_dim, yarn, freq_factors); // [T, n_head, head_dim]
+            let k = self
+                .rope
+                .rotate(&k, &pos_i32, n_head_kv, head_dim, yarn, freq_factors); // [T, n_head_kv, head_dim]
             rec.put("q", l, &[t, n_head, head_dim], &q);
             rec.put("k", l, &[t, n_head_kv, head_dim], &k);
             rec.put("v", l, &[t, n_head_kv, head_dim], &v);

@@ -42,6 +42,10 @@ pub enum MetaError {
     Arch { arch: String },
     #[error("architecture '{arch}' is not a DSpark drafter (dflash, dspark)")]
     NotDrafter { arch: String },
+    #[error(
+        "{key} = '{value}' is a RoPE scaling type the oracle does not run (none, linear, yarn)"
+    )]
+    RopeScaling { key: String, value: String },
 }
 
 /// The architectures the oracle reads.
@@ -73,6 +77,44 @@ impl RefArch {
     }
 }
 
+/// `{arch}.rope.scaling.type` (llama.cpp's names; absent means linear).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefRopeScaling {
+    /// No frequency scale, whatever `rope.scaling.factor` says.
+    None,
+    /// `1 / rope.scaling.factor`.
+    Linear,
+    /// YaRN (`rope.scaling.factor`, then [`RefYarn`]).
+    Yarn,
+}
+
+/// ggml_rope_ext's YaRN parameters, as llama.cpp derives them from the metadata; the oracle's
+/// RoPE (`reference::ops`, `RopeRef::rotate`) implements llama.cpp's `rope_yarn` with them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RefYarn {
+    /// `{arch}.rope.scaling.original_context_length` (default `{arch}.context_length`, else
+    /// 4096).
+    pub n_ctx_orig: u32,
+    /// `{arch}.rope.scaling.yarn_ext_factor`; absent (or negative: "not set" in llama.cpp): 1
+    /// for yarn, 0 otherwise. 0 turns YaRN off.
+    pub ext_factor: f32,
+    /// `{arch}.rope.scaling.attn_factor` (default 1); where YaRN is off, times
+    /// `{arch}.rope.scaling.yarn_attn_factor` (default 1), which llama.cpp overrides with YaRN
+    /// on (by a value its kernel's own correction cancels).
+    pub attn_factor: f32,
+    /// `{arch}.rope.scaling.yarn_beta_fast` (default 32).
+    pub beta_fast: f32,
+    /// `{arch}.rope.scaling.yarn_beta_slow` (default 1).
+    pub beta_slow: f32,
+}
+
+impl RefYarn {
+    /// Whether the rotation differs from plain RoPE at all (YaRN on, or a cos/sin scale).
+    pub fn is_active(&self) -> bool {
+        self.ext_factor != 0.0 || self.attn_factor != 1.0
+    }
+}
+
 /// The backbone's shape, as the oracle needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefHparams {
@@ -95,8 +137,13 @@ pub struct RefHparams {
     pub n_vocab: u32,
     /// `{arch}.rope.freq_base` (default 10000).
     pub rope_base: f32,
-    /// `1 / {arch}.rope.scaling.factor` (default 1; a factor ≤ 0 counts as none).
+    /// `1 / {arch}.rope.scaling.factor` (default 1; a factor ≤ 0 counts as none, and so does
+    /// scaling type none).
     pub rope_freq_scale: f32,
+    /// `{arch}.rope.scaling.type`.
+    pub rope_scaling: RefRopeScaling,
+    /// YaRN and the cos/sin scale (inactive for a model without those keys).
+    pub rope_yarn: RefYarn,
     /// `{arch}.rope.dimension_count` (default: `head_dim`): rotated dims per head.
     pub n_rot: u32,
     /// NEOX pairs (`i`, `i + n_rot/2`) for every architecture but llama (adjacent pairs).
@@ -182,7 +229,13 @@ impl RefHparams {
 
         let rope_base = f32_key(m, &key("rope.freq_base"))?.unwrap_or(10000.0);
         let factor = f32_key(m, &key("rope.scaling.factor"))?.unwrap_or(1.0);
-        let rope_freq_scale = if factor > 0.0 { 1.0 / factor } else { 1.0 };
+        let n_ctx_train = u32_key(m, &key("context_length"))?.unwrap_or(4096);
+        let (rope_scaling, rope_yarn) = rope_scaling(m, p, n_ctx_train)?;
+        let rope_freq_scale = if factor > 0.0 && rope_scaling != RefRopeScaling::None {
+            1.0 / factor
+        } else {
+            1.0
+        };
         let eps_key = key("attention.layer_norm_rms_epsilon");
         let rms_eps = f32_key(m, &eps_key)?.ok_or(MetaError::Missing { key: eps_key })?;
 
@@ -198,11 +251,91 @@ impl RefHparams {
             n_vocab: vocab(g, p)?,
             rope_base,
             rope_freq_scale,
+            rope_scaling,
+            rope_yarn,
             n_rot,
             rope_neox: arch != RefArch::Llama,
             rms_eps,
         })
     }
+}
+
+/// `{p}.rope.scaling.*`: the type (`longrope` and other unknown ones refused, naming the value)
+/// and YaRN's parameters with llama.cpp's defaults (`llama_model::load_hparams` reads the keys,
+/// `llama_context`'s constructor sets the defaults).
+fn rope_scaling(
+    m: &crate::gguf::Metadata,
+    p: &str,
+    n_ctx_train: u32,
+) -> Result<(RefRopeScaling, RefYarn), MetaError> {
+    let key = |k: &str| format!("{p}.rope.scaling.{k}");
+    let type_key = key("type");
+    let scaling = match string_key(m, &type_key)? {
+        None | Some("linear") => RefRopeScaling::Linear,
+        Some("none") => RefRopeScaling::None,
+        Some("yarn") => RefRopeScaling::Yarn,
+        Some(other) => {
+            return Err(MetaError::RopeScaling {
+                key: type_key,
+                value: other.to_string(),
+            })
+        }
+    };
+    // Negative: "not set" (llama.cpp); NaN is kept, to be refused below.
+    let ext_factor = match f32_key(m, &key("yarn_ext_factor"))? {
+        Some(e) if e.is_nan() || e >= 0.0 => e,
+        _ if scaling == RefRopeScaling::Yarn => 1.0,
+        _ => 0.0,
+    };
+    let attn_factor = f32_key(m, &key("attn_factor"))?.unwrap_or(1.0)
+        * if ext_factor == 0.0 {
+            f32_key(m, &key("yarn_attn_factor"))?.unwrap_or(1.0)
+        } else {
+            1.0
+        };
+    let yarn = RefYarn {
+        n_ctx_orig: u32_key(m, &key("original_context_length"))?.unwrap_or(n_ctx_train),
+        ext_factor,
+        attn_factor,
+        beta_fast: f32_key(m, &key("yarn_beta_fast"))?.unwrap_or(32.0),
+        beta_slow: f32_key(m, &key("yarn_beta_slow"))?.unwrap_or(1.0),
+    };
+    let invalid = |k: &str, v: f32, why| MetaError::Invalid {
+        key: key(k),
+        value: v.to_string(),
+        why,
+    };
+    if !ext_factor.is_finite() {
+        return Err(invalid("yarn_ext_factor", ext_factor, "must be finite"));
+    }
+    for (k, v) in [
+        ("attn_factor", yarn.attn_factor),
+        ("yarn_beta_fast", yarn.beta_fast),
+        ("yarn_beta_slow", yarn.beta_slow),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(invalid(k, v, "must be finite and > 0"));
+        }
+    }
+    if ext_factor != 0.0 {
+        if yarn.n_ctx_orig == 0 {
+            return Err(MetaError::Invalid {
+                key: key("original_context_length"),
+                value: "0".into(),
+                why: "YaRN needs the original context",
+            });
+        }
+        if let Some(mul) = f32_key(m, &key("yarn_log_multiplier"))? {
+            if mul != 0.0 {
+                return Err(invalid(
+                    "yarn_log_multiplier",
+                    mul,
+                    "a DeepSeek-style YaRN attention factor, which the oracle does not run",
+                ));
+            }
+        }
+    }
+    Ok((scaling, yarn))
 }
 
 /// `value` of `key` must not be 0.
