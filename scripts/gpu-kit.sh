@@ -27,7 +27,7 @@ cargo test --release --no-run --message-format=json 2>/dev/null |
   sed -E 's/.*"target":\{[^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\1 \2/' |
   while read -r name exe; do
     for s in "${suites[@]}"; do
-      [ "$s" = "$name" ] && cp "$exe" "$stage/tests/$name"
+      if [ "$s" = "$name" ]; then cp "$exe" "$stage/tests/$name"; fi
     done
   done
 for s in "${suites[@]}"; do
