@@ -55,8 +55,17 @@ fuzz_target!(|d: Desc| {
         w.set(k, v);
     }
     for (i, t) in d.tensors.iter().take(32).enumerate() {
-        let ty: GgmlType = ALL_TYPES[t.type_index as usize % ALL_TYPES.len()];
-        let ne0 = ty.block_size() as u64 * (1 + u64::from(t.blocks % 4));
+        let mut ty: GgmlType = ALL_TYPES[t.type_index as usize % ALL_TYPES.len()];
+        // Id 42's two Q2_0 layouts are told apart by extent: a clean file uses the 64-element
+        // one at widths the 128-element one cannot have (mixed or ambiguous files are refused).
+        if ty == GgmlType::Q2_0_G128 {
+            ty = GgmlType::Q2_0;
+        }
+        let ne0 = if ty == GgmlType::Q2_0 {
+            64 * (1 + 2 * u64::from(t.blocks % 2))
+        } else {
+            ty.block_size() as u64 * (1 + u64::from(t.blocks % 4))
+        };
         let rows = 1 + u64::from(t.rows % 4);
         let n = ty.row_bytes(ne0).unwrap_or(0) * rows;
         let _ = w.add_tensor(&format!("t{i}"), &[ne0, rows], ty, vec![0; n as usize]);
