@@ -11,9 +11,6 @@ use std::path::Path;
 use std::process::Command;
 
 use flint::gguf::{GgmlType, GgufFile};
-use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};
-use flint::model::forward::{Allocator, Forward};
-use flint::model::{weights, Hparams};
 use flint::reference::dspark::RefDrafter;
 use flint::reference::forward::RefModel;
 
@@ -117,26 +114,8 @@ fn a_random_qwen3_runs_on_the_device_and_matches_the_oracle() {
     );
 
     let ctx = common::gpu::ctx();
-    let hp = Hparams::from_gguf(&file).unwrap();
-    let params = RunParams {
-        n_ctx: 64,
-        n_ubatch: 16,
-        ..RunParams::default()
-    };
-    let plan = memory::plan(
-        TargetShape {
-            hp: &hp,
-            tensors: &file.tensors,
-        },
-        None,
-        &params,
-        Budget::resolve(None, Some(&ctx)),
-        DeviceLimits::from_context(&ctx),
-    );
-    assert!(plan.fits(), "{:?}", plan.misfit_summary());
-    let w = weights::load(&ctx, &file, &hp, false).unwrap();
-    let mut alloc = Allocator::new(&ctx, &plan);
-    let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
+    let params = common::forward::params(64, 16);
+    let mut fwd = common::forward::gpu_forward(&ctx, &file, &params);
     let oracle = RefModel::load(&file).unwrap();
     let mut cache = oracle.new_cache(GgmlType::F16).unwrap();
     let mut tokens = vec![72u32, 101, 108, 108, 111];

@@ -27,9 +27,6 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use flint::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
-use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};
-use flint::model::forward::{Allocator, Forward};
-use flint::model::{weights, Hparams};
 use flint::reference::forward::RefModel;
 use flint::tokenizer::Tokenizer;
 
@@ -296,26 +293,8 @@ fn check(path: &Path, what: String, weight_nmse: f64, prompt: &str, bound: f64) 
     let tok = Tokenizer::from_gguf(&file).unwrap();
     let prompt_ids = tok.encode(prompt, true, true).unwrap();
     let ctx = common::gpu::ctx();
-    let hp = Hparams::from_gguf(&file).unwrap();
-    let params = RunParams {
-        n_ctx: 64,
-        n_ubatch: 64,
-        ..RunParams::default()
-    };
-    let plan = memory::plan(
-        TargetShape {
-            hp: &hp,
-            tensors: &file.tensors,
-        },
-        None,
-        &params,
-        Budget::resolve(None, Some(&ctx)),
-        DeviceLimits::from_context(&ctx),
-    );
-    assert!(plan.fits(), "{:?}", plan.misfit_summary());
-    let w = weights::load(&ctx, &file, &hp, false).unwrap();
-    let mut alloc = Allocator::new(&ctx, &plan);
-    let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
+    let params = common::forward::params(64, 64);
+    let mut fwd = common::forward::gpu_forward(&ctx, &file, &params);
     let oracle = RefModel::load(&file).unwrap();
     let mut cache = oracle.new_cache(GgmlType::F16).unwrap();
     let mut f = Figures {

@@ -9,9 +9,6 @@
 mod common;
 
 use flint::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
-use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};
-use flint::model::forward::{Allocator, Forward};
-use flint::model::{weights, Hparams};
 use flint::reference::forward::RefModel;
 
 /// Logits NMSE against the oracle (f32 rounding through two layers and an f16 KV cache against
@@ -86,26 +83,8 @@ fn run(ty: GgmlType) {
     let t = file.tensor("blk.0.attn_q.weight").unwrap();
     assert_eq!(t.ty, ty, "the parser reads the layout written");
     let ctx = common::gpu::ctx();
-    let hp = Hparams::from_gguf(&file).unwrap();
-    let params = RunParams {
-        n_ctx: 64,
-        n_ubatch: 16,
-        ..RunParams::default()
-    };
-    let plan = memory::plan(
-        TargetShape {
-            hp: &hp,
-            tensors: &file.tensors,
-        },
-        None,
-        &params,
-        Budget::resolve(None, Some(&ctx)),
-        DeviceLimits::from_context(&ctx),
-    );
-    assert!(plan.fits(), "{:?}", plan.misfit_summary());
-    let w = weights::load(&ctx, &file, &hp, false).unwrap();
-    let mut alloc = Allocator::new(&ctx, &plan);
-    let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
+    let params = common::forward::params(64, 16);
+    let mut fwd = common::forward::gpu_forward(&ctx, &file, &params);
     let oracle = RefModel::load(&file).unwrap();
     let mut cache = oracle.new_cache(GgmlType::F16).unwrap();
     let mut tokens = vec![3u32, 17, 90, 0, 42, 5, 77, 150];

@@ -6,6 +6,7 @@
 pub mod alloc;
 pub mod dspark;
 pub mod dspark_check;
+pub mod forward;
 pub mod gpu;
 pub mod raw;
 pub mod stats;
