@@ -41,7 +41,7 @@ pub enum Error {
     DrafterInit(#[from] crate::model::drafter_init::InitError),
     #[error(transparent)]
     RandomWeights(#[from] crate::model::random_weights::RandomError),
-    #[error("out of memory: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
+    #[error("does not fit: the plan needs {requested} bytes, {limit} are usable: {}", reasons.join("; "))]
     OutOfMemory {
         requested: u64,
         limit: u64,
@@ -49,6 +49,16 @@ pub enum Error {
     },
     #[error("invalid argument: {0}")]
     Usage(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("{path}: is a directory; -m takes a GGUF file")]
+    ModelIsDirectory { path: String },
+    #[error("{path}: is a DSpark drafter ({arch}), not a model to run; pass it with -md and a target model with -m")]
+    ModelIsDrafter { path: String, arch: String },
+    #[error("{path}: has no weights (a shape-only file, from `flint gguf strip` or `flint gguf preset` without --weights random); only `flint plan` and `flint info` take it")]
+    ModelHasNoWeights { path: String },
+    #[error("{path}: has no vocabulary (tokenizer.ggml.model = \"{tokenizer}\"), so it cannot tokenize a prompt")]
+    ModelHasNoVocab { path: String, tokenizer: String },
 }
 
 impl Error {
@@ -57,6 +67,8 @@ impl Error {
         match self {
             Error::Accept(_) | Error::Schedule(_) => 2,
             Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
+            Error::ModelIsDirectory { .. } | Error::ModelIsDrafter { .. } => 2,
+            Error::ModelHasNoWeights { .. } | Error::ModelHasNoVocab { .. } => 3,
             Error::Gguf(_)
             | Error::Quant(_)
             | Error::Hparams(_)
@@ -73,6 +85,7 @@ impl Error {
                 _ => 3,
             },
             Error::Io { .. } => 1,
+            Error::Store(e) => e.exit_code(),
         }
     }
 }

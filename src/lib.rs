@@ -25,6 +25,7 @@ pub mod reference;
 pub mod sampling;
 pub mod server;
 pub mod spec;
+pub mod store;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

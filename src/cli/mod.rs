@@ -9,7 +9,10 @@ pub mod dspark;
 pub mod generate;
 pub mod gguf_cmd;
 pub mod info;
+mod model_check;
+pub mod models;
 pub mod plan;
+pub mod pull;
 pub mod serve;
 pub mod spec_args;
 pub mod tokenize;
@@ -28,7 +31,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Complete a prompt with a model (default: the SmolLM2 of models/, fetched on first use).
+    /// Complete a prompt with a model (default: SmolLM2 from models/ or the model store,
+    /// fetched on first use; docs/MODELS.md).
     Generate(generate::GenerateArgs),
     /// Chat interactively over the model's chat template.
     Chat(chat::ChatArgs),
@@ -49,10 +53,15 @@ pub enum Command {
     Dspark(dspark::DsparkArgs),
     /// Print the token ids of a JSONL prompt file, chat-templated as `bench -md` feeds them.
     Tokenize(tokenize::TokenizeArgs),
+    /// Fetch a known model into the model store and verify its sha256 (docs/MODELS.md).
+    Pull(pull::PullArgs),
+    /// List the model store: name, size, path.
+    Models(models::ModelsArgs),
 }
 
 /// Run a parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
+pub fn run(mut cli: Cli) -> Result<()> {
+    resolve_defaults(&mut cli.command)?;
     match cli.command {
         Command::Generate(args) => generate::run(&args),
         Command::Chat(args) => chat::run(&args),
@@ -64,6 +73,45 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Dspark(args) => dspark::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Tokenize(args) => tokenize::run(&args),
+        Command::Pull(args) => pull::run(&args),
+        Command::Models(args) => models::run(&args),
+    }
+}
+
+/// Point the default `-m` (and, for `generate` and `chat`, its shipped drafter) at real files:
+/// the repository's models/ when run there, else the model store (fetched on first use), so
+/// the binary works from any directory.
+fn resolve_defaults(command: &mut Command) -> Result<()> {
+    use crate::engine::{default_drafter_path, resolve_model, DEFAULT_MODEL};
+    let with_drafter = |m: &mut generate::ModelArgs| -> Result<()> {
+        if m.model != std::path::Path::new(DEFAULT_MODEL) {
+            return Ok(());
+        }
+        if m.spec.draft_model.is_none() && !m.spec.no_spec {
+            match default_drafter_path() {
+                Ok(p) => m.spec.draft_model = Some(p),
+                Err(e) => eprintln!("note: no default drafter ({e}); decoding without speculation"),
+            }
+        }
+        m.model = resolve_model(&m.model)?;
+        Ok(())
+    };
+    match command {
+        Command::Generate(a) => with_drafter(&mut a.model),
+        Command::Chat(a) => with_drafter(&mut a.model),
+        Command::Serve(a) => {
+            a.model.model = resolve_model(&a.model.model)?;
+            Ok(())
+        }
+        Command::Bench(a) => {
+            a.model = resolve_model(&a.model)?;
+            Ok(())
+        }
+        Command::Tokenize(a) => {
+            a.model = resolve_model(&a.model)?;
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

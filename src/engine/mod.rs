@@ -16,17 +16,25 @@ use crate::model::{weights, DrafterMeta, Hparams};
 
 mod draft;
 use crate::sampling::Sampler;
+use crate::spec::bypass::{BypassConfig, CycleCosts};
 use crate::spec::dspark::{DrafterConfig, Dspark};
 use crate::spec::{SpecOptions, VerifyPolicy};
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 pub use draft::{draft_params, DraftOptions};
 
-/// The default model (fetched by `models/fetch.sh`).
+/// The default model: this path when it exists relative to the current directory (the
+/// repository, after `models/fetch.sh`), else [`DEFAULT_MODEL_NAME`] in the model store
+/// ([`crate::store`]), fetched on first use.
 pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-/// The DSpark drafter trained for [`DEFAULT_MODEL`] (train/dspark/, shipped in the repository):
-/// `generate` and `chat` speculate with it when neither `-m` nor `-md` is given.
+/// The DSpark drafter trained for [`DEFAULT_MODEL`] (train/dspark/, shipped in the repository and
+/// embedded in the binary): `generate` and `chat` speculate with it when neither `-m` nor `-md`
+/// is given. This path when it exists, else [`DEFAULT_DRAFTER_NAME`] written to the store.
 pub const DEFAULT_DRAFTER: &str = "models/SmolLM2-135M-Instruct.dspark-Q8_0.gguf";
+/// The manifest name of [`DEFAULT_MODEL`] (`flint pull`).
+pub const DEFAULT_MODEL_NAME: &str = "smollm2-135m-instruct-q4_1";
+/// The manifest name of [`DEFAULT_DRAFTER`].
+pub const DEFAULT_DRAFTER_NAME: &str = "dspark-smollm2-135m-q8_0";
 
 /// How to load a session.
 #[derive(Debug, Clone)]
@@ -109,28 +117,29 @@ fn rate(n: usize, secs: f64) -> f64 {
     }
 }
 
-/// Fetch the default model with `models/fetch.sh` when it is missing.
+/// The file a `-m` path names: any path but [`DEFAULT_MODEL`] as is; [`DEFAULT_MODEL`] when it
+/// exists relative to the current directory, else the store's copy, fetched when missing.
+pub fn resolve_model(path: &Path) -> Result<PathBuf> {
+    if path != Path::new(DEFAULT_MODEL) || path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    Ok(crate::store::ensure(DEFAULT_MODEL_NAME, progress)?)
+}
+
+/// Make sure the default model is there (see [`resolve_model`]) when `path` names it.
 pub fn ensure_default_model(path: &Path) -> Result<()> {
-    if path.exists() || path != Path::new(DEFAULT_MODEL) {
-        return Ok(());
+    resolve_model(path).map(drop)
+}
+
+/// The shipped drafter: [`DEFAULT_DRAFTER`] when it exists relative to the current directory,
+/// else the store's copy, written from the binary on first use.
+pub fn default_drafter_path() -> Result<PathBuf> {
+    let path = PathBuf::from(DEFAULT_DRAFTER);
+    if path.exists() {
+        return Ok(path);
     }
-    eprintln!(
-        "{DEFAULT_MODEL} is missing: fetching it with models/fetch.sh (98 MB, sha256-checked)"
-    );
-    let status = std::process::Command::new("bash")
-        .arg("models/fetch.sh")
-        .status()
-        .map_err(|source| Error::Io {
-            context: "running bash models/fetch.sh".into(),
-            source,
-        })?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Usage(format!(
-            "models/fetch.sh failed ({status}); fetch the model by hand or pass -m"
-        )))
-    }
+    Ok(crate::store::ensure(DEFAULT_DRAFTER_NAME, false)?)
 }
 
 impl Engine {
@@ -144,7 +153,7 @@ impl Engine {
     /// cache, compute buffers and drafter (a server's slots). The plan of all slots is checked
     /// before anything is allocated; `opts.n_ctx` is each slot's context.
     pub fn load_slots(opts: &EngineOptions, n_slots: u32) -> Result<Vec<Engine>> {
-        ensure_default_model(&opts.model)?;
+        let model_path = resolve_model(&opts.model)?;
         if n_slots == 0 {
             return Err(Error::Usage("-np must be at least 1".into()));
         }
@@ -152,7 +161,7 @@ impl Engine {
             index: opts.device,
             ..DeviceOptions::default()
         })?);
-        let file = GgufFile::open(&opts.model)?;
+        let file = GgufFile::open(&model_path)?;
         let hp = Hparams::from_gguf(&file)?;
         let tok = Tokenizer::from_gguf(&file)?;
         if opts.n_ctx == 0 || opts.n_ubatch == 0 {
@@ -207,6 +216,7 @@ impl Engine {
         let model_bytes = file.file_len();
         drop(file);
         let mut policy: Option<VerifyPolicy> = None;
+        let mut costs: Option<CycleCosts> = None;
         let mut slots = Vec::with_capacity(n_slots as usize);
         for _ in 0..n_slots {
             let mut alloc = Allocator::new(&ctx, &slot_plan);
@@ -244,10 +254,27 @@ impl Engine {
                             p
                         }
                     };
+                    // What a cycle costs on this device, for the bypass (measured once too).
+                    let bypass = if d.bypass {
+                        let c = match costs {
+                            Some(c) => c,
+                            None => {
+                                let c = cycle_costs(&ctx, &mut fwd, &mut dspark, dp.n_draft)?;
+                                costs = Some(c);
+                                c
+                            }
+                        };
+                        Some(BypassConfig {
+                            costs: c.is_valid().then_some(c),
+                            ..BypassConfig::default()
+                        })
+                    } else {
+                        None
+                    };
                     let spec = SpecOptions {
                         n_max: dp.n_draft,
                         policy,
-                        bypass: d.bypass.then(crate::spec::bypass::BypassConfig::default),
+                        bypass,
                     };
                     Some((dspark, spec))
                 }
@@ -260,7 +287,7 @@ impl Engine {
                 fwd,
                 tok: tok.clone(),
                 plan: plan.clone(),
-                model_path: opts.model.clone(),
+                model_path: model_path.clone(),
                 model_bytes,
                 drafter,
                 allocated,
@@ -413,5 +440,47 @@ fn verify_policy(
         VerifyPolicy::Threshold(d.p_min)
     } else {
         VerifyPolicy::Fixed
+    })
+}
+
+/// What one speculative cycle costs on this device, measured at load with an empty cache (left
+/// empty, the drafter reset): a plain decode step and a verify step of `n_draft + 1` rows
+/// (interleaved rounds, [`crate::spec::profile::verify_step_rounds`]), then the injection of a
+/// cycle's commit (2 rows: one accepted draft and the bonus) and a draft block after it. The
+/// medians of 5 rounds after an untimed one.
+fn cycle_costs(
+    ctx: &GpuContext,
+    fwd: &mut Forward,
+    dspark: &mut Dspark,
+    n_draft: u32,
+) -> Result<CycleCosts> {
+    use crate::bench::stats::median;
+    const ROUNDS: usize = 5;
+    let verify_rows = n_draft + 1;
+    fwd.set_tap_row(0);
+    let steps = crate::spec::profile::verify_step_rounds(ctx, fwd, &[1, verify_rows], ROUNDS)?;
+    // The last verify step left its tap rows staged: inject two of them and draft after them.
+    let rows = 2.min(verify_rows);
+    let (mut inject, mut draft) = (Vec::new(), Vec::new());
+    for round in 0..=ROUNDS {
+        dspark.reset();
+        let t = Instant::now();
+        dspark.inject(ctx, rows, 0)?;
+        let ti = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        dspark.draft(ctx, 0, rows, None)?;
+        let td = t.elapsed().as_secs_f64();
+        if round > 0 {
+            inject.push(ti);
+            draft.push(td);
+        }
+    }
+    dspark.reset();
+    Ok(CycleCosts {
+        step: median(&steps[0]),
+        draft: median(&draft),
+        inject: median(&inject),
+        verify: median(&steps[1]),
+        verify_rows,
     })
 }

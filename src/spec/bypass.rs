@@ -19,6 +19,15 @@
 //! (`record_plain(1 / SPS(1))`); plain steps taken while bypassing refresh it. Until it is
 //! known only the breaker acts. While bypassing, the caller must keep the drafter's context
 //! current (every committed target row injected, §3.3).
+//!
+//! Speculation that never loses: with [`BypassConfig::costs`] (a [`CycleCosts`] profile measured
+//! at load: a plain step, a draft, an injection and a verify of B rows) the planner knows what
+//! a cycle costs before it drafts. [`drafting_pays`] compares the expected rate
+//! `E[τ] / (t_draft + t_inject + t_verify(B))` with `margin / t_step`, `E[τ]` from
+//! [`estimate_tau`] (observed cycles behind a prior of [`TauPrior::weight`] pseudo-cycles at
+//! [`TauPrior::tau`]). When the profile loses at the prior, the planner never drafts (no
+//! warm-up, no probe); otherwise it seeds every average with the profile and the prior, so a
+//! drafter that accepts less than the prior stops after the first probe of `probe_cycles`.
 
 /// A configuration value out of range. Every variant names it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -29,6 +38,85 @@ pub enum BypassError {
         value: f64,
         rule: &'static str,
     },
+}
+
+/// Seconds of a plain decode step and of the parts of one speculative cycle on this device,
+/// measured at load (`Engine::load`, with the SPS profile): what a cycle costs before any
+/// cycle ran. The draft's own cost is here, which a profile of verify steps alone misses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CycleCosts {
+    /// One plain decode step (a verify of 1 row).
+    pub step: f64,
+    /// One draft block.
+    pub draft: f64,
+    /// Injecting one cycle's committed rows into the drafter.
+    pub inject: f64,
+    /// One verify step of B = `n_max + 1` rows (every row's argmax read back).
+    pub verify: f64,
+    /// B: the rows of that verify step (a cycle commits at most B tokens).
+    pub verify_rows: u32,
+}
+
+impl CycleCosts {
+    /// Seconds of one speculative cycle: draft, inject, verify.
+    pub fn cycle(&self) -> f64 {
+        self.draft + self.inject + self.verify
+    }
+
+    /// All four finite, `step > 0` and the others `>= 0`.
+    pub fn is_valid(&self) -> bool {
+        let ok = |x: f64| x.is_finite() && x >= 0.0;
+        ok(self.draft) && ok(self.inject) && ok(self.verify) && ok(self.step) && self.step > 0.0
+    }
+}
+
+/// What the planner assumes of a drafter's accepted length τ (tokens committed per cycle, the
+/// bonus included) before it has seen a cycle: `tau`, worth `weight` observed cycles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TauPrior {
+    pub tau: f64,
+    pub weight: f64,
+}
+
+impl Default for TauPrior {
+    /// τ = 2 (one accepted draft a cycle; the shipped DSpark drafter measures 2.1 on the builtin
+    /// prompts, γ = 7) worth 4 cycles: a probe's worth of evidence outweighs it.
+    fn default() -> Self {
+        Self {
+            tau: 2.0,
+            weight: 4.0,
+        }
+    }
+}
+
+/// The posterior-mean accepted length after `cycles` cycles that committed `committed` tokens
+/// in all: `(w·τ₀ + committed) / (w + cycles)`; the prior alone before any cycle.
+pub fn estimate_tau(prior: TauPrior, cycles: u64, committed: u64) -> f64 {
+    let w = prior.weight.max(0.0);
+    let n = cycles as f64;
+    if w + n <= 0.0 {
+        return prior.tau;
+    }
+    (w * prior.tau + committed as f64) / (w + n)
+}
+
+/// Expected speed-up of drafting over plain decoding at accepted length `tau`:
+/// `(τ / t_cycle) / (1 / t_step)`. 0 for an invalid profile.
+pub fn expected_speedup(costs: &CycleCosts, tau: f64) -> f64 {
+    let cycle = costs.cycle();
+    if !costs.is_valid() || !tau.is_finite() {
+        return 0.0;
+    }
+    if cycle <= 0.0 {
+        return f64::INFINITY;
+    }
+    tau * costs.step / cycle
+}
+
+/// The decision: draft while the expected speed-up is at least `margin` (drafting must beat
+/// plain decoding by that factor; `margin <= 1` drafts at break-even).
+pub fn drafting_pays(costs: &CycleCosts, tau: f64, margin: f64) -> bool {
+    expected_speedup(costs, tau) >= margin
 }
 
 /// Thresholds of [`Bypass`].
@@ -62,6 +150,11 @@ pub struct BypassConfig {
     /// reports 0.23–0.33 at 1.7–2.1×, dspark-spec.md §5.3), so only a useless drafter is cut
     /// here and the cost model judges the rest.
     pub min_acceptance: f64,
+    /// The cycle's costs on this device, measured at load (`None`: learnt from the first
+    /// cycles and plain steps only).
+    pub costs: Option<CycleCosts>,
+    /// The accepted length assumed before any cycle (used with `costs`).
+    pub prior: TauPrior,
 }
 
 impl Default for BypassConfig {
@@ -74,6 +167,8 @@ impl Default for BypassConfig {
             probe_cycles: 4,
             window: 32,
             min_acceptance: 0.1,
+            costs: None,
+            prior: TauPrior::default(),
         }
     }
 }
@@ -84,6 +179,7 @@ impl BypassConfig {
         Self {
             margin: 0.0,
             min_acceptance: 0.0,
+            costs: None,
             ..Self::default()
         }
     }
@@ -103,6 +199,18 @@ impl BypassConfig {
         if self.max_plain_steps < self.plain_steps {
             let v = f64::from(self.max_plain_steps);
             return invalid("max_plain_steps", v, "it must be >= plain_steps");
+        }
+        if let Some(c) = &self.costs {
+            if !c.is_valid() {
+                return invalid("costs.step", c.step, "costs must be finite, >= 0, step > 0");
+            }
+        }
+        if !(self.prior.tau.is_finite() && self.prior.tau >= 1.0) {
+            return invalid("prior.tau", self.prior.tau, "it must be finite and >= 1");
+        }
+        if !(self.prior.weight.is_finite() && self.prior.weight >= 0.0) {
+            let w = self.prior.weight;
+            return invalid("prior.weight", w, "it must be finite and >= 0");
         }
         if !(0.0..=1.0).contains(&self.min_acceptance) {
             return invalid(
@@ -137,6 +245,11 @@ impl Ema {
     fn restart(&mut self) {
         self.n = 0;
     }
+
+    /// A value worth `n` samples.
+    fn seeded(x: f64, n: u32) -> Self {
+        Self { value: Some(x), n }
+    }
 }
 
 /// The per-sequence bypass planner. Call [`Bypass::should_draft`] once per decode step, then
@@ -160,13 +273,21 @@ pub struct Bypass {
     bypassed: bool,
     drafted_since: u32,
     doublings: u32,
+    /// Never draft again: the load-time profile lost at the prior and so did the one probe
+    /// cycle it allowed.
+    never_draft: bool,
+    /// The current probe is the one cycle a profile that loses at the prior allows.
+    last_chance: bool,
 }
 
 impl Bypass {
-    /// A planner that starts by drafting (a warm-up of `probe_cycles` cycles).
+    /// A planner that starts by drafting (a warm-up of `probe_cycles` cycles). With
+    /// [`BypassConfig::costs`]: that warm-up where [`drafting_pays`] at the prior; else a
+    /// probe of one cycle, after which it never drafts again unless that cycle made the
+    /// estimate pay.
     pub fn new(config: BypassConfig) -> Result<Self, BypassError> {
         config.validate()?;
-        Ok(Self {
+        let mut b = Self {
             config,
             t_plain: Ema::default(),
             t_draft: Ema::default(),
@@ -179,12 +300,38 @@ impl Bypass {
             bypassed: false,
             drafted_since: 0,
             doublings: 0,
-        })
+            never_draft: false,
+            last_chance: false,
+        };
+        if let Some(c) = config.costs {
+            let prior = config.prior;
+            let margin = config.margin;
+            if !drafting_pays(&c, estimate_tau(prior, 0, 0), margin) {
+                b.probe_left = 1;
+                b.last_chance = true;
+            }
+            b.t_plain = Ema::seeded(c.step, 1);
+            b.t_draft = Ema::seeded(c.draft + c.inject, 1);
+            b.t_verify = Ema::seeded(c.verify, 1);
+            let w = prior.weight.round().clamp(0.0, f64::from(u32::MAX)) as u32;
+            if w > 0 {
+                b.tau = Ema::seeded(prior.tau, w);
+            }
+        }
+        Ok(b)
+    }
+
+    /// Whether the planner has ruled drafting out for the rest of the generation.
+    pub fn never_drafts(&self) -> bool {
+        self.never_draft
     }
 
     /// Whether this decode step should be a speculative cycle (`false`: a plain step). Each
     /// `false` counts as one plain step of the current bypass.
     pub fn should_draft(&mut self) -> bool {
+        if self.never_draft {
+            return false;
+        }
         if self.plain_left > 0 {
             self.plain_left -= 1;
             return false;
@@ -193,6 +340,10 @@ impl Bypass {
             return true;
         }
         let bypass = self.breaker_trips() || self.plain_is_faster();
+        if std::mem::take(&mut self.last_chance) && bypass {
+            self.never_draft = true;
+            return false;
+        }
         if self.proposed >= self.window() {
             // A tumbling window: judge each `window` drafts afresh.
             self.proposed = 0;
@@ -277,164 +428,17 @@ impl Bypass {
         ) else {
             return false;
         };
-        tau * t_plain < self.config.margin * (t_draft + t_verify)
+        let costs = CycleCosts {
+            step: t_plain,
+            draft: t_draft,
+            inject: 0.0,
+            verify: t_verify,
+            verify_rows: 0,
+        };
+        !drafting_pays(&costs, tau, self.config.margin)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Runs `steps` decode steps against a drafter with fixed costs and acceptance; returns
-    /// the decision of each step.
-    fn run(
-        bypass: &mut Bypass,
-        steps: usize,
-        cycle: (f64, f64, u32, u32),
-        plain: f64,
-    ) -> Vec<bool> {
-        (0..steps)
-            .map(|_| {
-                let draft = bypass.should_draft();
-                if draft {
-                    bypass.record_cycle(cycle.0, cycle.1, cycle.2, cycle.3);
-                } else {
-                    bypass.record_plain(plain);
-                }
-                draft
-            })
-            .collect()
-    }
-
-    fn seeded(config: BypassConfig, t_plain: f64) -> Bypass {
-        let mut b = Bypass::new(config).expect("valid config");
-        b.record_plain(t_plain);
-        b
-    }
-
-    /// The indices of steps that start a run of drafting steps.
-    fn probe_starts(decisions: &[bool]) -> Vec<usize> {
-        (1..decisions.len())
-            .filter(|&i| decisions[i] && !decisions[i - 1])
-            .collect()
-    }
-
-    #[test]
-    fn expensive_useless_drafter_is_bypassed_and_probed() {
-        // τ = 1 (nothing accepted), drafting + verifying 17 ms against a 10 ms plain step.
-        let config = BypassConfig::default();
-        let mut b = seeded(config, 0.010);
-        let d = run(&mut b, 1000, (0.005, 0.012, 7, 0), 0.010);
-        // Warm-up of p cycles, then bypasses of 64, 128, 256, 512 plain steps (each probe
-        // lost again), each followed by a p-cycle probe.
-        let p = config.probe_cycles as usize;
-        assert!(d[..p].iter().all(|&x| x));
-        assert!(d[p..p + 64].iter().all(|&x| !x));
-        let starts = probe_starts(&d);
-        let first = p + 64;
-        let want = [
-            first,
-            first + 128 + p,
-            first + 128 + 256 + 2 * p,
-            first + 128 + 256 + 512 + 3 * p,
-        ];
-        assert_eq!(starts, want);
-        assert_eq!(d.iter().filter(|&&x| x).count(), p * (1 + starts.len()));
-        // The stretch stops doubling at max_plain_steps.
-        let mut b = seeded(config, 0.010);
-        let d = run(&mut b, 12000, (0.005, 0.012, 7, 0), 0.010);
-        let starts = probe_starts(&d);
-        let gaps: Vec<usize> = starts.windows(2).map(|p| p[1] - p[0]).collect();
-        assert_eq!(
-            gaps[..5],
-            [128 + p, 256 + p, 512 + p, 1024 + p, 1024 + p],
-            "probes at {starts:?}"
-        );
-    }
-
-    #[test]
-    fn good_drafter_is_never_bypassed() {
-        // τ = 4 for 14 ms against a 10 ms plain step.
-        let mut b = seeded(BypassConfig::default(), 0.010);
-        let d = run(&mut b, 2000, (0.002, 0.012, 7, 3), 0.010);
-        assert!(d.iter().all(|&x| x));
-        assert!(!b.bypassing());
-    }
-
-    #[test]
-    fn breaker_needs_no_timing() {
-        // t_plain never measured: only the breaker can act. 1 of 7 per cycle is 0.14 >= 0.1:
-        // kept; 0 of 7: bypassed once the 32-draft window is full (5 cycles), then probed.
-        let mut b = Bypass::new(BypassConfig::default()).expect("valid config");
-        let d = run(&mut b, 500, (0.005, 0.012, 7, 1), f64::NAN);
-        assert!(d.iter().all(|&x| x));
-        let config = BypassConfig {
-            probe_cycles: 0,
-            ..BypassConfig::default()
-        };
-        let mut b = Bypass::new(config).expect("valid config");
-        let d = run(&mut b, 500, (0.005, 0.012, 7, 0), f64::NAN);
-        assert!(d[..5].iter().all(|&x| x) && !d[5]);
-        assert_eq!(probe_starts(&d)[..2], [69, 69 + 69]);
-    }
-
-    #[test]
-    fn drafter_that_recovers_is_picked_up_by_the_next_probe() {
-        let mut b = seeded(BypassConfig::default(), 0.010);
-        let bad = run(&mut b, 100, (0.005, 0.012, 7, 0), 0.010);
-        assert!(bad.iter().any(|&x| !x));
-        let mut good = run(&mut b, 500, (0.002, 0.012, 7, 3), 0.010);
-        let first = good.iter().position(|&x| x).expect("a probe");
-        assert!(good.drain(first..).all(|x| x));
-    }
-
-    #[test]
-    fn never_does_not_bypass() {
-        let mut b = seeded(BypassConfig::never(), 0.001);
-        let d = run(&mut b, 1000, (0.050, 0.050, 7, 0), 0.001);
-        assert!(d.iter().all(|&x| x));
-    }
-
-    #[test]
-    fn config_errors_name_the_value() {
-        let bad = [
-            BypassConfig {
-                ema_alpha: 0.0,
-                ..BypassConfig::default()
-            },
-            BypassConfig {
-                margin: f64::NAN,
-                ..BypassConfig::default()
-            },
-            BypassConfig {
-                plain_steps: 0,
-                ..BypassConfig::default()
-            },
-            BypassConfig {
-                min_acceptance: 1.5,
-                ..BypassConfig::default()
-            },
-            BypassConfig {
-                max_plain_steps: 8,
-                ..BypassConfig::default()
-            },
-        ];
-        let names: Vec<_> = bad
-            .iter()
-            .map(|c| match Bypass::new(*c) {
-                Err(BypassError::Invalid { name, .. }) => name,
-                Ok(_) => "accepted",
-            })
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "ema_alpha",
-                "margin",
-                "plain_steps",
-                "min_acceptance",
-                "max_plain_steps"
-            ]
-        );
-    }
-}
+#[path = "bypass_tests.rs"]
+mod tests;

@@ -145,6 +145,10 @@ pub fn generate(
         return Err(Error::Usage("the prompt has no tokens".into()));
     }
     let mut spec = SpecStats::new(drafter.max_drafts());
+    let mut bypass = match opts.bypass {
+        Some(cfg) => Some(Bypass::new(cfg).map_err(|e| Error::Usage(e.to_string()))?),
+        None => None,
+    };
     let mut stats = GenStats {
         prompt_tokens: prompt.len(),
         ..GenStats::default()
@@ -189,10 +193,6 @@ pub fn generate(
         Xoshiro256StarStar::new(sampler.as_ref().map_or(0, |s| s.params().seed) ^ 0x5eed);
     let n_vocab = eng.fwd.hp.n_vocab as usize;
     let capacity = eng.fwd.kv.capacity();
-    let mut bypass = match opts.bypass {
-        Some(cfg) => Some(Bypass::new(cfg).map_err(|e| Error::Usage(e.to_string()))?),
-        None => None,
-    };
     // With a bypass, the first step is plain: it measures what drafting has to beat.
     let mut first_plain = bypass.is_some();
     if em.emit(token)? {
@@ -219,8 +219,11 @@ pub fn generate(
             let mut drafts = Vec::new();
             let mut dists = Vec::new();
             if max_len > 0 {
-                // The drafter conditions on every committed row.
+                // The drafter conditions on every committed row. The bypass weighs the
+                // injection with the draft: both are what a cycle costs beyond its verify.
+                let ti = Instant::now();
                 pending.flush((&eng.ctx, &mut eng.fwd), drafter, &mut spec)?;
+                let inject_secs = ti.elapsed().as_secs_f64();
                 let td = Instant::now();
                 let draft = match sampler.as_deref() {
                     None => drafter.draft(&eng.ctx, token, p0, None)?,
@@ -235,8 +238,9 @@ pub fn generate(
                         drafter.draft(&eng.ctx, token, p0, Some(&mut pick))?
                     }
                 };
-                cycle_draft_secs = td.elapsed().as_secs_f64();
-                spec.draft_secs += cycle_draft_secs;
+                let draft_secs = td.elapsed().as_secs_f64();
+                spec.draft_secs += draft_secs;
+                cycle_draft_secs = draft_secs + inject_secs;
                 let len = verify_len(&opts.policy, &draft.conf, max_len.min(draft.tokens.len()));
                 drafts = draft.tokens[..len].to_vec();
                 dists.truncate(len * n_vocab);
