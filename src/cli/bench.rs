@@ -135,6 +135,7 @@ pub(super) fn gpu_mem(args: &BenchArgs) -> Result<Option<u64>> {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    super::model_check::prepare(&args.model, args.device)?;
     if let Some(draft) = &args.model_draft {
         return super::bench_spec::run(args, draft);
     }

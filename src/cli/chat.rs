@@ -23,9 +23,18 @@ pub struct ChatArgs {
     /// Use this Jinja chat template instead of the model's.
     #[arg(long = "chat-template-file")]
     pub chat_template_file: Option<PathBuf>,
-    /// Tokens per reply at most.
-    #[arg(short = 'n', long = "n-predict", default_value_t = 512)]
-    pub n_predict: usize,
+    /// Tokens per reply at most; -1: until an end-of-generation token or the end of the
+    /// context.
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        default_value_t = 512,
+        allow_negative_numbers = true
+    )]
+    pub n_predict: i64,
+    /// Print the speed and speculative-decoding stats after every reply.
+    #[arg(long = "stats")]
+    pub stats: bool,
 }
 
 fn io_err(source: std::io::Error) -> Error {
@@ -36,6 +45,8 @@ fn io_err(source: std::io::Error) -> Error {
 }
 
 pub fn run(args: &ChatArgs) -> Result<()> {
+    let n_predict = super::generate::n_predict(args.n_predict)?;
+    super::model_check::prepare(&args.model.model, args.model.device)?;
     let mut engine = Engine::load(&args.model.engine_options()?)?;
     let override_src = match &args.chat_template_file {
         Some(p) => Some(read_template_file(p)?),
@@ -82,7 +93,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         let keep = engine.keep_prefix(&mut cached, &ids)?;
         let mut stream = tok.stream_decoder(false);
         let mut reply_ids = Vec::new();
-        let stats = engine.generate(&ids[keep..], args.n_predict, sampler.as_mut(), |t| {
+        let stats = engine.generate(&ids[keep..], n_predict, sampler.as_mut(), |t| {
             reply_ids.push(t);
             let piece = stream.push(t)?;
             out.write_all(piece.as_bytes())
@@ -91,9 +102,11 @@ pub fn run(args: &ChatArgs) -> Result<()> {
             Ok(true)
         })?;
         writeln!(out, "{}", stream.finish()).map_err(io_err)?;
-        eprintln!("[{}]", stats_line(&stats));
-        if let Some(spec) = &stats.spec {
-            eprintln!("[{}]", spec.summary(stats.generated_tokens));
+        if args.stats {
+            eprintln!("[{}]", stats_line(&stats));
+            if let Some(spec) = &stats.spec {
+                eprintln!("[{}]", spec.summary(stats.generated_tokens));
+            }
         }
         Engine::note_cached(&mut cached, &ids[keep..], &reply_ids);
         let reply = tok.decode(&reply_ids, false)?;

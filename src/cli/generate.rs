@@ -146,12 +146,31 @@ pub struct GenerateArgs {
     /// The prompt.
     #[arg(short = 'p', long = "prompt")]
     pub prompt: String,
-    /// Tokens to generate at most.
-    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
-    pub n_predict: usize,
+    /// Tokens to generate at most; -1: until an end-of-generation token or the end of the
+    /// context (as in llama.cpp).
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        default_value_t = 128,
+        allow_negative_numbers = true
+    )]
+    pub n_predict: i64,
     /// Write the stats as JSON to this file.
     #[arg(long = "stats-json")]
     pub stats_json: Option<PathBuf>,
+}
+
+/// A `-n` value as a token count: -1 is "no limit" (the generation stops at an
+/// end-of-generation token or when the context is full), other negative values are refused.
+pub fn n_predict(n: i64) -> Result<usize> {
+    match n {
+        -1 => Ok(usize::MAX),
+        n if n < 0 => Err(Error::Usage(format!(
+            "-n {n}: a token count, or -1 for no limit (until an end-of-generation token or \
+             the end of the context)"
+        ))),
+        n => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+    }
 }
 
 /// The stats line printed after a generation.
@@ -166,13 +185,15 @@ pub fn stats_line(s: &GenStats) -> String {
 }
 
 pub fn run(args: &GenerateArgs) -> Result<()> {
+    let n_predict = n_predict(args.n_predict)?;
+    super::model_check::prepare(&args.model.model, args.model.device)?;
     let mut engine = Engine::load(&args.model.engine_options()?)?;
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
     let prompt = engine.tok.encode(&args.prompt, true, true)?;
     let tok = engine.tok.clone();
     let mut stream = tok.stream_decoder(false);
     let mut out = std::io::stdout();
-    let stats = engine.generate(&prompt, args.n_predict, sampler.as_mut(), |t| {
+    let stats = engine.generate(&prompt, n_predict, sampler.as_mut(), |t| {
         let text = stream.push(t)?;
         out.write_all(text.as_bytes())
             .and_then(|_| out.flush())

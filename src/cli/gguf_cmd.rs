@@ -21,11 +21,13 @@ pub struct GgufArgs {
 pub enum GgufCommand {
     /// Keep metadata and shapes, drop the tensor data (the file ends at the data offset).
     Strip { input: PathBuf, output: PathBuf },
-    /// Write a GGUF from published dimensions: shape-only, or with random weights.
+    /// Write a GGUF from published dimensions: shape-only, or with random weights
+    /// (`flint gguf preset --list` prints the preset names).
     Preset {
         /// The preset (`--list` prints them).
         #[arg(required_unless_present = "list")]
         name: Option<String>,
+        /// Where to write the GGUF.
         #[arg(required_unless_present = "list")]
         output: Option<PathBuf>,
         /// `shape` (metadata and shapes only, for `plan` and `info`) or `random` (a complete
@@ -63,7 +65,10 @@ pub fn run(args: &GgufArgs) -> Result<()> {
                 return Ok(());
             }
             let (Some(name), Some(output)) = (name, output) else {
-                return Err(Error::Usage("gguf preset needs NAME and OUT".into()));
+                return Err(Error::Usage(
+                    "gguf preset needs NAME and OUT (`flint gguf preset --list` prints the names)"
+                        .into(),
+                ));
             };
             preset(name, output, *weights, *seed)
         }

@@ -77,6 +77,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         )));
     }
     let mut engine = args.model.engine_options_with(false)?;
+    super::model_check::prepare(&args.model.model, args.model.device)?;
     engine.n_ctx = per_slot;
     if let Some(d) = &mut engine.draft {
         d.ctx = d.ctx.map(|c| c.min(per_slot));

@@ -179,3 +179,50 @@ pub(crate) fn preference(info: &wgpu::AdapterInfo) -> (u8, u8) {
     };
     (ty, backend)
 }
+
+/// The adapter [`super::GpuContext::new`] would pick for `index` (`--device N`; `None`: the
+/// preferred one), or `None` when there is none (the context reports that error itself).
+pub fn selected_adapter(index: Option<usize>) -> Result<Option<AdapterSummary>, GpuError> {
+    let found = find_adapters(None)?;
+    let adapters = &found.adapters;
+    let chosen = match index {
+        Some(i) => i,
+        None => (0..adapters.len())
+            .min_by_key(|&i| (preference(&adapters[i].get_info()), i))
+            .unwrap_or(0),
+    };
+    Ok(adapters.get(chosen).map(|a| summarize(chosen, a)))
+}
+
+/// The device line run commands print at start, like llama.cpp's:
+/// `flint: llvmpipe (LLVM 15.0.6, 256 bits), vulkan, Mesa 22.3.6`.
+pub fn device_line(a: &AdapterSummary) -> String {
+    let mut driver = a.driver.clone();
+    if !a.driver_info.is_empty() {
+        if !driver.is_empty() {
+            driver.push(' ');
+        }
+        driver.push_str(&a.driver_info);
+    }
+    if driver.is_empty() {
+        driver = "driver unknown".into();
+    }
+    format!("flint: {}, {}, {driver}", a.name, a.backend)
+}
+
+/// The extra line for an adapter on GL (wgpu's `gl` backend), which flint uses only when
+/// Vulkan, Metal and DX12 find nothing or `FLINT_BACKEND=gl` asks for it; `None` elsewhere.
+pub fn gl_note(a: &AdapterSummary) -> Option<String> {
+    if !a.backend.eq_ignore_ascii_case("gl") {
+        return None;
+    }
+    let install = if cfg!(target_os = "linux") {
+        "install a Vulkan driver (Debian/Ubuntu: `apt install mesa-vulkan-drivers`, or your GPU vendor's driver)"
+    } else {
+        "install a current GPU driver (Vulkan or DX12 on Windows; Metal is built into macOS)"
+    };
+    Some(format!(
+        "flint: running on OpenGL (GL): much slower than Vulkan, Metal or DX12, and shader \
+         compilation takes minutes; {install}"
+    ))
+}

@@ -48,7 +48,8 @@ pub struct GenRequest {
 pub struct Limits {
     /// Context rows of one slot.
     pub n_ctx: u32,
-    /// Names a request may give as `model`.
+    /// The served models' names. With one model (flint serves one) any `model` is accepted,
+    /// as llama-server does; with several, `model` must be one of them.
     pub model_names: Vec<String>,
     /// Sampling defaults (the command line's).
     pub defaults: SamplerParams,
@@ -110,7 +111,8 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         .ok_or_else(|| ApiError::bad_body("the request body must be a JSON object"))?;
     match o.get("model") {
         None | Some(Value::Null) => {}
-        Some(Value::String(m)) if limits.model_names.iter().any(|n| n == m) => {}
+        Some(Value::String(m))
+            if limits.model_names.len() <= 1 || limits.model_names.iter().any(|n| n == m) => {}
         Some(Value::String(m)) => {
             return Err(ApiError::invalid(
                 "model",
