@@ -1,7 +1,8 @@
 //! `flint generate [-m MODEL] -p PROMPT [-n N]`: stream a completion of the prompt (no chat
 //! template: `flint chat` applies it), then a stats line on stderr (prompt tokens, prefill tok/s,
-//! generated tokens, decode tok/s); `--stats-json PATH` writes the same as JSON. With no `-m` it
-//! uses the default model, fetching it on first use.
+//! generated tokens, decode tok/s, and the time spent compiling GPU pipelines the load had not
+//! built, which the two rates leave out); `--stats-json PATH` writes the same as JSON
+//! (`compile_ms`). With no `-m` it uses the default model, fetching it on first use.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -173,15 +174,20 @@ pub fn n_predict(n: i64) -> Result<usize> {
     }
 }
 
-/// The stats line printed after a generation.
+/// The stats line printed after a generation; `| compile X s` when pipelines were built
+/// during it (the rates leave that time out).
 pub fn stats_line(s: &GenStats) -> String {
-    format!(
+    let mut line = format!(
         "prompt: {} tokens, {:.2} tok/s | generated: {} tokens, {:.2} tok/s",
         s.prompt_tokens,
         s.prefill_tps(),
         s.generated_tokens,
         s.decode_tps()
-    )
+    );
+    if s.compile_secs >= 0.005 {
+        line.push_str(&format!(" | compile {:.2} s", s.compile_secs));
+    }
+    line
 }
 
 pub fn run(args: &GenerateArgs) -> Result<()> {
@@ -215,6 +221,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
             "generated_tokens": stats.generated_tokens,
             "prefill_tps": stats.prefill_tps(),
             "decode_tps": stats.decode_tps(),
+            "compile_ms": stats.compile_secs * 1e3,
             "generated_token_ids": stats.generated_token_ids,
         });
         if let Some(spec) = &stats.spec {

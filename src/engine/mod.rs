@@ -5,11 +5,12 @@
 //! it does not fit → upload weights (the GGUF map is dropped after upload) → build the forward.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::gguf::{GgmlType, GgufFile};
-use crate::gpu::{DeviceOptions, GpuContext};
+use crate::gpu::{DeviceOptions, GpuContext, PipelineCache};
 use crate::memory::{self, Budget, DeviceLimits, DrafterShape, Plan, RunParams, TargetShape};
 use crate::model::forward::{Allocator, Forward};
 use crate::model::{weights, DrafterMeta, Hparams};
@@ -92,8 +93,13 @@ pub struct Engine {
 pub struct GenStats {
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
+    /// Prompt and decode wall time, less [`GenStats::compile_secs`] (through
+    /// [`Engine::generate`]).
     pub prefill_secs: f64,
     pub decode_secs: f64,
+    /// Time the generation spent on GPU pipelines the load had not built (one-time
+    /// compilation: a prompt length's first matmul shapes), left out of the two above.
+    pub compile_secs: f64,
     pub generated_token_ids: Vec<u32>,
     /// Speculative decoding counters (when a drafter ran).
     pub spec: Option<crate::spec::SpecStats>,
@@ -106,6 +112,105 @@ impl GenStats {
     pub fn decode_tps(&self) -> f64 {
         // The first generated token comes from the prefill's logits.
         rate(self.generated_tokens.saturating_sub(1), self.decode_secs)
+    }
+
+    /// Takes pipeline compilation out of the prompt and the decode times, into
+    /// [`GenStats::compile_secs`].
+    pub fn exclude_compile(&mut self, prefill: Duration, decode: Duration) {
+        let (p, d) = (prefill.as_secs_f64(), decode.as_secs_f64());
+        self.prefill_secs = (self.prefill_secs - p).max(0.0);
+        self.decode_secs = (self.decode_secs - d).max(0.0);
+        self.compile_secs += p + d;
+    }
+}
+
+/// Shown while a load's pipelines are set up and built: on a terminal, a bar
+/// ("compiling N GPU kernels", kept current by a thread); else, once done, one line on stderr
+/// with the count and the time, when it took over a second.
+struct CompileProgress {
+    bar: indicatif::ProgressBar,
+    start: Instant,
+    builds: u64,
+    stop: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CompileProgress {
+    fn start(ctx: &Arc<GpuContext>, progress: bool) -> CompileProgress {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bar, ticker) = if progress {
+            let style = indicatif::ProgressStyle::with_template(
+                "compiling {len} GPU kernels {bar:30} {pos}/{len} {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            let bar = indicatif::ProgressBar::new(0).with_style(style);
+            let (ctx, shown, stop) = (Arc::clone(ctx), bar.clone(), Arc::clone(&stop));
+            let ticker = std::thread::Builder::new()
+                .name("flint-compile-progress".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let cache = ctx.pipelines();
+                        let total = cache.len();
+                        if total > 0 {
+                            shown.set_length(total as u64);
+                            shown.set_position(total.saturating_sub(cache.pending()) as u64);
+                        }
+                        std::thread::park_timeout(Duration::from_millis(100));
+                    }
+                })
+                .ok();
+            (bar, ticker)
+        } else {
+            (indicatif::ProgressBar::hidden(), None)
+        };
+        CompileProgress {
+            bar,
+            start: Instant::now(),
+            builds: ctx.pipelines().builds().builds,
+            stop,
+            ticker,
+        }
+    }
+
+    /// Waits for every pipeline set up so far ([`PipelineCache::wait_all`]).
+    fn finish(mut self, ctx: &GpuContext) -> Result<()> {
+        let cache = ctx.pipelines();
+        if self.ticker.is_some() {
+            self.stop_ticker();
+        }
+        let bar = &self.bar;
+        let waited = cache.wait_all_with(|done, total| {
+            if total > 0 {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            }
+        });
+        self.bar.finish_and_clear();
+        waited?;
+        let took = self.start.elapsed();
+        let built = cache.builds().builds.saturating_sub(self.builds);
+        if self.bar.is_hidden() && built > 0 && took > Duration::from_secs(1) {
+            eprintln!(
+                "compiled {built} GPU kernels in {:.1} s",
+                took.as_secs_f64()
+            );
+        }
+        Ok(())
+    }
+
+    fn stop_ticker(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for CompileProgress {
+    fn drop(&mut self) {
+        self.stop_ticker();
+        self.bar.finish_and_clear();
     }
 }
 
@@ -215,6 +320,8 @@ impl Engine {
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
         let model_bytes = file.file_len();
         drop(file);
+        // From here the slots set their pipelines up: a bar (or a line) says so.
+        let compiling = CompileProgress::start(&ctx, opts.progress);
         let mut policy: Option<VerifyPolicy> = None;
         let mut costs: Option<CycleCosts> = None;
         let mut slots = Vec::with_capacity(n_slots as usize);
@@ -295,7 +402,7 @@ impl Engine {
         }
         // Every pipeline set up so far (the hot steps', `Forward::warm`) is built, or its
         // failure reported, before the engine is handed out.
-        ctx.pipelines().wait_all()?;
+        compiling.finish(&ctx)?;
         Ok(slots)
     }
 
@@ -332,14 +439,25 @@ impl Engine {
     /// Generate up to `n_predict` tokens after `prompt` (the cache continues from its current
     /// length), calling `on_token` for each; it returns `false` to stop. Stops at end-of-generation
     /// tokens and at the context limit. Speculates when the session has a drafter.
+    ///
+    /// Pipelines the load did not build (a prompt length's first shapes) are built when first
+    /// used: the time this thread spends on them is taken out of the prompt and decode times
+    /// (split at the first token) and reported as [`GenStats::compile_secs`].
     pub fn generate(
         &mut self,
         prompt: &[u32],
         n_predict: usize,
         sampler: Option<&mut Sampler>,
-        on_token: impl FnMut(u32) -> Result<bool>,
+        mut on_token: impl FnMut(u32) -> Result<bool>,
     ) -> Result<GenStats> {
-        match self.drafter.take() {
+        let start = PipelineCache::thread_wait();
+        let mut at_first_token = None;
+        // The first token is emitted after the prefill's timing, before any decode step.
+        let on_token = |t: u32| {
+            at_first_token.get_or_insert_with(PipelineCache::thread_wait);
+            on_token(t)
+        };
+        let out = match self.drafter.take() {
             Some((mut d, spec)) => {
                 let out = crate::spec::generate(
                     self, &mut d, &spec, prompt, n_predict, sampler, on_token,
@@ -348,7 +466,12 @@ impl Engine {
                 out
             }
             None => self.generate_plain(prompt, n_predict, sampler, on_token),
-        }
+        };
+        let mut stats = out?;
+        let end = PipelineCache::thread_wait();
+        let split = at_first_token.unwrap_or(end);
+        stats.exclude_compile(split.saturating_sub(start), end.saturating_sub(split));
+        Ok(stats)
     }
 
     /// [`Engine::generate`] without speculation.

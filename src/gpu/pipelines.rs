@@ -16,10 +16,18 @@
 //! and layout errors, from `ready` and [`PipelineCache::wait_all`] for pipeline creation),
 //! never a panic; a failed variant is not kept, so asking again tries again.
 //! `FLINT_PIPELINE_THREADS=0` builds every pipeline inside `get`, on the calling thread.
+//!
+//! Counting: [`PipelineCache::builds`] says how many pipeline creations ran and how long they
+//! took (summed over threads); [`PipelineCache::thread_wait`] how long the calling thread has
+//! spent on pipelines (setting a new variant up in `get`, blocked in `ready` on one not built
+//! yet), which is what a timed generation subtracts as one-time compilation.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::device::GpuContext;
 use super::shaders::{BindingKind, BindingSpec, ShaderVariant};
@@ -28,6 +36,41 @@ use super::GpuError;
 /// Locks `m`, also after a panic elsewhere (the data are plain state, valid either way).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+thread_local! {
+    /// Time this thread spent on pipelines: see [`PipelineCache::thread_wait`].
+    static WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// Adds the time since `since` to this thread's [`PipelineCache::thread_wait`].
+fn note_wait(since: Instant) {
+    let d = since.elapsed();
+    WAITED.with(|w| w.set(w.get() + d));
+}
+
+/// Pipeline creations run, and their time summed over threads (shared by a cache's pipelines).
+#[derive(Debug, Default)]
+struct Counters {
+    builds: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Counters {
+    fn record(&self, took: Duration) {
+        self.builds.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+}
+
+/// What [`PipelineCache::builds`] reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BuildCount {
+    /// Pipeline creations that ran (failed ones included).
+    pub builds: u64,
+    /// Their time, summed over the threads that ran them (builds overlap: more than wall time).
+    pub time: Duration,
 }
 
 /// What creating a pipeline needs, kept until a thread runs it.
@@ -82,6 +125,7 @@ pub struct CachedPipeline {
     state: Mutex<Build>,
     finished: Condvar,
     pipeline: OnceLock<Result<wgpu::ComputePipeline, String>>,
+    counters: Arc<Counters>,
 }
 
 impl std::fmt::Debug for CachedPipeline {
@@ -102,13 +146,20 @@ impl CachedPipeline {
     /// The pipeline: built by now, built here if no builder has taken it yet, or waited for.
     pub fn ready(&self) -> Result<&wgpu::ComputePipeline, GpuError> {
         if self.pipeline.get().is_none() {
+            let t = Instant::now();
             self.build_or_wait();
+            note_wait(t);
         }
         match self.pipeline.get() {
             Some(Ok(p)) => Ok(p),
             Some(Err(message)) => Err(self.error(message.clone())),
             None => Err(self.error("the pipeline build ended without a result".into())),
         }
+    }
+
+    /// The build has ended (built or failed).
+    fn done(&self) -> bool {
+        self.pipeline.get().is_some()
     }
 
     /// The build ended in an error.
@@ -139,10 +190,12 @@ impl CachedPipeline {
         match std::mem::replace(&mut *state, Build::Building) {
             Build::Queued(job) => {
                 drop(state);
+                let t = Instant::now();
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     job.run(&self.variant, &self.label)
                 }));
                 let result = run.unwrap_or_else(|_| Err("the pipeline build panicked".into()));
+                self.counters.record(t.elapsed());
                 // Only this thread sets it (the state left Queued once).
                 let _ = self.pipeline.set(result);
                 *lock(&self.state) = Build::Done;
@@ -213,6 +266,7 @@ impl Pool {
 pub struct PipelineCache {
     map: Mutex<HashMap<(String, String), Arc<CachedPipeline>>>,
     pool: OnceLock<Option<Pool>>,
+    counters: Arc<Counters>,
 }
 
 impl std::fmt::Debug for PipelineCache {
@@ -241,7 +295,10 @@ impl PipelineCache {
                 return Ok(Arc::clone(p));
             }
         }
-        let built = Arc::new(set_up(ctx, variant)?);
+        let t = Instant::now();
+        let set = set_up(ctx, variant, &self.counters);
+        note_wait(t);
+        let built = Arc::new(set?);
         map.insert(key.clone(), Arc::clone(&built));
         drop(map);
         match self.pool.get_or_init(|| Pool::start(Pool::threads())) {
@@ -260,12 +317,23 @@ impl PipelineCache {
     /// Waits for (or builds) every pipeline set up so far: the first failure, after which the
     /// failed variants are dropped from the cache.
     pub fn wait_all(&self) -> Result<(), GpuError> {
+        self.wait_all_with(|_, _| {})
+    }
+
+    /// [`PipelineCache::wait_all`], calling `progress(done, total)` first with the pipelines
+    /// already built and then after each one it waited for (`total`: those set up so far).
+    pub fn wait_all_with(&self, mut progress: impl FnMut(usize, usize)) -> Result<(), GpuError> {
         let all: Vec<Arc<CachedPipeline>> = lock(&self.map).values().cloned().collect();
-        let mut first = None;
-        for p in &all {
+        let (built, pending): (Vec<_>, Vec<_>) = all.iter().partition(|p| p.done());
+        let mut done = built.len();
+        progress(done, all.len());
+        let mut first = built.iter().find_map(|p| p.ready().err());
+        for p in &pending {
             if let Err(e) = p.ready() {
                 first.get_or_insert(e);
             }
+            done += 1;
+            progress(done, all.len());
         }
         match first {
             None => Ok(()),
@@ -274,6 +342,27 @@ impl PipelineCache {
                 Err(e)
             }
         }
+    }
+
+    /// Pipelines set up so far whose build has not ended yet (queued or building).
+    pub fn pending(&self) -> usize {
+        lock(&self.map).values().filter(|p| !p.done()).count()
+    }
+
+    /// Pipeline creations this cache ran so far, and their time summed over threads.
+    pub fn builds(&self) -> BuildCount {
+        BuildCount {
+            builds: self.counters.builds.load(Ordering::Relaxed),
+            time: Duration::from_nanos(self.counters.nanos.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Time the calling thread has spent on pipelines, in any cache, since it started: setting
+    /// new variants up in [`PipelineCache::get`], and blocked in [`CachedPipeline::ready`] (or
+    /// [`PipelineCache::wait_all`]) on pipelines not built yet, building them or waiting for a
+    /// builder. It only grows; the difference over a span is that span's compile time.
+    pub fn thread_wait() -> Duration {
+        WAITED.with(Cell::get)
     }
 
     /// Number of pipelines set up so far (built or building).
@@ -309,7 +398,11 @@ fn layout_entry(spec: &BindingSpec) -> wgpu::BindGroupLayoutEntry {
     }
 }
 
-fn set_up(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuError> {
+fn set_up(
+    ctx: &GpuContext,
+    v: &ShaderVariant,
+    counters: &Arc<Counters>,
+) -> Result<CachedPipeline, GpuError> {
     let variant = v.key();
     let missing = |feature: &str| GpuError::MissingFeature {
         name: v.shader.to_string(),
@@ -368,6 +461,7 @@ fn set_up(ctx: &GpuContext, v: &ShaderVariant) -> Result<CachedPipeline, GpuErro
             state: Mutex::new(Build::Queued(job)),
             finished: Condvar::new(),
             pipeline: OnceLock::new(),
+            counters: Arc::clone(counters),
         }),
         Err(GpuError::Validation { message, .. } | GpuError::Internal { message, .. }) => {
             Err(GpuError::Shader {
