@@ -5,7 +5,6 @@
 //! it does not fit → upload weights (the GGUF map is dropped after upload) → build the forward.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,7 @@ use crate::memory::{self, Budget, DeviceLimits, DrafterShape, Plan, RunParams, T
 use crate::model::forward::{Allocator, Forward};
 use crate::model::{weights, DrafterMeta, Hparams};
 
+mod compile_progress;
 mod draft;
 use crate::sampling::Sampler;
 use crate::spec::bypass::{BypassConfig, CycleCosts};
@@ -22,6 +22,7 @@ use crate::spec::dspark::{DrafterConfig, Dspark};
 use crate::spec::{SpecOptions, VerifyPolicy};
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
+use compile_progress::CompileProgress;
 pub use draft::{draft_params, DraftOptions};
 
 /// The default model: this path when it exists relative to the current directory (the
@@ -121,96 +122,6 @@ impl GenStats {
         self.prefill_secs = (self.prefill_secs - p).max(0.0);
         self.decode_secs = (self.decode_secs - d).max(0.0);
         self.compile_secs += p + d;
-    }
-}
-
-/// Shown while a load's pipelines are set up and built: on a terminal, a bar
-/// ("compiling N GPU kernels", kept current by a thread); else, once done, one line on stderr
-/// with the count and the time, when it took over a second.
-struct CompileProgress {
-    bar: indicatif::ProgressBar,
-    start: Instant,
-    builds: u64,
-    stop: Arc<AtomicBool>,
-    ticker: Option<std::thread::JoinHandle<()>>,
-}
-
-impl CompileProgress {
-    fn start(ctx: &Arc<GpuContext>, progress: bool) -> CompileProgress {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (bar, ticker) = if progress {
-            let style = indicatif::ProgressStyle::with_template(
-                "compiling {len} GPU kernels {bar:30} {pos}/{len} {elapsed}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-            let bar = indicatif::ProgressBar::new(0).with_style(style);
-            let (ctx, shown, stop) = (Arc::clone(ctx), bar.clone(), Arc::clone(&stop));
-            let ticker = std::thread::Builder::new()
-                .name("flint-compile-progress".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let cache = ctx.pipelines();
-                        let total = cache.len();
-                        if total > 0 {
-                            shown.set_length(total as u64);
-                            shown.set_position(total.saturating_sub(cache.pending()) as u64);
-                        }
-                        std::thread::park_timeout(Duration::from_millis(100));
-                    }
-                })
-                .ok();
-            (bar, ticker)
-        } else {
-            (indicatif::ProgressBar::hidden(), None)
-        };
-        CompileProgress {
-            bar,
-            start: Instant::now(),
-            builds: ctx.pipelines().builds().builds,
-            stop,
-            ticker,
-        }
-    }
-
-    /// Waits for every pipeline set up so far ([`PipelineCache::wait_all`]).
-    fn finish(mut self, ctx: &GpuContext) -> Result<()> {
-        let cache = ctx.pipelines();
-        if self.ticker.is_some() {
-            self.stop_ticker();
-        }
-        let bar = &self.bar;
-        let waited = cache.wait_all_with(|done, total| {
-            if total > 0 {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            }
-        });
-        self.bar.finish_and_clear();
-        waited?;
-        let took = self.start.elapsed();
-        let built = cache.builds().builds.saturating_sub(self.builds);
-        if self.bar.is_hidden() && built > 0 && took > Duration::from_secs(1) {
-            eprintln!(
-                "compiled {built} GPU kernels in {:.1} s",
-                took.as_secs_f64()
-            );
-        }
-        Ok(())
-    }
-
-    fn stop_ticker(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.ticker.take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for CompileProgress {
-    fn drop(&mut self) {
-        self.stop_ticker();
-        self.bar.finish_and_clear();
     }
 }
 
