@@ -6,6 +6,7 @@
 //! downloaded one, which is all a random model needs.
 
 use crate::gguf::{GgufWriter, MetaArray, MetaValue};
+use crate::tokenizer::bpe::byte_chars;
 
 /// ChatML, as Qwen models ship it (without tools).
 const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' \
@@ -15,21 +16,11 @@ const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['
 /// The specials after the 256 byte tokens: end of text, ChatML's start and end of a turn.
 const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
-/// GPT-2's byte-to-unicode map: printable bytes stand for themselves, the others for the
-/// code points from 256 on, in byte order.
-fn byte_char(b: u8) -> char {
-    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
-    if printable(b) {
-        return char::from(b);
-    }
-    let n = (0..b).filter(|&x| !printable(x)).count() as u32;
-    char::from_u32(256 + n).unwrap_or('?')
-}
-
 /// Sets the `tokenizer.*` keys of a byte-level vocabulary of `n_vocab` tokens (at least 259).
 pub fn set_byte_tokenizer(w: &mut GgufWriter, n_vocab: u32) {
     let n = n_vocab.max(256 + SPECIALS.len() as u32) as usize;
-    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
+    // GPT-2's byte-to-character spelling, as the byte-level BPE tokenizer decodes it.
+    let mut tokens: Vec<String> = byte_chars().iter().map(char::to_string).collect();
     tokens.extend(SPECIALS.iter().map(|s| s.to_string()));
     let first_filler = tokens.len();
     tokens.extend((first_filler..n).map(|i| format!("<|filler_{i}|>")));
@@ -60,13 +51,20 @@ pub fn set_byte_tokenizer(w: &mut GgufWriter, n_vocab: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gguf::Gguf;
+    use crate::tokenizer::Tokenizer;
 
     #[test]
-    fn the_byte_map_is_a_bijection_onto_gpt2s_characters() {
-        let chars: std::collections::BTreeSet<char> = (0..=255u8).map(byte_char).collect();
-        assert_eq!(chars.len(), 256);
-        assert_eq!(byte_char(b'A'), 'A');
-        assert_eq!(byte_char(b' '), 'Ġ'); // GPT-2 spells the space U+0120
-        assert_eq!(byte_char(b'\n'), 'Ċ');
+    fn any_text_round_trips_one_token_per_byte() {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", MetaValue::String("qwen3".into()));
+        set_byte_tokenizer(&mut w, 400);
+        let g = Gguf::parse(&w.to_bytes().unwrap()).unwrap();
+        let tok = Tokenizer::from_gguf(&g).unwrap();
+        let text = "Hé ✓\n";
+        let ids = tok.encode(text, false, false).unwrap();
+        assert_eq!(ids.len(), text.len());
+        assert!(ids.iter().all(|&id| id < 256));
+        assert_eq!(tok.decode(&ids, false).unwrap(), text);
     }
 }

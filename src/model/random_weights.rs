@@ -109,11 +109,13 @@ pub fn write_random(header: &[u8], out: &mut impl Write, seed: u64) -> Result<u6
     let mut tensors: Vec<&TensorInfo> = g.tensors.iter().collect();
     tensors.sort_by_key(|t| t.offset);
     let mut buf = Vec::with_capacity(CHUNK);
+    // Decoded std of unit-scale blocks, found once per type.
+    let mut unit_stds: Vec<(GgmlType, f32)> = Vec::new();
     for (i, t) in tensors.into_iter().enumerate() {
         let start = g.data_offset + t.offset;
         pad(out, start.saturating_sub(at))?;
         let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
-        write_tensor(t, &mut rng, &mut buf, out)?;
+        write_tensor(t, &mut rng, &mut buf, &mut unit_stds, out)?;
         at = start + t.n_bytes;
     }
     let end = at.div_ceil(g.alignment) * g.alignment;
@@ -137,6 +139,7 @@ fn write_tensor(
     t: &TensorInfo,
     rng: &mut Rng,
     buf: &mut Vec<u8>,
+    unit_stds: &mut Vec<(GgmlType, f32)>,
     out: &mut impl Write,
 ) -> Result<(), RandomError> {
     let sigma = 1.0 / (t.row_len().max(1) as f32).sqrt();
@@ -171,7 +174,15 @@ fn write_tensor(
                 name: t.name.clone(),
                 ty,
             })?;
-            let c = half::f16::from_f32(sigma / unit_std(ty, &fields)?);
+            let std = match unit_stds.iter().find(|(t, _)| *t == ty) {
+                Some(&(_, s)) => s,
+                None => {
+                    let s = unit_std(ty, &fields)?;
+                    unit_stds.push((ty, s));
+                    s
+                }
+            };
+            let c = half::f16::from_f32(sigma / std);
             let (_, size) = ty.block_layout();
             let per_chunk = (CHUNK / size).max(1) * size;
             let mut left = t.n_bytes;

@@ -9,7 +9,7 @@
 //! Decoding maps each id to its piece bytes (`decode`); [`StreamDecoder`] turns a stream of ids
 //! into text without ever emitting half a character. See docs/TOKENIZER.md.
 
-mod bpe;
+pub(crate) mod bpe;
 mod chat;
 mod decode;
 mod error;
