@@ -171,29 +171,31 @@ fn qwen3_q4_0(x: &Dims) -> Result<GgufWriter, GgufError> {
 }
 
 /// The DSpark drafter heads (`dflash` names, or the legacy PrismML names).
-fn add_heads(
+/// `ty` = [Markov head a, Markov head b, confidence head].
+pub(super) fn add_heads(
     w: &mut GgufWriter,
     x: &Dims,
     rank: u64,
-    ty: GgmlType,
+    ty: [GgmlType; 3],
     legacy: bool,
 ) -> Result<(), GgufError> {
+    let [ty_a, ty_b, ty_conf] = ty;
     let (d, v) = (u64::from(x.d), u64::from(x.vocab));
     let n = |dflash: &'static str, prism: &'static str| if legacy { prism } else { dflash };
     w.add_tensor_shape(
         n("markov_w1.weight", "dspark.markov_head_a.weight"),
         &[rank, v],
-        ty,
+        ty_a,
     )?;
     w.add_tensor_shape(
         n("markov_w2.weight", "dspark.markov_head_b.weight"),
         &[rank, v],
-        ty,
+        ty_b,
     )?;
     w.add_tensor_shape(
         n("conf_proj.weight", "dspark.confidence_head.weight"),
         &[d + rank, 1],
-        ty,
+        ty_conf,
     )?;
     w.add_tensor_shape(
         n("conf_proj.bias", "dspark.confidence_head.bias"),
@@ -236,7 +238,7 @@ fn dspark_q8_0(target: &Dims, layers: u32, taps: &[i32]) -> Result<GgufWriter, G
         add_block(&mut w, i, &x, [q8; 3])?;
     }
     w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
-    add_heads(&mut w, &x, 256, q8, false)?;
+    add_heads(&mut w, &x, 256, [q8; 3], false)?;
     Ok(w)
 }
 
@@ -273,6 +275,6 @@ fn bonsai_27b_dspark_q4_1() -> Result<GgufWriter, GgufError> {
     }
     w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
     w.add_tensor_shape("output.weight", &[d, v], q)?;
-    add_heads(&mut w, &x, 256, q, true)?;
+    add_heads(&mut w, &x, 256, [q; 3], true)?;
     Ok(w)
 }

@@ -16,7 +16,7 @@
 //!   Markov rank 256, confidence head, log-SNR conditioning (range −9..9), `token_embd` and `fc`
 //!   in the 128-element Q2_0, a BF16 `markov_head_a`, Q4_1 elsewhere.
 
-use super::{add_block, set_backbone, Dims, QWEN3_8B};
+use super::{add_block, add_heads, set_backbone, Dims, QWEN3_8B};
 use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
 /// Bonsai-8B with every matrix in `ty`.
@@ -158,9 +158,6 @@ pub(super) fn ternary_bonsai_27b_dspark_q4_1() -> Result<GgufWriter, GgufError> 
     }
     w.add_tensor_shape("output_norm.weight", &[d], f32)?;
     w.add_tensor_shape("output.weight", &[d, v], q4)?;
-    w.add_tensor_shape("dspark.markov_head_a.weight", &[rank, v], GgmlType::BF16)?;
-    w.add_tensor_shape("dspark.markov_head_b.weight", &[rank, v], q4)?;
-    w.add_tensor_shape("dspark.confidence_head.weight", &[d + rank, 1], f32)?;
-    w.add_tensor_shape("dspark.confidence_head.bias", &[1], f32)?;
+    add_heads(&mut w, &x, rank, [GgmlType::BF16, q4, f32], true)?;
     Ok(w)
 }
