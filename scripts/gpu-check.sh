@@ -40,9 +40,7 @@ start=$(date +%s)
 logs=$out/logs.txt
 : >"$logs"
 steps=()
-SUITES=(kernels_matmul kernels_matmul_controls kernels_matmul_invariance kernels_matmul_split
-  kernels_matmul_rope kernels_attention kernels_attention_fused kernels_attention_invariance
-  kernels_ops gpu_dequant model_arch model_ternary model_yarn model_forward)
+mapfile -t SUITES < <(grep -v '^#' "$root/scripts/gpu-suites.txt")
 
 # ---- binaries, Vulkan loader --------------------------------------------------------------
 kit=${FLINT_KIT_DIR:-$root/.gpu-kit}

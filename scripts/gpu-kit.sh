@@ -10,10 +10,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 kit=.gpu-kit
-# The suites gpu-check.sh runs (scripts/gpu-check.sh SUITES must match).
-suites=(kernels_matmul kernels_matmul_controls kernels_matmul_invariance kernels_matmul_split
-  kernels_matmul_rope kernels_attention kernels_attention_fused kernels_attention_invariance
-  kernels_ops gpu_dequant model_arch model_ternary model_yarn model_forward)
+# The suites gpu-check.sh runs, one name a line.
+mapfile -t suites < <(grep -v '^#' scripts/gpu-suites.txt)
 
 cargo build --release
 stage=$(mktemp -d)
