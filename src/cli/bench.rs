@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
-use crate::engine::{ensure_default_model, Engine, EngineOptions, DEFAULT_MODEL};
+use crate::engine::{Engine, EngineOptions, DEFAULT_MODEL};
 use crate::gguf::{GgmlType, GgufFile};
 use crate::model::Hparams;
 use crate::{Error, Result};
@@ -165,7 +165,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => None,
     };
     let gpu_mem = gpu_mem(args)?;
-    ensure_default_model(&args.model)?;
     let desc = {
         let file = GgufFile::open(&args.model)?;
         let hp = Hparams::from_gguf(&file.gguf)?;

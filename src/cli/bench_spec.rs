@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::bench::spec::{self, prompts, rows, Mode, SpecBenchOptions};
 use crate::bench::{output, ModelDesc};
-use crate::engine::{ensure_default_model, DraftOptions, Engine, EngineOptions};
+use crate::engine::{DraftOptions, Engine, EngineOptions};
 use crate::gguf::GgufFile;
 use crate::model::Hparams;
 use crate::tokenizer::Tokenizer;
@@ -40,7 +40,6 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         ));
     }
     let list = prompts::load(&args.spec_prompts)?;
-    ensure_default_model(&args.model)?;
     let (desc, prepared, templated) = {
         let file = GgufFile::open(&args.model)?;
         let hp = Hparams::from_gguf(&file.gguf)?;

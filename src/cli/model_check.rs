@@ -4,12 +4,11 @@
 
 use std::path::Path;
 
-use crate::engine::ensure_default_model;
 use crate::gguf::GgufFile;
 use crate::model::Arch;
 use crate::{Error, Result};
 
-/// Checks the `-m` model (fetching the default model first when it is missing), then prints
+/// Checks the `-m` model (the default one is resolved before, `cli::run`), then prints
 /// the adapter, backend and driver the run will use on stderr.
 pub fn prepare(model: &Path, device: Option<usize>) -> Result<()> {
     check_model(model)?;
@@ -19,7 +18,6 @@ pub fn prepare(model: &Path, device: Option<usize>) -> Result<()> {
 
 /// Refuses a `-m` path that is not a model flint can run, naming what it is instead.
 pub fn check_model(path: &Path) -> Result<()> {
-    ensure_default_model(path)?;
     let shown = path.display().to_string();
     if path.is_dir() {
         return Err(Error::ModelIsDirectory { path: shown });

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use crate::bench::spec::{prepare, prompts};
-use crate::engine::{ensure_default_model, DEFAULT_MODEL};
+use crate::engine::DEFAULT_MODEL;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use crate::Result;
@@ -33,7 +33,6 @@ pub struct TokenizeArgs {
 }
 
 pub fn run(args: &TokenizeArgs) -> Result<()> {
-    ensure_default_model(&args.model)?;
     let list = prompts::load(&args.prompts)?;
     let file = GgufFile::open(&args.model)?;
     let tok = Tokenizer::from_gguf(&file.gguf)?;

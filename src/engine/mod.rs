@@ -143,11 +143,6 @@ pub fn resolve_model(path: &Path) -> Result<PathBuf> {
     Ok(crate::store::ensure(DEFAULT_MODEL_NAME, progress)?)
 }
 
-/// Make sure the default model is there (see [`resolve_model`]) when `path` names it.
-pub fn ensure_default_model(path: &Path) -> Result<()> {
-    resolve_model(path).map(drop)
-}
-
 /// The shipped drafter: [`DEFAULT_DRAFTER`] when it exists relative to the current directory,
 /// else the store's copy, written from the binary on first use.
 pub fn default_drafter_path() -> Result<PathBuf> {
