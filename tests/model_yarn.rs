@@ -186,7 +186,7 @@ fn gpu_logits(file: &GgufFile, kv: GgmlType) -> (Vec<Vec<f32>>, bool) {
         DeviceLimits::from_context(&ctx),
     );
     let w = weights::load(&ctx, file, &hp, false).unwrap();
-    let stacked = matches!(w.layers[0].qkv, Qkv::Stacked { .. });
+    let stacked = matches!(w.layers[0].attn().unwrap().qkv, Qkv::Stacked { .. });
     let mut alloc = Allocator::new(&ctx, &plan);
     let mut fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
     let out = STEPS

@@ -60,11 +60,12 @@ pub fn profile_step(
     super::fill_depth(engine, depth, &mut rng)?;
     let tokens = rng.tokens(rows, n_vocab);
     // A real step: how many submits and readbacks a token costs.
+    engine.fwd.checkpoint(&engine.ctx)?;
     let (s0, r0) = engine.ctx.counters().get();
     engine.fwd.step(&engine.ctx, &tokens, logit_rows)?;
     engine.fwd.argmax(&engine.ctx)?;
     let (s1, r1) = engine.ctx.counters().get();
-    engine.fwd.kv.truncate_to(0, depth)?;
+    engine.fwd.truncate(&engine.ctx, depth)?;
     engine
         .fwd
         .prepare(&engine.ctx, &tokens, depth, logit_rows)?;

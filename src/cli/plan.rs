@@ -281,6 +281,8 @@ fn render(inp: &Inputs, p: &crate::memory::Plan, alts: &[String], on_device: boo
         for kind in [
             Kind::Weights,
             Kind::Kv,
+            Kind::Recurrent,
+            Kind::Rollback,
             Kind::Compute,
             Kind::Staging,
             Kind::Io,

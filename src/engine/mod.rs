@@ -433,7 +433,12 @@ impl Engine {
                 keep = 0;
             }
         }
-        self.fwd.kv.truncate_to(0, keep as u32)?;
+        // A recurrent state holds every row it saw: keep it only where it belongs to the kept
+        // prefix (the whole cached sequence, or a checkpoint), else recompute from the start.
+        if !self.fwd.can_truncate(keep as u32) {
+            keep = 0;
+        }
+        self.fwd.truncate(&self.ctx, keep as u32)?;
         cached.truncate(keep);
         Ok(keep)
     }
@@ -450,6 +455,7 @@ impl Engine {
         if let Some((d, _)) = &mut self.drafter {
             d.reset();
         }
+        // The recurrent state (hybrid models) is zeroed by the next step at position 0.
         Ok(self.fwd.kv.reset(0)?)
     }
 }

@@ -73,7 +73,8 @@ pub fn kv_caches(
     let nkv = u64::from(hp.n_head_kv);
     let (hd, hdv) = (u64::from(hp.head_dim), u64::from(hp.head_dim_v));
     let mut out = Vec::new();
-    for il in 0..hp.n_layer {
+    // Only attention layers have a cache (every layer of a dense model).
+    for il in hp.kv_layers() {
         out.push((
             format!("{prefix}kv.k.{il}"),
             kv_bytes(type_k, n_rows, nkv, hd),

@@ -33,6 +33,10 @@ pub enum Owner {
 pub enum Kind {
     Weights,
     Kv,
+    /// A hybrid model's recurrent state (conv windows, DeltaNet S matrices): fixed per sequence.
+    Recurrent,
+    /// The copy of the recurrent state a speculative rollback restores (one, whatever γ).
+    Rollback,
     Compute,
     Staging,
     Io,
@@ -53,6 +57,8 @@ impl Kind {
         match self {
             Kind::Weights => "weights",
             Kind::Kv => "kv",
+            Kind::Recurrent => "recurrent",
+            Kind::Rollback => "rollback",
             Kind::Compute => "compute",
             Kind::Staging => "staging",
             Kind::Io => "io",

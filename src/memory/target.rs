@@ -3,6 +3,7 @@
 //! attention partials, logits, inputs and the logits readback.
 
 use crate::gguf::TensorInfo;
+use crate::model::hparams::LayerKind;
 use crate::model::Hparams;
 
 use super::layout::{attn_partials_bytes, f32s, kv_caches, weight_bytes, words};
@@ -48,7 +49,7 @@ pub fn buffers(
 ) -> Vec<PlannedBuffer> {
     let mut out = Vec::new();
     // Weights: split by rows past the binding limit, so never bound whole.
-    for t in tensors {
+    for t in tensors.iter().filter(|t| !mtp_tensor(hp, &t.name)) {
         out.push(buf(
             Kind::Weights,
             t.name.clone(),
@@ -63,6 +64,8 @@ pub fn buffers(
     }
     // Activation scratch for the largest batch of n rows (f32, row-major).
     let n = max_rows(p);
+    // Gated attention (qwen35): the q projection writes q and its gate per head.
+    let q_out = u64::from(hp.q_dim()) * if hp.attn_gated() { 2 } else { 1 };
     let (d, q, k, v, f) = (
         u64::from(hp.n_embd),
         u64::from(hp.q_dim()),
@@ -71,17 +74,20 @@ pub fn buffers(
         u64::from(hp.n_ff),
     );
     for (name, width) in [
-        ("act.x", d),    // [n, d] residual stream
-        ("act.xn", d),   // [n, d] normed input / sublayer output
-        ("act.q", q),    // [n, n_head * head_dim]
-        ("act.k", k),    // [n, n_head_kv * head_dim]
-        ("act.v", v),    // [n, n_head_kv * head_dim_v]
-        ("act.attn", q), // [n, n_head * head_dim_v]
-        ("act.gate", f), // [n, n_ff]
-        ("act.up", f),   // [n, n_ff]
-        ("act.glu", f),  // [n, n_ff] act(gate) * up
+        ("act.x", d),     // [n, d] residual stream
+        ("act.xn", d),    // [n, d] normed input / sublayer output
+        ("act.q", q_out), // [n, n_head * head_dim] (x2 gated: q | gate per head)
+        ("act.k", k),     // [n, n_head_kv * head_dim]
+        ("act.v", v),     // [n, n_head_kv * head_dim_v]
+        ("act.attn", q),  // [n, n_head * head_dim_v]
+        ("act.gate", f),  // [n, n_ff]
+        ("act.up", f),    // [n, n_ff]
+        ("act.glu", f),   // [n, n_ff] act(gate) * up
     ] {
         out.push(buf(Kind::Compute, name, f32s(n * width), true));
+    }
+    if let Some(h) = &hp.hybrid {
+        recurrent(&mut out, hp, h, n, u64::from(p.n_seq));
     }
     // Split-KV decode partials: the one compute buffer that grows with n_ctx, by
     // n_head × (head_dim_v + 2) floats per 256 context rows (< 1 % of the KV cache).
@@ -118,4 +124,73 @@ pub fn buffers(
     out.push(buf(Kind::Io, "io.tokens", words(n * 4), true));
     out.push(buf(Kind::Io, "io.positions", words(n * 4), true));
     out
+}
+
+/// A hybrid model's DeltaNet scratch for `n` rows, and per DeltaNet layer its recurrent state
+/// for `n_seq` sequences plus one checkpoint copy (what a speculative rollback restores: the
+/// same bytes at any draft length).
+fn recurrent(
+    out: &mut Vec<PlannedBuffer>,
+    hp: &Hparams,
+    h: &crate::model::hparams::HybridHparams,
+    n: u64,
+    n_seq: u64,
+) {
+    let (conv, value, n_v) = (
+        u64::from(h.conv_dim()),
+        u64::from(h.value_dim()),
+        u64::from(h.n_v_heads),
+    );
+    for (name, width) in [
+        ("act.mixed", conv),                  // [n, conv_dim] pre-conv q | k | v
+        ("act.conv", conv),                   // [n, conv_dim] conv output, then the gated output
+        ("act.z", value),                     // [n, value_dim] output gate
+        ("act.delta", value),                 // [n, value_dim] delta-rule output
+        ("act.alpha", n_v),                   // [n, n_v]
+        ("act.beta", n_v),                    // [n, n_v]
+        ("act.agate", u64::from(hp.q_dim())), // [n, n_head * head_dim] attention gate
+    ] {
+        out.push(buf(Kind::Compute, name, f32s(n * width), true));
+    }
+    let layers = (0..hp.n_layer).filter(|&il| hp.layer_kind(il) == LayerKind::DeltaNet);
+    for il in layers {
+        let conv_state = f32s(n_seq * h.conv_state_len());
+        let ssm_state = f32s(n_seq * h.ssm_state_len());
+        out.push(buf(
+            Kind::Recurrent,
+            format!("rs.conv.{il}"),
+            conv_state,
+            true,
+        ));
+        out.push(buf(
+            Kind::Recurrent,
+            format!("rs.ssm.{il}"),
+            ssm_state,
+            true,
+        ));
+        out.push(buf(
+            Kind::Rollback,
+            format!("rs.ckpt.conv.{il}"),
+            conv_state,
+            true,
+        ));
+        out.push(buf(
+            Kind::Rollback,
+            format!("rs.ckpt.ssm.{il}"),
+            ssm_state,
+            true,
+        ));
+    }
+}
+
+/// A hybrid model's MTP block tensors (`blk.{il}.*` past the main-pass layers): never loaded.
+fn mtp_tensor(hp: &Hparams, name: &str) -> bool {
+    if hp.hybrid.is_none() {
+        return false;
+    }
+    let layer = name
+        .strip_prefix("blk.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    matches!(layer, Some(il) if il >= hp.n_layer)
 }

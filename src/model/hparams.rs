@@ -7,12 +7,16 @@
 
 use crate::gguf::{Gguf, GgufError, MetaValue};
 
+pub use super::hybrid::{check_rope_sections, HybridHparams, LayerKind};
+
 /// The model families flint runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     Llama,
     Qwen2,
     Qwen3,
+    /// Qwen3.5 / 3.6 hybrid: Gated DeltaNet and gated full-attention layers.
+    Qwen35,
     /// A DSpark drafter in llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter in the legacy PrismML `dspark` format.
@@ -25,6 +29,7 @@ impl Arch {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
+            "qwen35" => Arch::Qwen35,
             "dflash" => Arch::Dflash,
             "dspark" => Arch::DsparkLegacy,
             _ => return None,
@@ -36,6 +41,7 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
+            Arch::Qwen35 => "qwen35",
             Arch::Dflash => "dflash",
             Arch::DsparkLegacy => "dspark",
         }
@@ -49,8 +55,10 @@ impl Arch {
 /// Errors reading hyperparameters.
 #[derive(Debug, thiserror::Error)]
 pub enum HparamsError {
-    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3 and DSpark drafters: dflash, dspark)")]
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35 and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
+    #[error("architecture '{arch}' is a mixture-of-experts model: MoE is not supported yet (its dense sibling '{dense}' is)")]
+    MoeUnsupported { arch: String, dense: &'static str },
     #[error(transparent)]
     Metadata(#[from] GgufError),
     #[error("{key} = '{value}' is not supported: flint runs the RoPE scaling types none, linear and yarn")]
@@ -124,6 +132,9 @@ pub struct Hparams {
     pub qkv_bias: bool,
     /// No `output.weight`: the LM head is `token_embd.weight`.
     pub tied_embeddings: bool,
+    /// Hybrid models (qwen35): the layer kinds and the Gated DeltaNet shape. Their attention
+    /// layers are gated (`attn_q` holds q and a sigmoid output gate per head).
+    pub hybrid: Option<HybridHparams>,
 }
 
 impl Hparams {
@@ -144,6 +155,12 @@ impl Hparams {
     pub fn from_gguf(g: &Gguf) -> Result<Hparams, HparamsError> {
         let m = &g.metadata;
         let arch_name = m.architecture()?;
+        if arch_name == "qwen35moe" {
+            return Err(HparamsError::MoeUnsupported {
+                arch: arch_name.to_string(),
+                dense: "qwen35",
+            });
+        }
         let arch = Arch::from_name(arch_name).ok_or_else(|| HparamsError::UnsupportedArch {
             arch: arch_name.to_string(),
         })?;
@@ -172,7 +189,7 @@ impl Hparams {
         let tied_embeddings = g.tensor("output.weight").is_none();
         let neox = matches!(
             arch,
-            Arch::Qwen2 | Arch::Qwen3 | Arch::Dflash | Arch::DsparkLegacy
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Qwen35 | Arch::Dflash | Arch::DsparkLegacy
         );
         let scale = m
             .opt(&key("rope.scaling.factor"), |m, k| m.f32(k))?
@@ -181,9 +198,17 @@ impl Hparams {
             .opt(&key("context_length"), |m, k| m.u32(k))?
             .unwrap_or(4096);
         let rope = rope_scaling(g, p, n_ctx_train)?;
+        let block_count = m.u32(&key("block_count"))?;
+        let hybrid = match arch {
+            Arch::Qwen35 => Some(HybridHparams::from_gguf(g, p, block_count)?),
+            _ => None,
+        };
+        let n_layer = hybrid
+            .as_ref()
+            .map_or(block_count, |h| h.kinds.len() as u32);
         let hp = Hparams {
             arch,
-            n_layer: m.u32(&key("block_count"))?,
+            n_layer,
             n_embd,
             n_head,
             n_head_kv,
@@ -211,9 +236,11 @@ impl Hparams {
             rope_beta_fast: rope.beta_fast,
             rope_beta_slow: rope.beta_slow,
             rms_eps: m.f32(&key("attention.layer_norm_rms_epsilon"))?,
-            qk_norm: g.tensor("blk.0.attn_q_norm.weight").is_some(),
+            // qwen35's attention layers always norm q and k (its layer 0 is usually DeltaNet).
+            qk_norm: arch == Arch::Qwen35 || g.tensor("blk.0.attn_q_norm.weight").is_some(),
             qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
             tied_embeddings,
+            hybrid,
         };
         if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
             return Err(HparamsError::Invalid {
@@ -225,7 +252,30 @@ impl Hparams {
                 why: "layers, hidden size and head size must be non-zero, n_rot <= head_dim",
             });
         }
+        if hp.hybrid.is_some() {
+            check_rope_sections(g, p, hp.n_rot)?;
+        }
         Ok(hp)
+    }
+
+    /// The mixer of layer `il` (attention for every layer of a dense model).
+    pub fn layer_kind(&self, il: u32) -> LayerKind {
+        self.hybrid
+            .as_ref()
+            .and_then(|h| h.kinds.get(il as usize).copied())
+            .unwrap_or(LayerKind::Attention)
+    }
+
+    /// Layers with a KV cache (all of a dense model's; the attention layers of a hybrid).
+    pub fn kv_layers(&self) -> Vec<u32> {
+        (0..self.n_layer)
+            .filter(|&il| self.layer_kind(il) == LayerKind::Attention)
+            .collect()
+    }
+
+    /// Gated attention (qwen35): `attn_q` rows interleave q and a sigmoid output gate per head.
+    pub fn attn_gated(&self) -> bool {
+        self.hybrid.is_some()
     }
 }
 

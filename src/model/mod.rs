@@ -6,6 +6,8 @@ pub mod drafter_init;
 pub mod drafter_meta;
 pub mod forward;
 pub mod hparams;
+pub mod hybrid;
+pub mod mixer;
 pub mod presets;
 pub mod random_weights;
 pub mod weights;

@@ -23,7 +23,8 @@ use crate::kernels::matmul::{
 use crate::quant;
 use crate::{Error, Result};
 
-use super::hparams::{Arch, Hparams};
+use super::hparams::{Hparams, LayerKind};
+pub use super::mixer::{AttnWeights, DeltaWeights, Mixer};
 
 /// The q, k and v projections of a layer.
 #[derive(Debug, Clone)]
@@ -61,12 +62,9 @@ pub enum GateUp {
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
     pub attn_norm: wgpu::Buffer,
-    pub qkv: Qkv,
-    pub wo: GpuWeight,
-    /// qwen2: `[q]`, `[k]`, `[v]`.
-    pub bias_qkv: Option<[wgpu::Buffer; 3]>,
-    /// qwen3: `[head_dim]` each.
-    pub qk_norm: Option<[wgpu::Buffer; 2]>,
+    /// Attention or Gated DeltaNet.
+    pub mixer: Mixer,
+    /// `ffn_norm` (`post_attention_norm` in qwen35).
     pub ffn_norm: wgpu::Buffer,
     pub ffn: GateUp,
     pub down: GpuWeight,
@@ -87,20 +85,25 @@ pub struct ModelWeights {
 }
 
 impl LayerWeights {
-    /// The separate q, k and v weights, or an error naming the layer's stacked weight (only
-    /// the target model stacks them; drafters never do).
-    pub fn separate_qkv(&self) -> Result<[&GpuWeight; 3]> {
-        match &self.qkv {
-            Qkv::Separate { wq, wk, wv } => Ok([wq, wk, wv]),
-            Qkv::Stacked { w, .. } => Err(Error::Usage(format!(
-                "{} holds q, k and v stacked where separate weights were expected",
-                w.name
+    /// The attention weights, or an error naming the layer's mixer (drafters and dense models
+    /// have attention in every layer).
+    pub fn attn(&self) -> Result<&AttnWeights> {
+        match &self.mixer {
+            Mixer::Attention(a) => Ok(a),
+            Mixer::DeltaNet(d) => Err(Error::Usage(format!(
+                "{} belongs to a Gated DeltaNet layer where attention was expected",
+                d.qkv.name
             ))),
         }
     }
 
-    /// The separate gate and up weights, or an error naming the paired weight (as
-    /// [`LayerWeights::separate_qkv`]).
+    /// The separate q, k and v weights ([`AttnWeights::separate_qkv`]).
+    pub fn separate_qkv(&self) -> Result<[&GpuWeight; 3]> {
+        self.attn()?.separate_qkv()
+    }
+
+    /// The separate gate and up weights, or an error naming the paired weight (only the
+    /// target model pairs them; drafters never do).
     pub fn separate_gate_up(&self) -> Result<[&GpuWeight; 2]> {
         match &self.ffn {
             GateUp::Separate { gate, up } => Ok([gate, up]),
@@ -212,7 +215,7 @@ impl<'a> Loader<'a> {
     /// parts' planned bytes and recorded under `part+part+…` with the size wgpu reports, so
     /// the record can be held to the plan (made without the adapter). Returns the rows of each
     /// part too.
-    fn stacked(
+    pub(super) fn stacked(
         &mut self,
         name: &str,
         names: &[String],
@@ -266,45 +269,17 @@ impl<'a> Loader<'a> {
     /// Layer `il`'s weights (llama.cpp names, the same in every format).
     pub fn layer(&mut self, il: u32, hp: &Hparams) -> Result<LayerWeights> {
         let p = |s: &str| format!("blk.{il}.{s}");
-        let bias_qkv = if hp.arch == Arch::Qwen2 || hp.qkv_bias {
-            let q = self.optional_vector(&p("attn_q.bias"), hp.q_dim())?;
-            let k = self.optional_vector(&p("attn_k.bias"), hp.k_dim())?;
-            let v = self.optional_vector(&p("attn_v.bias"), hp.v_dim())?;
-            match (q, k, v) {
-                (Some(q), Some(k), Some(v)) => Some([q, k, v]),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        let qk_norm = if hp.qk_norm {
-            Some([
-                self.vector(&p("attn_q_norm.weight"), hp.head_dim)?,
-                self.vector(&p("attn_k_norm.weight"), hp.head_dim)?,
-            ])
-        } else {
-            None
-        };
         let attn_norm = self.vector(&p("attn_norm.weight"), hp.n_embd)?;
-        let names = ["attn_q.weight", "attn_k.weight", "attn_v.weight"].map(p);
-        let stacked = match self.stack {
-            Some(family) => self.stacked(&p("attn_qkv"), &names, family, false)?,
-            None => None,
+        let mixer = match hp.layer_kind(il) {
+            LayerKind::Attention => Mixer::Attention(Box::new(self.attention(il, hp)?)),
+            LayerKind::DeltaNet => Mixer::DeltaNet(Box::new(self.delta_net(il, hp)?)),
         };
-        let qkv = match stacked {
-            Some((w, rows)) => Qkv::Stacked {
-                w,
-                q_rows: rows[0],
-                k_rows: rows[1],
-            },
-            None => Qkv::Separate {
-                wq: self.matrix(&names[0])?,
-                wk: self.matrix(&names[1])?,
-                wv: self.matrix(&names[2])?,
-            },
+        let ffn_norm_name = if hp.hybrid.is_some() {
+            "post_attention_norm.weight"
+        } else {
+            "ffn_norm.weight"
         };
-        let wo = self.matrix(&p("attn_output.weight"))?;
-        let ffn_norm = self.vector(&p("ffn_norm.weight"), hp.n_embd)?;
+        let ffn_norm = self.vector(&p(ffn_norm_name), hp.n_embd)?;
         let names = ["ffn_gate.weight", "ffn_up.weight"].map(p);
         let paired = match self.stack {
             Some(family) => self.stacked(&p("ffn_gate_up"), &names, family, true)?,
@@ -319,10 +294,7 @@ impl<'a> Loader<'a> {
         };
         Ok(LayerWeights {
             attn_norm,
-            qkv,
-            wo,
-            bias_qkv,
-            qk_norm,
+            mixer,
             ffn_norm,
             ffn,
             down: self.matrix(&p("ffn_down.weight"))?,

@@ -1,6 +1,7 @@
 //! Drafters with known behaviour for the equivalence tests (reliability.md C3) and for
 //! measuring the scheduler's overhead: an oracle that replays a known continuation (100 %
-//! acceptance under greedy decoding) and an always-wrong drafter (0 %). They take no taps.
+//! acceptance under greedy decoding), an always-wrong drafter (0 %) and a partial one (every
+//! acceptance length in turn). They take no taps.
 
 use crate::gpu::GpuContext;
 use crate::Result;
@@ -14,6 +15,9 @@ pub enum AdversaryKind {
     Oracle,
     /// A token different from the known one at each position.
     AlwaysWrong,
+    /// The known tokens for the first `p0 mod (block + 1)` slots, then wrong ones: every
+    /// acceptance length from 0 to the block, so verify batches are cut at every point.
+    Partial,
 }
 
 /// A drafter that knows the sequence (prompt then greedy continuation) token by position.
@@ -77,6 +81,8 @@ impl Drafter for Adversary {
             tokens.push(match self.kind {
                 AdversaryKind::Oracle => known,
                 AdversaryKind::AlwaysWrong => (known + 1) % self.n_vocab.max(2),
+                AdversaryKind::Partial if (i as u32) < p0 % (self.block + 1) => known,
+                AdversaryKind::Partial => (known + 1) % self.n_vocab.max(2),
             });
         }
         let conf = vec![1.0; tokens.len()];

@@ -253,6 +253,10 @@ pub fn generate(
             rows.extend(&drafts);
             let m = rows.len() as u32;
             pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, p0, m)?;
+            if m > 1 {
+                // A recurrent model keeps its state to come back to (nothing for dense ones).
+                eng.fwd.checkpoint(&eng.ctx)?;
+            }
             eng.fwd.step(&eng.ctx, &rows, m)?;
             spec.target_forwards += 1;
             let verdict = match sampler.as_deref_mut() {
@@ -277,7 +281,7 @@ pub fn generate(
             }
             // Commit x0, d1..da: roll the target back; exactly those rows wait for the drafter
             // (the rejected drafts' staging rows are written over by the next step).
-            eng.fwd.kv.truncate_to(0, p0 + a as u32 + 1)?;
+            eng.fwd.truncate(&eng.ctx, p0 + a as u32 + 1)?;
             pending.n += a as u32 + 1;
             let mut go = true;
             for &d in &drafts[..a] {

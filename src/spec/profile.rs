@@ -25,11 +25,12 @@ pub fn verify_step_rounds(
     for round in 0..=rounds {
         for (&b, secs) in batches.iter().zip(&mut out) {
             let tokens = vec![0u32; b as usize];
+            fwd.checkpoint(ctx)?;
             let t = Instant::now();
             fwd.step(ctx, &tokens, b)?;
             let ids = fwd.argmax(ctx)?;
             let dt = t.elapsed().as_secs_f64();
-            fwd.kv.truncate_to(0, len)?;
+            fwd.truncate(ctx, len)?;
             if ids.len() != b as usize {
                 return Err(Error::Usage(format!(
                     "a verify step of {b} rows returned {} argmax ids",

@@ -1,7 +1,8 @@
 //! Gated linear units on the GPU (`shaders/glu.wgsl`): gate and up `[n_rows, n_ff]` (separate
 //! buffers, flattened to n elements) → y `[n_rows, n_ff]`:
 //! [`Glu::Swiglu`] `y = silu(gate) * up`, [`Glu::Geglu`] `y = gelu_tanh(gate) * up`, as
-//! ggml_swiglu_split / ggml_geglu_split. Variants: `SWIGLU`, `GEGLU`.
+//! ggml_swiglu_split / ggml_geglu_split, and [`Glu::Sigmoid`] `y = sigmoid(gate) * up` (qwen35's
+//! attention output gate). Variants: `SWIGLU`, `GEGLU`, `SIGMOID_GATE`.
 
 use crate::gpu::buffers::create_storage;
 use crate::gpu::{BindingSpec, GpuContext, GpuError, ShaderVariant};
@@ -30,6 +31,8 @@ pub enum Glu {
     Swiglu,
     /// `gelu(g) = 0.5 g (1 + tanh(√(2/π) g (1 + 0.044715 g²)))`
     Geglu,
+    /// `sigmoid(g) = 1 / (1 + exp(-g))`: the output gate of qwen35's attention.
+    Sigmoid,
 }
 
 const BINDINGS: &[BindingSpec] = &[PARAMS, read(1), read(2), write(3)];
@@ -40,6 +43,7 @@ impl Glu {
         match self {
             Glu::Swiglu => "SWIGLU",
             Glu::Geglu => "GEGLU",
+            Glu::Sigmoid => "SIGMOID_GATE",
         }
     }
 }
@@ -60,7 +64,11 @@ pub fn variant(kind: Glu) -> ShaderVariant {
 
 /// Every variant this kernel may use, on any device.
 pub fn variants() -> Vec<ShaderVariant> {
-    vec![variant(Glu::Swiglu), variant(Glu::Geglu)]
+    vec![
+        variant(Glu::Swiglu),
+        variant(Glu::Geglu),
+        variant(Glu::Sigmoid),
+    ]
 }
 
 /// A built GLU over at most `max_n` elements.

@@ -6,6 +6,8 @@
 //!   (`shaders/rope.wgsl`).
 //! - [`glu`]: SwiGLU and GeGLU on separate gate/up buffers (`shaders/glu.wgsl`).
 //! - [`binary`]: add (same shape or a broadcast row) and scale (`shaders/binary.wgsl`).
+//! - [`delta`]: the Gated DeltaNet conv1d and delta rule of hybrid layers
+//!   (`shaders/ssm_conv.wgsl`, `shaders/delta_rule.wgsl`), batch invariant.
 //! - [`softmax`]: softmax over rows with scale and additive mask (`shaders/softmax.wgsl`), batch
 //!   invariant.
 //! - [`select`]: argmax and top-k over a vocabulary, two-stage (`shaders/argmax.wgsl`,
@@ -20,6 +22,7 @@
 
 pub mod binary;
 pub mod copy;
+pub mod delta;
 pub mod dspark;
 pub mod glu;
 pub mod norm;
@@ -43,6 +46,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(select::variants());
     all.extend(copy::variants());
     all.extend(dspark::variants());
+    all.extend(delta::variants());
     all
 }
 

@@ -7,26 +7,23 @@ use std::collections::HashMap;
 use crate::gguf::GgmlType;
 use crate::gpu::GpuContext;
 use crate::kernels::attention::serial::use_serial;
-use crate::kernels::attention::{
-    Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, KvType, MaskMode,
-    RopeKv, RopeKvIo,
-};
+use crate::kernels::attention::{KvLayout, KvType, MaskMode};
 use crate::kernels::matmul::{glu_epilogue, Family};
-use crate::kernels::ops::binary::{Binary, BinaryOp};
 use crate::kernels::ops::glu::{Glu, GluOp};
 use crate::kernels::ops::norm::RmsNorm;
-use crate::kernels::ops::rope::{rope_table, Rope, RopeConfig, RopeMode, RopeShape, RopeYarn};
+use crate::kernels::ops::rope::{rope_table, RopeConfig, RopeMode, RopeYarn};
 use crate::kernels::ops::select::Select;
-use crate::kernels::ops::{params_uniform, Io};
+use crate::kernels::ops::Io;
 use crate::kv_cache::KvCache;
 use crate::memory::alloc::Allocator;
 use crate::memory::RunParams;
-use crate::model::hparams::Hparams;
-use crate::model::weights::{GateUp, ModelWeights, Qkv};
+use crate::model::hparams::{Hparams, LayerKind};
+use crate::model::weights::{GateUp, Mixer, ModelWeights};
 use crate::Result;
 
-use super::rope_store::{RopeStore, SplitOps};
-use super::{Forward, LayerOps};
+use super::attn_build::{attention_ops, AttnEnv};
+use super::layer::{AttnOps, DeltaOps, LayerOps, MixerOps};
+use super::Forward;
 
 /// What a forward pass is built for.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,8 +102,40 @@ pub struct Buffers {
     pub logits: wgpu::Buffer,
     pub tokens: wgpu::Buffer,
     pub positions: wgpu::Buffer,
-    /// Per layer: K cache, V cache.
+    /// Per attention layer (every layer of a dense model), in layer order: K cache, V cache.
     pub kv: Vec<[wgpu::Buffer; 2]>,
+    /// A hybrid model's DeltaNet scratch and recurrent state.
+    pub hybrid: Option<HybridBuffers>,
+}
+
+/// The buffers only a hybrid (qwen35) model has (shapes for the largest step of `n` rows).
+#[derive(Debug)]
+pub struct HybridBuffers {
+    /// `[n, conv_dim]` pre-conv q | k | v; `[n, conv_dim]` after the conv (then the gated output).
+    pub mixed: wgpu::Buffer,
+    pub conv: wgpu::Buffer,
+    /// `[n, value_dim]` the output gate z; the delta-rule output.
+    pub z: wgpu::Buffer,
+    pub delta: wgpu::Buffer,
+    /// `[n, n_v]` each.
+    pub alpha: wgpu::Buffer,
+    pub beta: wgpu::Buffer,
+    /// `[n, n_head · head_dim]` the attention layers' output gate.
+    pub agate: wgpu::Buffer,
+    /// Per DeltaNet layer, in layer order: conv state `[conv_dim, d_conv − 1]`, S state
+    /// `[n_v, head_v, head_k]` (`rs.conv.{il}`, `rs.ssm.{il}`).
+    pub states: Vec<[wgpu::Buffer; 2]>,
+    /// The same, as a checkpoint a rollback restores (`rs.ckpt.conv.{il}`, `rs.ckpt.ssm.{il}`).
+    pub checkpoint: Vec<[wgpu::Buffer; 2]>,
+}
+
+impl Buffers {
+    /// The hybrid buffers, or an error saying the model has none.
+    pub fn hybrid(&self) -> Result<&HybridBuffers> {
+        self.hybrid
+            .as_ref()
+            .ok_or_else(|| crate::Error::Usage("this model has no recurrent layers".into()))
+    }
 }
 
 fn kv_type(t: GgmlType) -> Result<KvType> {
@@ -116,9 +145,37 @@ fn kv_type(t: GgmlType) -> Result<KvType> {
 fn buffers(hp: &Hparams, spec: &ForwardSpec, alloc: &mut Allocator<'_>) -> Result<Buffers> {
     let mut get = |base: &str| alloc.storage(&spec.name(base));
     let mut kv = Vec::with_capacity(hp.n_layer as usize);
-    for il in 0..hp.n_layer {
+    for il in hp.kv_layers() {
         kv.push([get(&format!("kv.k.{il}"))?, get(&format!("kv.v.{il}"))?]);
     }
+    let hybrid = match &hp.hybrid {
+        None => None,
+        Some(_) => {
+            let mut states = Vec::new();
+            let mut checkpoint = Vec::new();
+            for il in (0..hp.n_layer).filter(|&il| hp.layer_kind(il) == LayerKind::DeltaNet) {
+                states.push([
+                    get(&format!("rs.conv.{il}"))?,
+                    get(&format!("rs.ssm.{il}"))?,
+                ]);
+                checkpoint.push([
+                    get(&format!("rs.ckpt.conv.{il}"))?,
+                    get(&format!("rs.ckpt.ssm.{il}"))?,
+                ]);
+            }
+            Some(HybridBuffers {
+                mixed: get("act.mixed")?,
+                conv: get("act.conv")?,
+                z: get("act.z")?,
+                delta: get("act.delta")?,
+                alpha: get("act.alpha")?,
+                beta: get("act.beta")?,
+                agate: get("act.agate")?,
+                states,
+                checkpoint,
+            })
+        }
+    };
     Ok(Buffers {
         x: get("act.x")?,
         xn: get("act.xn")?,
@@ -139,6 +196,7 @@ fn buffers(hp: &Hparams, spec: &ForwardSpec, alloc: &mut Allocator<'_>) -> Resul
         tokens: get("io.tokens")?,
         positions: get("io.positions")?,
         kv,
+        hybrid,
     })
 }
 
@@ -230,109 +288,42 @@ impl Forward {
         let add_norm =
             |w: &wgpu::Buffer| RmsNorm::add_then_norm(ctx, &b.x, &b.xn, w, max_rows, d, eps);
         let mut layers = Vec::with_capacity(hp.n_layer as usize);
+        let (mut n_kv, mut n_state) = (0usize, 0usize);
         for (il, lw) in weights.layers.iter().enumerate() {
-            let [kc, vc] = &b.kv[il];
-            let mut bias = Vec::new();
-            if let Some([bq, bk, bv]) = &lw.bias_qkv {
-                for (buf, bb, w) in [
-                    (&b.q, bq, hp.q_dim()),
-                    (&b.k, bk, hp.k_dim()),
-                    (&b.v, bv, hp.v_dim()),
-                ] {
-                    let op = Binary::Add { b: bb, n_b: w };
-                    bias.push(BinaryOp::new(ctx, Io::InPlace(buf), op, max_rows * w)?);
+            let attn_norm = if il == 0 {
+                norm(&b.x, &lw.attn_norm)?
+            } else {
+                add_norm(&lw.attn_norm)?
+            };
+            let mixer = match &lw.mixer {
+                Mixer::DeltaNet(dw) => {
+                    n_state += 1;
+                    let ops = DeltaOps::new(ctx, &hp, &b, dw, n_state - 1, max_rows)?;
+                    MixerOps::DeltaNet(Box::new(ops))
                 }
-            }
-            let mut qk_norm = Vec::new();
-            if let Some([qn, kn]) = &lw.qk_norm {
-                for (buf, w, heads) in [(&b.q, qn, hp.n_head), (&b.k, kn, hp.n_head_kv)] {
-                    let rows = max_rows * heads;
-                    let io = Io::InPlace(buf);
-                    qk_norm.push(RmsNorm::new(ctx, io, Some(w), rows, hp.head_dim, eps)?);
-                }
-            }
-            let rope = |buf: &wgpu::Buffer, heads: u32| {
-                let shape = RopeShape {
-                    n_tokens: max_rows,
-                    n_heads: heads,
-                    head_dim: hp.head_dim,
-                };
-                Rope::new(
-                    ctx,
-                    Io::InPlace(buf),
-                    &b.positions,
-                    &freqs,
-                    shape,
-                    &rope_cfg,
-                )
-            };
-            let shape = AttnShape {
-                kv: k_layout,
-                n_head: hp.n_head,
-                max_q: max_rows,
-                max_kv_len: spec.kv_rows,
-                scale: AttnShape::default_scale(hp.head_dim),
-                mask: spec.mask,
-            };
-            let io = AttnIo {
-                q: &b.q,
-                k_cache: kc,
-                v_cache: vc,
-                positions: Some(&b.positions),
-                mask: None,
-                out: &b.attn,
-            };
-            let attn_decode = match &b.partials {
-                Some(partials) if split_decode => Some(Attention::new(
-                    ctx,
-                    AttnShape { max_q: 1, ..shape },
-                    AttnBuffers::new(io, partials),
-                )?),
-                _ => None,
-            };
-            let attn_multi = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
-            layers.push(LayerOps {
-                attn_norm: if il == 0 {
-                    norm(&b.x, &lw.attn_norm)?
-                } else {
-                    add_norm(&lw.attn_norm)?
-                },
-                bias,
-                qk_norm,
-                rope_store: if RopeKv::supports(&k_layout, &v_layout) {
-                    let in_qkv = spec.rope_in_qkv
-                        && rope_cfg.mode == RopeMode::Normal
-                        && matches!(lw.qkv, Qkv::Stacked { .. })
-                        && lw.bias_qkv.is_none()
-                        && lw.qk_norm.is_none();
-                    let io = RopeKvIo {
-                        q: &b.q,
-                        k: &b.k,
-                        v: &b.v,
-                        positions: &b.positions,
+                Mixer::Attention(aw) => {
+                    n_kv += 1;
+                    let kv_index = n_kv - 1;
+                    let [kc, vc] = b.kv.get(kv_index).ok_or_else(|| {
+                        crate::Error::Usage(format!("layer {il}: no KV cache in the plan"))
+                    })?;
+                    let env = AttnEnv {
+                        spec,
                         freqs: &freqs,
-                        k_cache: kc,
-                        v_cache: vc,
+                        rope_cfg: &rope_cfg,
+                        layouts: [&k_layout, &v_layout],
+                        split_decode,
                     };
-                    let layouts = [&k_layout, &v_layout];
-                    if in_qkv {
-                        let shape = RopeKv::shape(io, hp.n_head, layouts, &rope_cfg, max_rows)?;
-                        let uniform = params_uniform(ctx, "rope in q | k | v", &shape)?;
-                        RopeStore::InQkv { shape, uniform }
-                    } else {
-                        let op = RopeKv::new(ctx, io, hp.n_head, layouts, &rope_cfg, max_rows)?;
-                        RopeStore::Fused(op)
-                    }
-                } else {
-                    RopeStore::Split(Box::new(SplitOps {
-                        rope_q: rope(&b.q, hp.n_head)?,
-                        rope_k: rope(&b.k, hp.n_head_kv)?,
-                        store_k: KvStore::new(ctx, k_layout, kc, &b.k, &b.positions, max_rows)?,
-                        store_v: KvStore::new(ctx, v_layout, vc, &b.v, &b.positions, max_rows)?,
+                    let ops = attention_ops(ctx, &hp, &b, aw, [kc, vc], &env)?;
+                    MixerOps::Attention(Box::new(AttnOps {
+                        kv: kv_index,
+                        ..ops
                     }))
-                },
-                attn_decode,
-                attn_multi,
+                }
+            };
+            layers.push(LayerOps {
+                attn_norm,
+                mixer,
                 ffn_norm: add_norm(&lw.ffn_norm)?,
                 glu: if glu_applied(family, &lw.ffn) {
                     None
@@ -372,6 +363,7 @@ impl Forward {
             tap_row: 0,
             taps_set: (0, 0),
             rope_freqs: freqs,
+            state_log: Default::default(),
         })
     }
 }

@@ -20,20 +20,20 @@
 //! Ops are built once for the plan's largest batch and resized per step; matmul dispatches
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
+mod attn_build;
 mod build;
+mod layer;
 mod projections;
+mod recurrent;
 mod rope_store;
 
 use std::collections::HashMap;
 
 use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
-use crate::kernels::attention::{Attention, FusedAttention};
 use crate::kernels::launch::Dispatch;
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
-use crate::kernels::ops::binary::BinaryOp;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
-use crate::kernels::ops::glu::GluOp;
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::select::Select;
 use crate::kv_cache::KvCache;
@@ -44,35 +44,22 @@ pub use build::{rope_config, rope_yarn, Buffers, ForwardSpec};
 use projections::{gate_up_dispatches, qkv_dispatches};
 
 use super::hparams::Hparams;
-use super::weights::ModelWeights;
+use super::weights::{Mixer, ModelWeights};
+use layer::{LayerOps, MixerOps};
+
+/// Rows a rollback replays at most: past this many rows since the checkpoint it is dropped.
+const MAX_REPLAY: usize = 4096;
 
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
 const MATMUL_CACHE: usize = 8;
-
-/// One layer's ops (built once for the largest batch).
-#[derive(Debug)]
-pub(crate) struct LayerOps {
-    attn_norm: RmsNorm,
-    bias: Vec<BinaryOp>,
-    qk_norm: Vec<RmsNorm>,
-    /// RoPE on q and k, then k and v into the cache.
-    rope_store: rope_store::RopeStore,
-    /// One query row: split-KV over the whole context, then an in-order reduce.
-    attn_decode: Option<Attention>,
-    /// Several rows (prefill, verify): the fused kernel, bit-identical per row to the decode path.
-    attn_multi: FusedAttention,
-    ffn_norm: RmsNorm,
-    /// The GLU op; `None` where the up projection applies it itself (`matmul_rows.wgsl`
-    /// epilogue on CPU drivers: the same bits, one dispatch less).
-    glu: Option<GluOp>,
-}
 
 /// Dispatches that depend on the row count: matmuls and the embedding gather, for one (rows,
 /// logit rows) shape.
 #[derive(Debug)]
 struct MatmulSet {
     embed: Vec<Dispatch>,
-    /// Per layer: q, k, v, o, gate, up, down.
+    /// Per layer: q, k, v, o, gate, up, down (a DeltaNet: qkv, z, beta + alpha, out, gate, up,
+    /// down).
     layers: Vec<[Vec<Dispatch>; 7]>,
     lm_head: Vec<Dispatch>,
 }
@@ -105,6 +92,8 @@ pub struct Forward {
     /// The RoPE table `[n_rot / 2 + 1]`: frequencies (YaRN folded in), then the cos/sin scale
     /// (`kernels::ops::rope::rope_table`; shared with a drafter's injection pass).
     pub rope_freqs: wgpu::Buffer,
+    /// The recurrent state's checkpoint bookkeeping (hybrid models).
+    state_log: recurrent::StateLog,
 }
 
 impl Forward {
@@ -229,21 +218,33 @@ impl Forward {
             matmul_dispatches(ctx, self.family, w, &MatmulIo::dense(w, x, y, m))
         };
         let mut layers = Vec::with_capacity(self.weights.layers.len());
-        for (il, (lw, l)) in self.weights.layers.iter().zip(&self.layers).enumerate() {
-            let rope = l
-                .rope_store
-                .split_rope(&b.positions, &self.rope_freqs, &b.kv[il]);
-            let [q, k, v] = qkv_dispatches(ctx, self.family, &lw.qkv, b, m, rope)?;
+        for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
             let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, l.glu.is_none(), b, m)?;
-            layers.push([
-                q,
-                k,
-                v,
-                mm(&lw.wo, &b.attn, &b.xn)?,
-                gate,
-                up,
-                mm(&lw.down, &b.glu, &b.xn)?,
-            ]);
+            let down = mm(&lw.down, &b.glu, &b.xn)?;
+            let [p0, p1, p2, out] = match (&lw.mixer, &l.mixer) {
+                (Mixer::Attention(aw), MixerOps::Attention(a)) => {
+                    let rope = a
+                        .rope_store
+                        .split_rope(&b.positions, &self.rope_freqs, &b.kv[a.kv]);
+                    let [q, k, v] = qkv_dispatches(ctx, self.family, &aw.qkv, b, m, rope)?;
+                    // Gated: attention ⊙ sigmoid(gate) lands in act.q.
+                    let o_in = if a.gate.is_some() { &b.q } else { &b.attn };
+                    [q, k, v, mm(&aw.wo, o_in, &b.xn)?]
+                }
+                (Mixer::DeltaNet(dw), MixerOps::DeltaNet(_)) => {
+                    let hb = b.hybrid()?;
+                    let mut ab = mm(&dw.beta, &b.xn, &hb.beta)?;
+                    ab.extend(mm(&dw.alpha, &b.xn, &hb.alpha)?);
+                    [
+                        mm(&dw.qkv, &b.xn, &hb.mixed)?,
+                        mm(&dw.gate, &b.xn, &hb.z)?,
+                        ab,
+                        mm(&dw.out, &hb.conv, &b.xn)?,
+                    ]
+                }
+                _ => return Err(Error::Usage("a layer's weights and ops disagree".into())),
+            };
+            layers.push([p0, p1, p2, out, gate, up, down]);
         }
         let head = self.weights.lm_head();
         let d = self.hp.n_embd;
@@ -268,20 +269,8 @@ impl Forward {
 
     fn resize(&mut self, ctx: &GpuContext, m: u32, n_logits: u32) -> Result<()> {
         if m != self.rows {
-            let hp = &self.hp;
             for l in &mut self.layers {
-                l.attn_norm.set_rows(ctx, m)?;
-                for (op, w) in l.bias.iter_mut().zip([hp.q_dim(), hp.k_dim(), hp.v_dim()]) {
-                    op.set_len(ctx, m * w)?;
-                }
-                for (op, heads) in l.qk_norm.iter_mut().zip([hp.n_head, hp.n_head_kv]) {
-                    op.set_rows(ctx, m * heads)?;
-                }
-                l.rope_store.set_tokens(ctx, m)?;
-                l.ffn_norm.set_rows(ctx, m)?;
-                if let Some(glu) = &mut l.glu {
-                    glu.set_len(ctx, m * hp.n_ff)?;
-                }
+                l.set_rows(ctx, &self.hp, m)?;
             }
             self.final_norm.set_rows(ctx, m)?;
             self.rows = m;
@@ -322,10 +311,33 @@ impl Forward {
         n_logits: u32,
         capture: bool,
     ) -> Result<Vec<Vec<f32>>> {
+        self.run_inner(ctx, tokens, n_logits, capture, true)
+    }
+
+    /// [`Forward::run`]; without `taps` the step captures no DSpark taps (a rollback's replay).
+    fn run_inner(
+        &mut self,
+        ctx: &GpuContext,
+        tokens: &[u32],
+        n_logits: u32,
+        capture: bool,
+        taps: bool,
+    ) -> Result<Vec<Vec<f32>>> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         let start = self.kv.positions(0, m)?.start;
+        if self.is_recurrent() {
+            if start == 0 {
+                self.zero_state(ctx)?;
+            } else if self.state_log.ckpt_pos.is_some() {
+                if self.state_log.since.len() + tokens.len() > MAX_REPLAY {
+                    self.state_log = recurrent::StateLog::default();
+                } else {
+                    self.state_log.since.extend_from_slice(tokens);
+                }
+            }
+        }
         self.prepare(ctx, tokens, start, n_logits)?;
-        let (list, layer_ends) = self.record(m, n_logits)?;
+        let (list, layer_ends) = self.record_with(m, n_logits, taps)?;
         let mut captured = Vec::new();
         if capture {
             let mut start = 0;
@@ -372,9 +384,11 @@ impl Forward {
         let positions: Vec<u32> = (start..end).collect();
         self.resize(ctx, m, n_logits)?;
         for l in &mut self.layers {
-            match &mut l.attn_decode {
-                Some(decode) if m == 1 => decode.set_step(ctx, 1, end)?,
-                _ => l.attn_multi.set_step(ctx, m, end)?,
+            if let MixerOps::Attention(a) = &mut l.mixer {
+                match &mut a.attn_decode {
+                    Some(decode) if m == 1 => decode.set_step(ctx, 1, end)?,
+                    _ => a.attn_multi.set_step(ctx, m, end)?,
+                }
             }
         }
         let b = &self.buffers;
@@ -392,15 +406,26 @@ impl Forward {
     /// The dispatches of the step set by [`Forward::prepare`] (`m` rows, `n_logits` logit
     /// rows), in order, and the index in the list where each layer ends.
     pub fn record(&self, m: u32, n_logits: u32) -> Result<(Vec<&Dispatch>, Vec<usize>)> {
+        self.record_with(m, n_logits, true)
+    }
+
+    /// [`Forward::record`], with or without the DSpark tap copies.
+    fn record_with(
+        &self,
+        m: u32,
+        n_logits: u32,
+        taps: bool,
+    ) -> Result<(Vec<&Dispatch>, Vec<usize>)> {
         let set = self
             .matmuls
             .get(&(m, n_logits))
             .ok_or_else(|| Error::Usage(format!("no step of {m} rows was prepared")))?;
         let mut list: Vec<&Dispatch> = set.embed.iter().collect();
+        let skip = !taps;
         let taps_at = |layer: u32| {
             self.taps
                 .iter()
-                .filter(move |t| t.0 == layer)
+                .filter(move |t| !skip && t.0 == layer)
                 .map(|t| &t.1.dispatch)
         };
         list.extend(taps_at(0));
@@ -409,21 +434,13 @@ impl Forward {
         // norm. So layer il ends (x complete) with the first dispatch of layer il + 1.
         let mut layer_ends = Vec::with_capacity(self.layers.len());
         for (il, (l, mm)) in self.layers.iter().zip(&set.layers).enumerate() {
-            let [q, k, v, o, gate, up, down] = mm;
             list.push(&l.attn_norm.dispatch);
             if il > 0 {
                 layer_ends.push(list.len());
                 list.extend(taps_at(il as u32));
             }
-            list.extend(q.iter().chain(k).chain(v));
-            list.extend(l.bias.iter().map(|op| &op.dispatch));
-            list.extend(l.qk_norm.iter().map(|op| &op.dispatch));
-            list.extend(l.rope_store.dispatches());
-            match &l.attn_decode {
-                Some(decode) if m == 1 => list.extend(decode.dispatches()),
-                _ => list.extend(l.attn_multi.dispatches()),
-            }
-            list.extend(o);
+            l.mixer_dispatches(m, mm, &mut list);
+            let [.., gate, up, down] = mm;
             list.push(&l.ffn_norm.dispatch);
             list.extend(gate.iter().chain(up));
             list.extend(l.glu.as_ref().map(|op| &op.dispatch));

@@ -111,6 +111,7 @@ impl Inject {
         let mut layers = Vec::with_capacity(model.layers.len());
         for (il, lw) in model.layers.iter().enumerate() {
             let [_, kn] = lw
+                .attn()?
                 .qk_norm
                 .as_ref()
                 .ok_or_else(|| Error::Usage(format!("drafter layer {il} has no k_norm")))?;

@@ -124,12 +124,12 @@ pub fn load(
         expect(wq, d, hp.q_dim())?;
         expect(wk, d, hp.k_dim())?;
         expect(wv, d, hp.v_dim())?;
-        expect(&lw.wo, hp.n_head * hp.head_dim_v, d)?;
+        expect(&lw.attn()?.wo, hp.n_head * hp.head_dim_v, d)?;
         let [gate, up] = lw.separate_gate_up()?;
         expect(gate, d, hp.n_ff)?;
         expect(up, d, hp.n_ff)?;
         expect(&lw.down, hp.n_ff, d)?;
-        if lw.qk_norm.is_none() {
+        if lw.attn()?.qk_norm.is_none() {
             return Err(Error::Usage(format!(
                 "drafter layer {il} has no attn_q_norm / attn_k_norm (a Qwen3-style backbone)"
             )));
