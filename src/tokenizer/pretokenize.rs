@@ -20,6 +20,9 @@ const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]
 const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's: Llama 3's with single digits.
 const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen3.5 / Qwen3.6 (llama.cpp's `qwen35`): Qwen2's with combining marks (`\p{M}`) counted as
+/// letters in words and kept out of punctuation runs, so a mark stays with the letter before it.
+const QWEN35: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// GPT-4o / Llama 4 (case runs through look-aheads, as llama.cpp adapts the original).
 const GPT4O: &str = r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Mistral's Tekken.
@@ -31,6 +34,7 @@ const P_GPT2: &[&str] = &[GPT2];
 const P_STARCODER: &[&str] = &[r"\p{N}", GPT2];
 const P_LLAMA3: &[&str] = &[LLAMA3];
 const P_QWEN2: &[&str] = &[QWEN2];
+const P_QWEN35: &[&str] = &[QWEN35];
 const P_GPT4O: &[&str] = &[GPT4O];
 const P_TEKKEN: &[&str] = &[TEKKEN];
 
@@ -80,6 +84,7 @@ pub(crate) fn lookup(pre: Option<&str>) -> Option<PreSpec> {
         },
         "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" => spec("qwen2", P_QWEN2, false),
         "stablelm2" | "megrez" => spec("qwen2", P_QWEN2, true),
+        "qwen35" => spec("qwen35", P_QWEN35, false),
         "smollm" | "command-r" => spec("starcoder", P_STARCODER, false),
         "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
             spec("starcoder", P_STARCODER, true)
@@ -179,7 +184,7 @@ mod tests {
     #[test]
     fn every_pattern_compiles() {
         for pre in [
-            "default", "llama3", "qwen2", "smollm", "gpt-2", "falcon", "gpt-4o", "tekken",
+            "default", "llama3", "qwen2", "qwen35", "smollm", "gpt-2", "falcon", "gpt-4o", "tekken",
         ] {
             let spec = lookup(Some(pre)).unwrap();
             PreTokenizer::new(spec.patterns).unwrap();
@@ -211,5 +216,38 @@ mod tests {
         );
         assert_eq!(split("llama3", "(a) ...\n"), ["(a", ")", " ...\n"]);
         assert_eq!(split("qwen2", "ab 12"), ["ab", " ", "1", "2"]);
+    }
+
+    #[test]
+    fn qwen35_keeps_combining_marks_with_letters() {
+        let spec = lookup(Some("qwen35")).unwrap();
+        assert_eq!((spec.kind, spec.clean_spaces), ("qwen35", false));
+        assert!(!spec.ignore_merges && !spec.add_bos);
+        // Without marks it splits as Qwen2 does.
+        assert_eq!(
+            split("qwen35", "ab 12 I'M"),
+            ["ab", " ", "1", "2", " I", "'M"]
+        );
+        // A decomposed accent stays in its word; Qwen2 cuts the word at the mark.
+        let cafe = "cafe\u{301} ok";
+        assert_eq!(split("qwen35", cafe), ["cafe\u{301}", " ok"]);
+        assert_eq!(split("qwen2", cafe), ["cafe", "\u{301}", " ok"]);
+        // Vietnamese, decomposed: base letters and their stacked marks form one word.
+        let viet = "Tie\u{302}\u{301}ng Vie\u{323}\u{302}t";
+        assert_eq!(
+            split("qwen35", viet),
+            ["Tie\u{302}\u{301}ng", " Vie\u{323}\u{302}t"]
+        );
+        // Devanagari vowel signs and viramas are marks: one word per space-separated word.
+        assert_eq!(split("qwen35", "नमस्ते दुनिया"), ["नमस्ते", " दुनिया"]);
+        assert_eq!(split("qwen2", "नमस्ते"), ["नमस", "\u{94d}त", "\u{947}"]);
+        // A mark with no letter before it: a leading mark is a word, a mark after a digit or a
+        // symbol starts a word (`[^\r\n\p{L}\p{N}]?` takes the symbol, not the digit).
+        assert_eq!(split("qwen35", "\u{301}x"), ["\u{301}x"]);
+        assert_eq!(split("qwen35", "7\u{301}"), ["7", "\u{301}"]);
+        assert_eq!(
+            split("qwen35", "\u{2764}\u{fe0f}!"),
+            ["\u{2764}\u{fe0f}", "!"]
+        );
     }
 }
