@@ -86,6 +86,9 @@ fn render_text(file: &GgufFile, full: bool) -> String {
         "architecture: {}",
         g.metadata.architecture().unwrap_or("(none)")
     );
+    if let Some(line) = hybrid_layers(g) {
+        w!(out, "{line}");
+    }
     w!(
         out,
         "alignment {}, data offset {}, data size {}{}",
@@ -267,4 +270,26 @@ fn array_json(a: &MetaArray, full: bool) -> Value {
     } else {
         json!({"type": format!("array[{}]", a.elem_type()), "len": a.len(), "head": items})
     }
+}
+
+/// A hybrid model's layer pattern (`layers: 64 main-pass (48 Gated DeltaNet, 16 attention at 3,
+/// 7, …), 1 MTP skipped`), or `None` for other files or unreadable hyperparameters.
+fn hybrid_layers(g: &crate::gguf::Gguf) -> Option<String> {
+    let hp = crate::model::Hparams::from_gguf(g).ok()?;
+    let h = hp.hybrid.as_ref()?;
+    let attn = hp.kv_layers();
+    let shown: Vec<String> = attn.iter().take(4).map(|l| l.to_string()).collect();
+    let more = if attn.len() > 4 { ", …" } else { "" };
+    let mtp = if h.n_nextn > 0 {
+        format!(", {} MTP skipped", h.n_nextn)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "layers: {} main-pass ({} Gated DeltaNet, {} attention at {}{more}){mtp}",
+        hp.n_layer,
+        h.n_recurrent(),
+        attn.len(),
+        shown.join(", ")
+    ))
 }
