@@ -2,7 +2,8 @@
 //! The same seed writes the same bytes (another seed other bytes); the file parses as a whole
 //! model, its weights have the magnitudes promised (std ≈ 1/√K per matrix, centred), and the
 //! random Qwen3-0.6B runs on the device with finite logits that match the CPU oracle on the same
-//! file. Its random drafter loads against it in the drafter oracle.
+//! file. Its random drafter loads against it in the drafter oracle. The tiny `qwen35` presets
+//! load in the hybrid oracle and run to finite logits.
 
 mod common;
 
@@ -142,4 +143,29 @@ fn a_random_qwen3_runs_on_the_device_and_matches_the_oracle() {
     common::gpu::assert_clean(&ctx);
     let dfile = GgufFile::open(&drafter).unwrap();
     RefDrafter::load(&dfile, &file, GgmlType::F16).expect("the random drafter fits its target");
+}
+
+#[test]
+fn the_random_qwen35_tiny_presets_load_in_the_hybrid_oracle() {
+    let tmp = common::temp_dir("preset-random-qwen35");
+    for name in ["qwen35-tiny-f32", "qwen35-tiny-q8_0"] {
+        let path = tmp.path().join(format!("{name}.gguf"));
+        preset(name, &path, 7);
+        let file = GgufFile::open(&path).unwrap();
+        let ty = file.tensor("blk.0.attn_qkv.weight").unwrap().ty;
+        let want = if name.ends_with("f32") {
+            GgmlType::F32
+        } else {
+            GgmlType::Q8_0
+        };
+        assert_eq!(ty, want, "{name}");
+        let hp = flint::model::Hparams::from_gguf(&file.gguf).unwrap();
+        assert_eq!(hp.kv_layers(), [3, 7], "{name}");
+        let oracle = flint::reference::hybrid::RefHybridModel::load(&file).unwrap();
+        let mut state = oracle.new_state(GgmlType::F16).unwrap();
+        let tokens: Vec<u32> = "Hello".bytes().map(u32::from).collect();
+        let logits = oracle.forward_last(&mut state, &tokens, 0).unwrap();
+        assert_eq!(logits.len(), 512);
+        assert!(logits.iter().all(|x| x.is_finite()), "{name}");
+    }
 }

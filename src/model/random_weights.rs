@@ -11,6 +11,11 @@
 //! centred: block minimums are set against the mean of the quants (legacy `m = −c·q̄`, k-quant
 //! `dmin = c·q̄·s̄ / m̄`), and formats without one get a random sign per block scale. Norm
 //! weights are 1, biases 0.
+//!
+//! A `qwen35` hybrid also gets values its Gated DeltaNet layers can run on (`FloatFill`):
+//! `ssm_a = −exp(U(−1, 1))` (a decay rate), `ssm_dt.bias` in U(−0.5, 0.5), conv taps with std
+//! 0.5 (uniform), and norm weights `1 + U(−0.1, 0.1)`, so a forward that skips a norm weight
+//! does not go unnoticed.
 
 use std::io::Write;
 
@@ -111,11 +116,12 @@ pub fn write_random(header: &[u8], out: &mut impl Write, seed: u64) -> Result<u6
     let mut buf = Vec::with_capacity(CHUNK);
     // Decoded std of unit-scale blocks, found once per type.
     let mut unit_stds: Vec<(GgmlType, f32)> = Vec::new();
+    let hybrid = g.metadata.architecture().is_ok_and(|a| a == "qwen35");
     for (i, t) in tensors.into_iter().enumerate() {
         let start = g.data_offset + t.offset;
         pad(out, start.saturating_sub(at))?;
         let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
-        write_tensor(t, &mut rng, &mut buf, &mut unit_stds, out)?;
+        write_tensor(t, hybrid, &mut rng, &mut buf, &mut unit_stds, out)?;
         at = start + t.n_bytes;
     }
     let end = at.div_ceil(g.alignment) * g.alignment;
@@ -134,9 +140,60 @@ fn pad(out: &mut impl Write, n: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// One tensor's `n_bytes` of random data.
+/// How the elements of a float tensor are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FloatFill {
+    /// Every element this value (norm weights 1, biases 0).
+    Fixed(f32),
+    /// Uniform with this standard deviation, mean 0.
+    Uniform(f32),
+    /// `1 + U(−0.1, 0.1)`: a hybrid's norm weights.
+    NearOne,
+    /// `−exp(U(−1, 1))`: a hybrid's `ssm_a`.
+    NegExp,
+}
+
+impl FloatFill {
+    /// The fill of tensor `name` whose rows have `row_len` elements; `hybrid`: a `qwen35` file.
+    fn of(name: &str, row_len: u64, hybrid: bool) -> FloatFill {
+        let sigma = 1.0 / (row_len.max(1) as f32).sqrt();
+        if hybrid {
+            if name.ends_with("ssm_a") {
+                return FloatFill::NegExp;
+            }
+            if name.ends_with("ssm_dt.bias") {
+                return FloatFill::Uniform(0.5 / 3f32.sqrt());
+            }
+            if name.contains("ssm_conv1d") {
+                return FloatFill::Uniform(0.5);
+            }
+            if name.contains("norm") {
+                return FloatFill::NearOne;
+            }
+        }
+        if name.contains("norm") {
+            FloatFill::Fixed(1.0)
+        } else if name.ends_with(".bias") {
+            FloatFill::Fixed(0.0)
+        } else {
+            FloatFill::Uniform(sigma)
+        }
+    }
+
+    fn draw(self, rng: &mut Rng) -> f32 {
+        match self {
+            FloatFill::Fixed(v) => v,
+            FloatFill::Uniform(std) => rng.unit() * std * 3f32.sqrt(),
+            FloatFill::NearOne => 1.0 + 0.1 * rng.unit(),
+            FloatFill::NegExp => -rng.unit().exp(),
+        }
+    }
+}
+
+/// One tensor's `n_bytes` of random data (`hybrid`: the file is a `qwen35`, see `FloatFill`).
 fn write_tensor(
     t: &TensorInfo,
+    hybrid: bool,
     rng: &mut Rng,
     buf: &mut Vec<u8>,
     unit_stds: &mut Vec<(GgmlType, f32)>,
@@ -145,19 +202,13 @@ fn write_tensor(
     let sigma = 1.0 / (t.row_len().max(1) as f32).sqrt();
     match t.ty {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
-            let fixed = if t.name.contains("norm") {
-                Some(1.0)
-            } else if t.name.ends_with(".bias") {
-                Some(0.0)
-            } else {
-                None
-            };
+            let fill = FloatFill::of(&t.name, t.row_len(), hybrid);
             let width = t.ty.type_size();
             let mut left = t.n_bytes;
             while left > 0 {
                 buf.clear();
                 for _ in 0..left.min(CHUNK as u64) as usize / width {
-                    let v = fixed.unwrap_or_else(|| rng.unit() * sigma * 3f32.sqrt());
+                    let v = fill.draw(rng);
                     match t.ty {
                         GgmlType::F16 => buf.extend(half::f16::from_f32(v).to_le_bytes()),
                         GgmlType::BF16 => buf.extend(half::bf16::from_f32(v).to_le_bytes()),

@@ -7,6 +7,8 @@
 //! - [`attention`]: attention over a KV cache (f16, q8_0, q4_0), causal or explicit mask.
 //! - [`meta`]: hyperparameters and drafter metadata, read from the GGUF by the oracle itself.
 //! - [`forward`], [`dspark`]: the whole forward pass of a model and of a DSpark drafter.
+//! - [`hybrid`]: the whole forward pass of a `qwen35` hybrid (Gated DeltaNet and gated
+//!   attention), with its recurrent state.
 //!
 //! The oracle shares no code with the GPU path beyond the GGUF container parser and the
 //! dequantizers (`crate::gguf`, `crate::quant`); `tests/reference_independent.rs` holds it to that.
@@ -14,6 +16,7 @@
 pub mod attention;
 pub mod dspark;
 pub mod forward;
+pub mod hybrid;
 pub mod matmul;
 pub mod meta;
 pub mod ops;

@@ -96,7 +96,7 @@ impl RefKvCache {
 
     /// Append layer `il`'s new rows k `[n, k_dim]`, v `[n, v_dim]`, rounded to the cache type.
     /// The forward pass appends to every layer, then calls [`Self::commit`].
-    pub(super) fn append(&mut self, il: usize, k: &[f32], v: &[f32]) -> Result<(), ForwardError> {
+    pub(crate) fn append(&mut self, il: usize, k: &[f32], v: &[f32]) -> Result<(), ForwardError> {
         let ty = self.kv_type;
         let (Some(kc), Some(vc)) = (self.k.get_mut(il), self.v.get_mut(il)) else {
             return Err(ForwardError::Unsupported {
@@ -110,7 +110,7 @@ impl RefKvCache {
     }
 
     /// Every layer now holds `len` positions.
-    pub(super) fn commit(&mut self, len: usize) {
+    pub(crate) fn commit(&mut self, len: usize) {
         self.len = len;
     }
 }

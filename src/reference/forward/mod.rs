@@ -65,6 +65,11 @@ pub enum ForwardError {
     TokenOutOfRange { id: u32, n_vocab: usize },
     #[error("start position {start_pos} is past the {cache_len} positions the cache holds")]
     Position { start_pos: usize, cache_len: usize },
+    #[error(
+        "a forward at position {start_pos} of a recurrent state that holds {state_len} \
+         positions: it continues the state, or restores a snapshot first to roll back"
+    )]
+    RecurrentPosition { start_pos: usize, state_len: usize },
     #[error("an empty batch: forward needs at least one token")]
     EmptyBatch,
     #[error("logits row {row} asked of a batch of {n_tokens} tokens")]

@@ -60,7 +60,7 @@ impl Weights {
     pub fn load(g: &Gguf, bytes: &[u8], hp: &RefHparams) -> Result<Weights, ForwardError> {
         if !matches!(hp.arch, RefArch::Llama | RefArch::Qwen2 | RefArch::Qwen3) {
             return Err(ForwardError::Unsupported {
-                what: "architecture for the reference forward pass",
+                what: "architecture for the dense reference forward (qwen35: reference::hybrid)",
                 value: hp.arch.name().to_string(),
             });
         }

@@ -3,17 +3,21 @@
 //! and the value. It shares nothing with the GPU path's reader but the container parser
 //! ([`crate::gguf`]), so a misread key cannot hide by being misread the same way on both sides.
 //!
-//! - [`RefHparams`]: the backbone of `llama`, `qwen2`, `qwen3` and of DSpark drafters (`dflash`,
-//!   and the legacy `dspark`, whose backbone keys are `dspark.*`).
+//! - [`RefHparams`]: the backbone of `llama`, `qwen2`, `qwen3`, `qwen35` and of DSpark drafters
+//!   (`dflash`, and the legacy `dspark`, whose backbone keys are `dspark.*`).
+//! - [`RefHybrid`] (`hybrid.rs`): what `qwen35` adds: the layer kinds and the Gated DeltaNet
+//!   shape.
 //! - [`RefDrafterMeta`] (`drafter.rs`): what a drafter declares (block size, taps, heads).
 //! - [`drafter_tensor`]: the legacy `dspark` names of the drafter-only tensors.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod drafter;
+mod hybrid;
 mod read;
 
 pub use drafter::{drafter_tensor, RefDrafterMeta};
+pub use hybrid::{RefHybrid, RefLayerKind};
 
 use crate::gguf::Gguf;
 use read::{f32_key, string_key, u32_key};
@@ -37,9 +41,17 @@ pub enum MetaError {
         why: &'static str,
     },
     #[error(
-        "architecture '{arch}' is not one the oracle reads (llama, qwen2, qwen3, dflash, dspark)"
+        "architecture '{arch}' is not one the oracle reads (llama, qwen2, qwen3, qwen35, dflash, \
+         dspark)"
     )]
     Arch { arch: String },
+    #[error(
+        "architecture '{arch}' is a mixture-of-experts model: MoE is not supported (its dense \
+         sibling qwen35 is)"
+    )]
+    Moe { arch: String },
+    #[error("architecture '{arch}' is not a hybrid (qwen35) model")]
+    NotHybrid { arch: String },
     #[error("architecture '{arch}' is not a DSpark drafter (dflash, dspark)")]
     NotDrafter { arch: String },
     #[error(
@@ -54,6 +66,8 @@ pub enum RefArch {
     Llama,
     Qwen2,
     Qwen3,
+    /// Qwen3.5: Gated DeltaNet and gated full attention layers ([`RefHybrid`]).
+    Qwen35,
     /// A DSpark drafter, llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter, the legacy PrismML `dspark` format.
@@ -67,6 +81,7 @@ impl RefArch {
             RefArch::Llama => "llama",
             RefArch::Qwen2 => "qwen2",
             RefArch::Qwen3 => "qwen3",
+            RefArch::Qwen35 => "qwen35",
             RefArch::Dflash => "dflash",
             RefArch::DsparkLegacy => "dspark",
         }
@@ -119,7 +134,8 @@ impl RefYarn {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefHparams {
     pub arch: RefArch,
-    /// `{arch}.block_count`
+    /// `{arch}.block_count` (for `qwen35`, less its `nextn_predict_layers` MTP blocks: the
+    /// layers of the main pass)
     pub n_layer: u32,
     /// `{arch}.embedding_length`: the hidden size `d`.
     pub n_embd: u32,
@@ -178,6 +194,12 @@ impl RefHparams {
             "llama" => RefArch::Llama,
             "qwen2" => RefArch::Qwen2,
             "qwen3" => RefArch::Qwen3,
+            "qwen35" => RefArch::Qwen35,
+            "qwen35moe" => {
+                return Err(MetaError::Moe {
+                    arch: arch_name.to_string(),
+                })
+            }
             "dflash" => RefArch::Dflash,
             "dspark" => RefArch::DsparkLegacy,
             other => {
@@ -193,13 +215,16 @@ impl RefHparams {
             u32_key(m, &k)?.ok_or(MetaError::Missing { key: k })
         };
 
-        let n_layer = need_u32("block_count")?;
+        let mut n_layer = need_u32("block_count")?;
         let n_embd = need_u32("embedding_length")?;
         let n_head = need_u32("attention.head_count")?;
         let n_ff = need_u32("feed_forward_length")?;
         let n_head_kv = u32_key(m, &key("attention.head_count_kv"))?.unwrap_or(n_head);
         for (k, v) in [("block_count", n_layer), ("embedding_length", n_embd)] {
             positive(&key(k), v)?;
+        }
+        if arch == RefArch::Qwen35 {
+            n_layer -= hybrid::nextn_layers(m, p, n_layer)?;
         }
         positive(&key("attention.head_count"), n_head)?;
         positive(&key("attention.head_count_kv"), n_head_kv)?;

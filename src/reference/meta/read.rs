@@ -109,3 +109,12 @@ fn integer(v: &MetaValue) -> Option<i128> {
         _ => return None,
     })
 }
+
+/// An array of bools.
+pub(super) fn bool_array_key(m: &Metadata, key: &str) -> Result<Option<Vec<bool>>, MetaError> {
+    match m.get(key) {
+        None => Ok(None),
+        Some(MetaValue::Array(MetaArray::Bool(v))) => Ok(Some(v.clone())),
+        Some(v) => Err(wrong_type(key, "an array of bools", v)),
+    }
+}
