@@ -1,0 +1,231 @@
+//! The hybrid `qwen35` forward on the device (Gated DeltaNet + gated attention): batch
+//! invariance through a speculative rollback, and rollbacks that leak nothing.
+//!
+//! - A verify batch of 7 rows, rolled back to 2 of them, then 5 single decode steps: each decode
+//!   step's logits are bit-identical to the verify batch's row for the same position (the
+//!   recurrence runs token by token inside the dispatch; the rollback restores the checkpoint
+//!   and replays the kept rows).
+//! - 20 verify steps whose drafts are all rejected leave the model exactly where plain
+//!   decoding of the same tokens leaves it: same logits at every step, same KV length, and no
+//!   buffer created after load.
+//! - The state cannot be cut where no checkpoint covers; back to 0 always works.
+//! - Against the CPU oracle (`reference::hybrid`, f16 K/V rounded as the device rounds them):
+//!   every layer's output and the logits, on the random presets (head_k 16 ≠ head_v 32, n_k 2 ≠
+//!   n_v 4, partial rotary; F32 and Q8_0 matrices) and on the llama.cpp fixtures (tied head, MTP
+//!   block, Q1_0). Logits NMSE bound 1e-8 as for the dense archs (measured worst on lavapipe
+//!   2.9e-9, tiny-b; the DeltaNet-only paths are near 1e-12); each layer's output, relative to
+//!   its scale, 1e-3 as in `tests/model_forward.rs` (measured worst 1.0e-4, attention layers:
+//!   f16 K/V rounding).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use flint::gguf::GgmlType;
+use flint::gguf::GgufFile;
+use flint::gpu::GpuContext;
+use flint::model::forward::Forward;
+use flint::reference::forward::{Capture, Rows};
+use flint::reference::hybrid::RefHybridModel;
+
+/// A random `qwen35-tiny-f32` (8 layers: DeltaNet but 3 and 7; n_k 2 ≠ n_v 4; 16 of 32 rotary
+/// dims) written by `flint gguf preset`.
+fn tiny_model(dir: &Path, seed: u64) -> PathBuf {
+    let out = dir.join(format!("qwen35-tiny-{seed}.gguf"));
+    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["gguf", "preset", "qwen35-tiny-f32"])
+        .arg(&out)
+        .args(["--weights", "random", "--seed", &seed.to_string()])
+        .output()
+        .expect("run flint");
+    assert!(
+        st.status.success(),
+        "flint gguf preset: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out
+}
+
+fn tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
+    let mut rng = common::Rng::new(seed);
+    (0..n).map(|_| rng.below(u64::from(vocab)) as u32).collect()
+}
+
+/// A forward with room for verify batches of 8 rows (ubatch 16).
+fn forward(ctx: &GpuContext, file: &GgufFile) -> Forward {
+    let params = flint::memory::RunParams {
+        verify_rows: 8,
+        ..common::forward::params(256, 16)
+    };
+    common::forward::gpu_forward(ctx, file, &params)
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn a_verify_batch_rolled_back_matches_decoding_bit_for_bit() {
+    let ctx = common::gpu::ctx();
+    let tmp = common::temp_dir("qwen35-verify");
+    let file = GgufFile::open(&tiny_model(tmp.path(), 7)).unwrap();
+    let mut fwd = forward(&ctx, &file);
+    assert!(fwd.is_recurrent());
+    let v = fwd.hp.n_vocab as usize;
+    let ids = tokens(11, 12, fwd.hp.n_vocab);
+    let (prompt, rows) = ids.split_at(5);
+    fwd.step(&ctx, prompt, 1).unwrap();
+    fwd.checkpoint(&ctx).unwrap();
+    fwd.step(&ctx, &rows[..7], 7).unwrap();
+    let batch = fwd.logits(&ctx).unwrap();
+    assert_eq!(batch.len(), 7 * v);
+    assert!(batch.iter().all(|x| x.is_finite()));
+    // Keep 2 of the 7 rows (as a verify accepting one draft does), then decode the other 5.
+    fwd.truncate(&ctx, 5 + 2).unwrap();
+    assert_eq!(fwd.kv.len(0).unwrap(), 7);
+    for (i, &t) in rows[2..7].iter().enumerate() {
+        fwd.step(&ctx, &[t], 1).unwrap();
+        let one = fwd.logits(&ctx).unwrap();
+        let want = &batch[(2 + i) * v..(3 + i) * v];
+        assert_eq!(bits(&one), bits(want), "row {} after the rollback", 2 + i);
+    }
+    // Rows 0 and 1 too: a fresh pass decoding one token at a time.
+    let mut fresh = forward(&ctx, &file);
+    fresh.step(&ctx, prompt, 1).unwrap();
+    for (i, &t) in rows[..2].iter().enumerate() {
+        fresh.step(&ctx, &[t], 1).unwrap();
+        let one = fresh.logits(&ctx).unwrap();
+        assert_eq!(bits(&one), bits(&batch[i * v..(i + 1) * v]), "row {i}");
+    }
+    common::gpu::assert_clean(&ctx);
+}
+
+#[test]
+fn twenty_forced_rejections_leak_nothing() {
+    let ctx = common::gpu::ctx();
+    let tmp = common::temp_dir("qwen35-reject");
+    let file = GgufFile::open(&tiny_model(tmp.path(), 3)).unwrap();
+    let mut spec = forward(&ctx, &file);
+    let mut plain = forward(&ctx, &file);
+    let v = spec.hp.n_vocab as usize;
+    let ids = tokens(5, 26, spec.hp.n_vocab);
+    let (prompt, rest) = ids.split_at(6);
+    spec.step(&ctx, prompt, 1).unwrap();
+    plain.step(&ctx, prompt, 1).unwrap();
+    let mut junk = common::Rng::new(99);
+    for (i, &t) in rest.iter().enumerate() {
+        let pos = spec.kv.len(0).unwrap();
+        // x0 = t plus 4 drafts that are all rejected: only x0 stays.
+        let mut rows = vec![t];
+        rows.extend((0..4).map(|_| junk.below(u64::from(spec.hp.n_vocab)) as u32));
+        spec.checkpoint(&ctx).unwrap();
+        spec.step(&ctx, &rows, 5).unwrap();
+        let first = spec.logits(&ctx).unwrap()[..v].to_vec();
+        spec.truncate(&ctx, pos + 1).unwrap();
+        plain.step(&ctx, &[t], 1).unwrap();
+        assert_eq!(
+            bits(&first),
+            bits(&plain.logits(&ctx).unwrap()),
+            "cycle {i}"
+        );
+    }
+    assert_eq!(spec.kv.len(0).unwrap(), plain.kv.len(0).unwrap());
+    // The state left behind is the plain one: the next token gives the same logits.
+    spec.step(&ctx, &[1], 1).unwrap();
+    plain.step(&ctx, &[1], 1).unwrap();
+    let (a, b) = (spec.logits(&ctx).unwrap(), plain.logits(&ctx).unwrap());
+    assert_eq!(bits(&a), bits(&b), "after 20 rollbacks");
+    common::gpu::assert_clean(&ctx);
+}
+
+#[test]
+fn the_state_cannot_be_cut_where_no_checkpoint_covers() {
+    let ctx = common::gpu::ctx();
+    let tmp = common::temp_dir("qwen35-cut");
+    let file = GgufFile::open(&tiny_model(tmp.path(), 5)).unwrap();
+    let mut fwd = forward(&ctx, &file);
+    let ids = tokens(8, 10, fwd.hp.n_vocab);
+    fwd.step(&ctx, &ids[..6], 1).unwrap();
+    fwd.step(&ctx, &ids[6..], 1).unwrap();
+    assert!(fwd.can_truncate(10) && fwd.can_truncate(0) && !fwd.can_truncate(6));
+    let err = fwd.truncate(&ctx, 6).unwrap_err().to_string();
+    assert!(err.contains("row 10") && err.contains("row 6"), "{err}");
+    // Back to 0 always works, and starts the sequence over.
+    fwd.truncate(&ctx, 0).unwrap();
+    fwd.step(&ctx, &ids[..6], 1).unwrap();
+    let again = fwd.logits(&ctx).unwrap();
+    let mut fresh = forward(&ctx, &file);
+    fresh.step(&ctx, &ids[..6], 1).unwrap();
+    assert_eq!(bits(&again), bits(&fresh.logits(&ctx).unwrap()));
+}
+
+/// Logits NMSE against the oracle (as `tests/model_arch.rs`).
+const LOGITS_NMSE: f64 = 1e-8;
+/// Each layer's output: max |Δ| over the layer's max |x|, the bound of the dense archs'
+/// `tests/model_forward.rs` (a k element one f32 ulp apart can round to the next f16 in the
+/// cache, moving an attention layer's output by ~1e-5 of its scale).
+const LAYER_REL: f32 = 1e-3;
+
+fn against_oracle(ctx: &GpuContext, path: &Path) {
+    let file = GgufFile::open(path).unwrap();
+    let mut fwd = forward(ctx, &file);
+    let oracle = RefHybridModel::load(&file).unwrap();
+    let mut state = oracle.new_state(GgmlType::F16).unwrap();
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let d = fwd.hp.n_embd as usize;
+    let mut tokens = tokens(31, 6, fwd.hp.n_vocab);
+    let mut pos = 0;
+    let (mut worst_logits, mut worst_layer) = (0f64, 0f32);
+    for step in 0..4 {
+        let layers = fwd.step_captured(ctx, &tokens, 1).unwrap();
+        let gpu = fwd.logits(ctx).unwrap();
+        let capture = Capture {
+            rows: Rows::Last,
+            taps: Vec::new(),
+            named: true,
+        };
+        let out = oracle.forward(&mut state, &tokens, pos, &capture).unwrap();
+        let e = common::gpu::nmse(&gpu, &out.logits);
+        worst_logits = worst_logits.max(e);
+        assert!(e <= LOGITS_NMSE, "{name} step {step}: logits NMSE {e:e}");
+        for (il, got) in layers.iter().enumerate().take(fwd.hp.n_layer as usize) {
+            let want = &out.get(&format!("l_out-{il}")).unwrap().data;
+            let n = tokens.len() * d;
+            let scale = want[..n].iter().fold(0f32, |m, x| m.max(x.abs()));
+            let diff = got[..n]
+                .iter()
+                .zip(&want[..n])
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            worst_layer = worst_layer.max(diff / scale);
+            assert!(
+                diff <= LAYER_REL * scale,
+                "{name} step {step} layer {il}: {diff} of {scale}"
+            );
+        }
+        pos += tokens.len();
+        tokens = vec![fwd.argmax(ctx).unwrap()[0]];
+    }
+    eprintln!("{name}: logits NMSE {worst_logits:.2e}, layers {worst_layer:.2e}");
+}
+
+#[test]
+fn every_layer_and_the_logits_match_the_cpu_oracle() {
+    let ctx = common::gpu::ctx();
+    let tmp = common::temp_dir("qwen35-oracle");
+    against_oracle(&ctx, &tiny_model(tmp.path(), 9));
+    let q8 = tmp.path().join("q8.gguf");
+    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["gguf", "preset", "qwen35-tiny-q8_0"])
+        .arg(&q8)
+        .args(["--weights", "random", "--seed", "4"])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    against_oracle(&ctx, &q8);
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/qwen35");
+    for name in ["tiny-a", "tiny-b", "tiny-c", "tiny-a-q1"] {
+        against_oracle(&ctx, &data.join(format!("{name}.gguf")));
+    }
+    common::gpu::assert_clean(&ctx);
+}

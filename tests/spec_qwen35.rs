@@ -1,0 +1,163 @@
+//! Speculative decoding on a hybrid (`qwen35`) target: greedy output with a drafter is exactly
+//! plain decoding for γ in {1, 4, 7}, with drafts accepted and rejected at every length (the
+//! recurrent state rolls back through its checkpoint), with a random `flint dspark init`
+//! drafter whose taps read the residual entering DeltaNet and attention layers alike, and a
+//! chat-style second turn reuses the cached prefix only where the state belongs to it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::gguf::GgufFile;
+use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::spec::adversarial::{Adversary, AdversaryKind};
+use flint::spec::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
+
+fn tiny_target(dir: &Path) -> PathBuf {
+    let out = dir.join("qwen35-tiny.gguf");
+    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["gguf", "preset", "qwen35-tiny-f32"])
+        .arg(&out)
+        .args(["--weights", "random", "--seed", "21"])
+        .output()
+        .expect("run flint");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out
+}
+
+fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
+    Engine::load(&EngineOptions {
+        model: model.to_path_buf(),
+        n_ctx: 512,
+        n_ubatch: 16,
+        draft,
+        ..EngineOptions::default()
+    })
+    .unwrap()
+}
+
+fn speculate(
+    eng: &mut Engine,
+    d: &mut dyn Drafter,
+    n_max: u32,
+    prompt: &[u32],
+    n: usize,
+) -> (Vec<u32>, SpecStats) {
+    eng.reset().unwrap();
+    d.reset();
+    let opts = SpecOptions {
+        n_max,
+        policy: VerifyPolicy::Fixed,
+        bypass: None,
+    };
+    let s = flint::spec::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
+    (s.generated_token_ids, s.spec.unwrap())
+}
+
+#[test]
+fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
+    let tmp = common::temp_dir("spec-qwen35");
+    let model = tiny_target(tmp.path());
+    let n = 24;
+    let mut eng = engine(&model, None);
+    let prompts: Vec<Vec<u32>> = [
+        "The hybrid model reads",
+        "a b c d e f g h i j k l m n o p q r s",
+    ]
+    .iter()
+    .map(|p| eng.tok.encode(p, true, true).unwrap())
+    .collect();
+    let expected: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| {
+            eng.reset().unwrap();
+            let s = eng.generate_plain(p, n, None, |_| Ok(true)).unwrap();
+            s.generated_token_ids
+        })
+        .collect();
+    let n_vocab = eng.fwd.hp.n_vocab;
+    let target = GgufFile::open(&model).unwrap();
+    for gamma in [1u32, 4, 7] {
+        let opts = InitOptions {
+            block: gamma,
+            seed: 5,
+            ..InitOptions::default()
+        };
+        let dpath = tmp.path().join(format!("drafter-{gamma}.gguf"));
+        random_drafter(&target, &opts)
+            .unwrap()
+            .write_file(&dpath)
+            .unwrap();
+        let mut deng = engine(&model, Some(DraftOptions::new(dpath)));
+        let (mut dspark, _) = deng.drafter.take().unwrap();
+        for (p, want) in prompts.iter().zip(&expected) {
+            let seq: Vec<u32> = p.iter().chain(want).copied().collect();
+            let mut partial_accepted = 0;
+            for kind in [
+                AdversaryKind::Oracle,
+                AdversaryKind::AlwaysWrong,
+                AdversaryKind::Partial,
+            ] {
+                let mut adv = Adversary::new(kind, seq.clone(), gamma, n_vocab);
+                let (out, s) = speculate(&mut deng, &mut adv, gamma, p, n);
+                assert_eq!(&out, want, "{kind:?} γ={gamma}: output differs from plain");
+                assert!(s.accepted <= s.drafted, "{kind:?}: {s:?}");
+                match kind {
+                    AdversaryKind::Oracle if out.len() == n => {
+                        assert_eq!(s.accepted, s.drafted, "oracle γ={gamma}: {s:?}")
+                    }
+                    AdversaryKind::AlwaysWrong => assert_eq!(s.accepted, 0, "{s:?}"),
+                    AdversaryKind::Partial => partial_accepted = s.accepted,
+                    _ => {}
+                }
+                if kind == AdversaryKind::Partial && gamma > 1 {
+                    // Accepted and rejected drafts in the same run: rollbacks mid-batch.
+                    assert!(s.accepted > 0 && s.accepted < s.drafted, "γ={gamma}: {s:?}");
+                }
+            }
+            let _ = partial_accepted;
+            let (out, s) = speculate(&mut deng, &mut dspark, gamma, p, n);
+            assert_eq!(&out, want, "random DSpark γ={gamma}: output differs");
+            assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn a_second_turn_reuses_the_prefix_only_where_the_state_belongs() {
+    let tmp = common::temp_dir("spec-qwen35-prefix");
+    let model = tiny_target(tmp.path());
+    let mut eng = engine(&model, None);
+    let first = eng.tok.encode("first turn of a chat", true, true).unwrap();
+    let s = eng.generate_plain(&first, 8, None, |_| Ok(true)).unwrap();
+    let mut cached = Vec::new();
+    Engine::note_cached(&mut cached, &first, &s.generated_token_ids);
+    // The next prompt extends everything cached: the whole state is kept.
+    let mut next = cached.clone();
+    next.extend(eng.tok.encode(" and a second one", false, true).unwrap());
+    let mut c = cached.clone();
+    let kept = eng.keep_prefix(&mut c, &next).unwrap();
+    assert_eq!(kept, cached.len());
+    let run = eng
+        .generate_plain(&next[kept..], 8, None, |_| Ok(true))
+        .unwrap();
+    // A fresh engine running the whole prompt gives the same tokens.
+    let mut fresh = engine(&model, None);
+    let want = fresh.generate_plain(&next, 8, None, |_| Ok(true)).unwrap();
+    assert_eq!(run.generated_token_ids, want.generated_token_ids);
+    // A prompt that diverges inside the cached rows cannot keep a partial state: none is kept.
+    let mut c = cached.clone();
+    let mut other = cached[..cached.len() - 3].to_vec();
+    other.extend([7, 8, 9, 10]);
+    assert_eq!(eng.keep_prefix(&mut c, &other).unwrap(), 0);
+    let run = eng.generate_plain(&other, 8, None, |_| Ok(true)).unwrap();
+    fresh.reset().unwrap();
+    let want = fresh.generate_plain(&other, 8, None, |_| Ok(true)).unwrap();
+    assert_eq!(run.generated_token_ids, want.generated_token_ids);
+}
