@@ -32,6 +32,7 @@ pub mod oneshot;
 pub mod rope_kv;
 pub mod serial;
 pub mod shape;
+pub mod shift;
 pub mod store;
 
 pub use attend::{Attention, AttnBuffers};
@@ -40,6 +41,7 @@ pub use layout::{kv_bytes, kv_bytes_per_token, KvLayout, KvType, MAX_HEAD_DIM};
 pub use oneshot::{attention_fused_now, attention_now, attention_now_with, AttnMask, AttnPath};
 pub use rope_kv::{RopeKv, RopeKvIo, RopeKvParams};
 pub use shape::{decode_partials_bytes, AttnIo, AttnParams, AttnShape, MaskMode, SPLIT_SIZE};
+pub use shift::{KvShift, Rotation};
 pub use store::{create_cache, store_rows_now, KvStore, KvStoreParams};
 
 use crate::gpu::ShaderVariant;
@@ -51,6 +53,7 @@ pub fn variants() -> Vec<ShaderVariant> {
         .map(|&t| store::store_variant(t))
         .collect();
     out.extend(rope_kv::variants());
+    out.extend(shift::variants());
     out.extend(KvType::ALL.iter().map(|&t| attend::split_variant(t, false)));
     out.push(attend::split_variant(KvType::F16, true));
     out.push(attend::reduce_variant());
