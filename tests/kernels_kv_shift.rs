@@ -103,8 +103,10 @@ fn check(ty: KvType, mode: RopeMode) {
         mode,
         freqs: &freqs,
     };
-    let mut sk = KvShift::new(&ctx, layout, &kc, &scratch, Some(rot), 16).unwrap();
-    let mut sv = KvShift::new(&ctx, layout, &vc, &scratch, None, 16).unwrap();
+    let dst: Vec<u32> = (0..16).collect();
+    let pos_buf = common::gpu::upload_bytes(&ctx, "positions", bytemuck::cast_slice(&dst));
+    let mut sk = KvShift::new(&ctx, layout, &kc, &scratch, &pos_buf, Some(rot), 16).unwrap();
+    let mut sv = KvShift::new(&ctx, layout, &vc, &scratch, &pos_buf, None, 16).unwrap();
     sk.set(&ctx, 24, 0, 16).unwrap();
     sv.set(&ctx, 24, 0, 16).unwrap();
     let list: Vec<_> = sk.dispatches().into_iter().chain(sv.dispatches()).collect();

@@ -168,3 +168,43 @@ fn flint_plan_lists_recurrent_state_and_rollback_for_the_seed_pair() {
         "{kv_line}"
     );
 }
+
+#[test]
+fn the_drafters_position_window_costs_nothing_beside_its_kv() {
+    let pair = Pair::new();
+    let with_window = |window: Option<u32>| {
+        let p = RunParams {
+            n_ctx: 32768,
+            draft: Some(DraftParams {
+                n_draft: 4,
+                inject_chunk: 512,
+                type_k: GgmlType::F16,
+                type_v: GgmlType::F16,
+                window,
+            }),
+            ..RunParams::default()
+        };
+        plan(
+            TargetShape {
+                hp: &pair.hp,
+                tensors: &pair.target.tensors,
+            },
+            Some(DrafterShape {
+                meta: &pair.meta,
+                tensors: &pair.drafter.tensors,
+            }),
+            &p,
+            Budget::new(16 * GIB, BudgetSource::Flag),
+            DeviceLimits::GENERIC,
+        )
+    };
+    let (full, windowed) = (with_window(None), with_window(Some(4096)));
+    let drafter_kv = |p: &Plan| p.sum(Some(Owner::Drafter), Some(Kind::Kv));
+    // 6 layers × 2 × (4096 + γ 4) rows × 4 KV heads × 128 × 2 bytes: the window's K/V only.
+    assert_eq!(drafter_kv(&windowed), 6 * 2 * (4096 + 4) * 4 * 128 * 2);
+    assert!(drafter_kv(&windowed) * 7 < drafter_kv(&full));
+    for kind in [Kind::Compute, Kind::Staging, Kind::Io] {
+        let sum = |p: &Plan| p.sum(Some(Owner::Drafter), Some(kind));
+        assert_eq!(sum(&windowed), sum(&full), "{kind:?}");
+    }
+}

@@ -161,7 +161,7 @@ fn device_drafter_matches_the_cpu_oracle() {
 }
 
 #[test]
-fn window_rebase_restages_the_kept_rows() {
+fn window_rebase_moves_the_kept_rows() {
     let tmp = common::temp_dir("spec-window");
     let dir = tmp.path();
     let target = GgufFile::open(&common::model_path()).unwrap();

@@ -49,12 +49,8 @@ pub fn buffers(
     for (name, bytes) in kv_caches("drafter.", hp, (dp.type_k, dp.type_v), ctx_rows) {
         out.push(buf(Kind::Kv, name, bytes));
     }
-    // A position window keeps each context row's fused hidden state `g` `[W, d]` so a rebase
-    // can re-stage rows at new positions (dspark-spec §4.3–4.4).
-    if let Some(w) = dp.window.filter(|&w| w < p.n_ctx) {
-        let bytes = f32s(u64::from(w) * u64::from(hp.n_embd) * n_seq);
-        out.push(buf(Kind::Kv, "drafter.kv.g", bytes));
-    }
+    // A position window needs nothing more: a rebase moves the kept rows inside the caches
+    // (K rotated by the move), through the injection's k / v scratch.
     let (d, q, k, v, f, vocab) = (
         u64::from(hp.n_embd),
         u64::from(hp.q_dim()),

@@ -9,7 +9,7 @@
 //! K rows come back within the cache type's rounding of a recomputed row (the rotated f32 value
 //! is rounded again on the store).
 
-use crate::gpu::buffers::{create_storage, upload};
+use crate::gpu::buffers::upload;
 use crate::gpu::{BindingKind, BindingSpec, GpuContext, GpuError, ShaderVariant};
 use crate::kernels::launch::{bind_group, Dispatch};
 use crate::kernels::ops::rope::RopeMode;
@@ -88,19 +88,21 @@ pub struct KvShift {
     read: Dispatch,
     params: KvRowsParams,
     store: KvStore,
-    positions: wgpu::Buffer,
     layout: KvLayout,
     max_rows: u32,
 }
 
 impl KvShift {
-    /// `scratch` holds at least `max_rows × n_kv_heads × head_dim` f32 (shared between ops that
-    /// run one after the other); `rotation` is `None` for V caches.
+    /// `scratch` holds at least `max_rows × n_kv_heads × head_dim` f32 and `positions` at least
+    /// `max_rows` u32 (both may be shared between ops that run one after the other: the caller
+    /// writes `dst..dst + n` into `positions` before the submit); `rotation` is `None` for V
+    /// caches.
     pub fn new(
         ctx: &GpuContext,
         layout: KvLayout,
         cache: &wgpu::Buffer,
         scratch: &wgpu::Buffer,
+        positions: &wgpu::Buffer,
         rotation: Option<Rotation<'_>>,
         max_rows: u32,
     ) -> Result<KvShift, GpuError> {
@@ -113,12 +115,11 @@ impl KvShift {
                 actual: format!("{} bytes", scratch.size()),
             });
         }
-        let positions = create_storage(ctx, "kv shift positions", u64::from(max_rows) * 4)?;
-        let store = KvStore::new(ctx, layout, cache, scratch, &positions, max_rows)?;
+        let store = KvStore::new(ctx, layout, cache, scratch, positions, max_rows)?;
         let (n_rot, mode, freqs) = match rotation {
             Some(r) => (r.n_rot, r.mode, r.freqs),
             // Unrotated rows still bind a table; any small buffer does (nothing reads it).
-            None => (0, RopeMode::Normal, &positions),
+            None => (0, RopeMode::Normal, positions),
         };
         if n_rot > layout.head_dim || n_rot % 2 != 0 {
             return Err(GpuError::BadInput {
@@ -162,14 +163,13 @@ impl KvShift {
             read,
             params,
             store,
-            positions,
             layout,
             max_rows,
         })
     }
 
     /// Sets the move of rows `src..src + n` to `dst..dst + n` (K rotated by `dst − src`) for the
-    /// next submission.
+    /// next submission; the positions buffer must then hold `dst..dst + n`.
     pub fn set(&mut self, ctx: &GpuContext, src: u32, dst: u32, n: u32) -> Result<(), GpuError> {
         let bad = |what: &str, expected: String, actual: String| GpuError::BadInput {
             what: what.into(),
@@ -206,14 +206,6 @@ impl KvShift {
         let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
         let (x, y) = dispatch_grid("kv rows", groups, max_dim)?;
         self.read.grid = [x, y, 1];
-        let positions: Vec<u32> = (dst..dst + n).collect();
-        upload(
-            ctx,
-            "kv shift positions",
-            &self.positions,
-            0,
-            bytemuck::cast_slice(&positions),
-        )?;
         self.store.set_n_tokens(ctx, n)
     }
 

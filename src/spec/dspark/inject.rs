@@ -7,18 +7,18 @@
 //! ```
 //! No attention, no FFN, no logits: the compute buffers are `U` rows whatever the context.
 //!
-//! With a position window (§4.3–4.4) each row's `g` is also kept in a store `[W, d]` next to
-//! the cache, so a rebase can re-stage the most recent rows at positions from 0 (K/V recomputed
-//! from `g`, RoPE at the new positions) without the target's taps.
+//! A position window's rebase (§4.3–4.4) moves the most recent rows to positions from 0 inside
+//! the caches (`kernels::attention::KvShift`): V rows as they are, K rows rotated by the move
+//! (RoPE is a rotation), through this pass's `k` / `v` scratch. Nothing is kept beside the K/V
+//! for it: no copy of each row's inputs, no target taps.
 
 use std::collections::HashMap;
 
 use crate::gpu::buffers::upload;
 use crate::gpu::GpuContext;
-use crate::kernels::attention::{KvLayout, KvStore};
+use crate::kernels::attention::{KvLayout, KvShift, KvStore, Rotation};
 use crate::kernels::launch::{submit, Dispatch};
 use crate::kernels::matmul::{matmul_dispatches, Family, GpuWeight, MatmulIo};
-use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kernels::ops::dspark::Sanitize;
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::rope::{Rope, RopeShape};
@@ -42,16 +42,6 @@ struct LayerOps {
     store_v: KvStore,
 }
 
-#[derive(Debug)]
-struct Store {
-    _buf: wgpu::Buffer,
-    /// `g` rows → store rows.
-    put: CopyRows,
-    /// store rows → `g` rows.
-    get: CopyRows,
-    d: u32,
-}
-
 /// The injection pass of one drafter.
 #[derive(Debug)]
 pub struct Inject {
@@ -67,8 +57,8 @@ pub struct Inject {
     /// Per chunk row count: fc, then per layer K and V projections.
     matmuls: HashMap<u32, Vec<Vec<Dispatch>>>,
     family: Family,
-    /// The window's `g` store `[W, d]` and the copies into it and out of it.
-    store: Option<Store>,
+    /// Per layer, the moves of K and V rows a rebase makes.
+    shifts: Vec<[KvShift; 2]>,
     tap_width: u32,
     /// `U`.
     pub max_rows: u32,
@@ -129,30 +119,21 @@ impl Inject {
                 store_v: KvStore::new(ctx, layouts[1], vc, &v, &positions, max_rows)?,
             });
         }
-        let d = hp.n_embd;
-        let store = match alloc.plan_has("drafter.kv.g") {
-            false => None,
-            true => {
-                let buf = alloc.storage("drafter.kv.g")?;
-                let params = CopyParams {
-                    n_rows: max_rows,
-                    n_cols: d,
-                    src_stride: d,
-                    dst_stride: d,
-                    src_off: 0,
-                    dst_off: 0,
-                    _pad: [0; 2],
-                };
-                Some(Store {
-                    put: CopyRows::new(ctx, &g, &buf, params)?,
-                    get: CopyRows::new(ctx, &buf, &g, params)?,
-                    _buf: buf,
-                    d,
-                })
-            }
+        let rotation = Rotation {
+            n_rot: cfg.n_rot,
+            mode: cfg.mode,
+            freqs: rope_freqs,
         };
+        let mut shifts = Vec::with_capacity(model.layers.len());
+        for [kc, vc] in fwd_bufs.kv.iter().take(model.layers.len()) {
+            let (kl, vl) = (layouts[0], layouts[1]);
+            shifts.push([
+                KvShift::new(ctx, kl, kc, &k, &positions, Some(rotation), max_rows)?,
+                KvShift::new(ctx, vl, vc, &v, &positions, None, max_rows)?,
+            ]);
+        }
         Ok(Inject {
-            store,
+            shifts,
             taps,
             g,
             k,
@@ -167,11 +148,6 @@ impl Inject {
             max_rows,
             rows: max_rows,
         })
-    }
-
-    /// The position window's `g` store exists (rows can be re-staged).
-    pub fn has_store(&self) -> bool {
-        self.store.is_some()
     }
 
     fn matmul_set(
@@ -217,12 +193,6 @@ impl Inject {
                 l.rope.set_tokens(ctx, n)?;
                 l.store_k.set_n_tokens(ctx, n)?;
                 l.store_v.set_n_tokens(ctx, n)?;
-            }
-            if let Some(st) = &mut self.store {
-                // Offsets reset with the rows: the old ones need not hold the new row count.
-                for copy in [&mut st.put, &mut st.get] {
-                    copy.set_rows_at(ctx, n, 0, 0)?;
-                }
             }
             self.rows = n;
         }
@@ -282,9 +252,6 @@ impl Inject {
         if !self.begin(ctx, n, start, model, heads, n_kv_heads)? {
             return Ok(());
         }
-        if let Some(st) = &mut self.store {
-            st.put.set_offsets(ctx, 0, start * st.d)?;
-        }
         let set = self
             .matmuls
             .get(&n)
@@ -292,48 +259,34 @@ impl Inject {
         let mut list: Vec<&Dispatch> = vec![&self.sanitize.dispatch];
         list.extend(&set[0]);
         list.push(&self.norm.dispatch);
-        if let Some(st) = &self.store {
-            list.push(&st.put.dispatch);
-        }
         self.kv_list(set, &mut list);
         submit(ctx, "dspark inject", &list)?;
         Ok(())
     }
 
-    /// Re-stages `n` stored rows from store row `from` at cache rows (and positions)
-    /// `to..to + n`: K/V recomputed from the kept `g`, one submit. Needs the window's store.
-    #[allow(clippy::too_many_arguments)]
-    pub fn restage(
-        &mut self,
-        ctx: &GpuContext,
-        n: u32,
-        from: u32,
-        to: u32,
-        model: &ModelWeights,
-        heads: &HeadWeights,
-        n_kv_heads: u32,
-    ) -> Result<()> {
-        if !self.begin(ctx, n, to, model, heads, n_kv_heads)? {
-            return Ok(());
+    /// Moves cache rows `from..from + n` to rows (and positions) `to..to + n`, `n ≤ U` and
+    /// `to < from` (K rotated by the move, V as it is, every layer): one submit.
+    pub fn shift_rows(&mut self, ctx: &GpuContext, from: u32, to: u32, n: u32) -> Result<()> {
+        if n == 0 || n > self.max_rows || to >= from {
+            return Err(Error::Usage(format!(
+                "a drafter row move of {n} rows from {from} to {to} (at most U = {}, backwards)",
+                self.max_rows
+            )));
         }
-        let st = self
-            .store
-            .as_mut()
-            .ok_or_else(|| Error::Usage("re-staging needs a position window".into()))?;
-        st.get.set_offsets(ctx, from * st.d, 0)?;
-        st.put.set_offsets(ctx, 0, to * st.d)?;
-        let set = self
-            .matmuls
-            .get(&n)
-            .ok_or_else(|| Error::Usage("injection matmuls missing".into()))?;
-        let st = self
-            .store
-            .as_ref()
-            .ok_or_else(|| Error::Usage("re-staging needs a position window".into()))?;
-        let mut list: Vec<&Dispatch> = vec![&st.get.dispatch];
-        self.kv_list(set, &mut list);
-        list.push(&st.put.dispatch);
-        submit(ctx, "dspark restage", &list)?;
+        let positions: Vec<u32> = (to..to + n).collect();
+        let pos = bytemuck::cast_slice(&positions);
+        upload(ctx, "shift positions", &self.positions, 0, pos)?;
+        for pair in &mut self.shifts {
+            for op in pair {
+                op.set(ctx, from, to, n)?;
+            }
+        }
+        let list: Vec<&Dispatch> = self
+            .shifts
+            .iter()
+            .flat_map(|[k, v]| k.dispatches().into_iter().chain(v.dispatches()))
+            .collect();
+        submit(ctx, "dspark rebase", &list)?;
         Ok(())
     }
 }
