@@ -277,26 +277,25 @@ impl Dspark {
     }
 
     /// Makes room for `n` more rows in the position window (§4.3–4.4): keeps the most recent
-    /// `min(W/2, W − U)` rows, re-staged at positions from 0 (K/V recomputed from their kept
-    /// `g`), so rebases come about once per `W/2` tokens and the drafter never runs at
-    /// positions past `W + γ`.
+    /// `min(W/2, W − U)` rows, moved inside the caches to positions from 0 (K rotated by the
+    /// move, V as it is: `Inject::shift_rows`, chunks of at most `U` in ascending order, each
+    /// reading rows no earlier chunk wrote), so rebases come about once per `W/2` tokens and the
+    /// drafter never runs at positions past `W + γ`. Nothing is kept beside the K/V for it.
     fn rebase(&mut self, ctx: &GpuContext, n: u32) -> Result<()> {
         let (w, u) = (self.ctx_rows, self.inject.max_rows);
-        if !self.inject.has_store() || w <= u {
+        if w <= u {
             return Err(Error::Usage(format!(
-                "drafter cache full: {} + {n} rows past its {w} context rows (no position window)",
+                "drafter cache full: {} + {n} rows past its {w} context rows (a window needs \
+                 more rows than the injection chunk {u})",
                 self.filled
             )));
         }
         let keep = (w / 2).min(w - u);
         let shift = self.filled - keep;
-        let n_kv = self.meta.hp.n_head_kv;
         let mut c = 0;
         while c < keep {
             let m = u.min(keep - c);
-            let (model, heads) = (&self.fwd.weights, &self.heads);
-            self.inject
-                .restage(ctx, m, shift + c, c, model, heads, n_kv)?;
+            self.inject.shift_rows(ctx, shift + c, c, m)?;
             c += m;
         }
         self.base += shift;
