@@ -11,7 +11,7 @@
 //! - The state cannot be cut where no checkpoint covers; back to 0 always works.
 //! - Against the CPU oracle (`reference::hybrid`, f16 K/V rounded as the device rounds them):
 //!   every layer's output and the logits, on the random presets (head_k 16 ≠ head_v 32, n_k 2 ≠
-//!   n_v 4, partial rotary; F32 and Q8_0 matrices) and on the llama.cpp fixtures (tied head, MTP
+//!   n_v 4, partial rotary; F32, Q8_0, Q1_0 and legacy Q2_0 matrices) and on the llama.cpp fixtures (tied head, MTP
 //!   block, Q1_0). Logits NMSE bound 1e-8 as for the dense archs (measured worst on lavapipe
 //!   2.9e-9, tiny-b; the DeltaNet-only paths are near 1e-12); each layer's output, relative to
 //!   its scale, 1e-3 as in `tests/model_forward.rs` (measured worst 1.0e-4, attention layers:
@@ -214,15 +214,22 @@ fn every_layer_and_the_logits_match_the_cpu_oracle() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-oracle");
     against_oracle(&ctx, &tiny_model(tmp.path(), 9));
-    let q8 = tmp.path().join("q8.gguf");
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen35-tiny-q8_0"])
-        .arg(&q8)
-        .args(["--weights", "random", "--seed", "4"])
-        .output()
-        .unwrap();
-    assert!(st.status.success());
-    against_oracle(&ctx, &q8);
+    // Q8_0, and the seed's 1-bit / ternary types (Q1_0, PrismML's legacy 128-element Q2_0).
+    for preset in [
+        "qwen35-tiny-q8_0",
+        "qwen35-tiny-q1_0",
+        "qwen35-tiny-q2_0-g128",
+    ] {
+        let path = tmp.path().join(format!("{preset}.gguf"));
+        let st = Command::new(env!("CARGO_BIN_EXE_flint"))
+            .args(["gguf", "preset", preset])
+            .arg(&path)
+            .args(["--weights", "random", "--seed", "4"])
+            .output()
+            .unwrap();
+        assert!(st.status.success());
+        against_oracle(&ctx, &path);
+    }
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/qwen35");
     for name in ["tiny-a", "tiny-b", "tiny-c", "tiny-a-q1"] {
         against_oracle(&ctx, &data.join(format!("{name}.gguf")));

@@ -14,7 +14,7 @@ use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 mod bonsai;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 12] = [
+pub const PRESETS: [&str; 14] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -27,6 +27,8 @@ pub const PRESETS: [&str; 12] = [
     "ternary-bonsai-27b-dspark-q4_1",
     "qwen35-tiny-f32",
     "qwen35-tiny-q8_0",
+    "qwen35-tiny-q1_0",
+    "qwen35-tiny-q2_0-g128",
 ];
 
 /// The writer of preset `name` (shape-only tensors), or `None` for an unknown name.
@@ -44,6 +46,8 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "ternary-bonsai-27b-dspark-q4_1" => bonsai::ternary_bonsai_27b_dspark_q4_1(),
         "qwen35-tiny-f32" => qwen35_tiny(GgmlType::F32),
         "qwen35-tiny-q8_0" => qwen35_tiny(GgmlType::Q8_0),
+        "qwen35-tiny-q1_0" => qwen35_tiny(GgmlType::Q1_0),
+        "qwen35-tiny-q2_0-g128" => qwen35_tiny(GgmlType::Q2_0_G128),
         _ => return None,
     })
 }
@@ -290,8 +294,16 @@ fn bonsai_27b_dspark_q4_1() -> Result<GgufWriter, GgufError> {
 /// F32): d 64, 8 layers of which 3 and 7 are gated attention (4 / 2 heads of 32, 16 rotary
 /// dims in sections [3, 3, 2, 0], base 1e7) and the others Gated DeltaNet (2 q/k heads of 16,
 /// 4 v heads of 32, conv kernel 4), FFN 128, vocabulary 512, separate LM head.
+///
+/// The 1-bit / ternary variants (Q1_0, PrismML's legacy 128-element Q2_0: the seed's Bonsai
+/// types) take d 128 and FFN 256, every quantized row a whole number of 128-element blocks.
 fn qwen35_tiny(ty: GgmlType) -> Result<GgufWriter, GgufError> {
-    let (d, ff, vocab, layers) = (64u64, 128u64, 512u64, 8u32);
+    let d = if matches!(ty, GgmlType::F32 | GgmlType::Q8_0) {
+        64u64
+    } else {
+        128
+    };
+    let (ff, vocab, layers) = (2 * d, 512u64, 8u32);
     let (heads, kv_heads, head_dim) = (4u64, 2u64, 32u64);
     let (k_heads, v_heads, head_k, head_v, d_conv) = (2u64, 4u64, 16u64, 32u64, 4u64);
     let (key_dim, value_dim) = (k_heads * head_k, v_heads * head_v);
