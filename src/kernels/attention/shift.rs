@@ -180,7 +180,7 @@ impl KvShift {
             let expected = format!("1 to {} rows", self.max_rows);
             return Err(bad("KV shift rows", expected, n.to_string()));
         }
-        let end = src.max(dst).checked_add(n).unwrap_or(u32::MAX);
+        let end = src.max(dst).saturating_add(n);
         if end > self.layout.n_ctx {
             let expected = format!("rows within the cache's {}", self.layout.n_ctx);
             return Err(bad("KV shift rows", expected, format!("{src}/{dst} + {n}")));
