@@ -270,9 +270,10 @@ fn loader_errors_name_the_values() {
         &[("dspark.dspark.log_snr_conditioning", MetaValue::Bool(true))],
         |_| None,
     );
+    // Log-SNR conditioning is read now: a flag without its range is refused naming the key.
     let e = err(&snr, &target);
-    assert!(matches!(e, DsparkRefError::Unsupported { .. }), "{e}");
-    says(&e, &["log-SNR", "dspark.dspark.log_snr_conditioning"]);
+    assert!(matches!(e, DsparkRefError::Hparams(_)), "{e}");
+    says(&e, &["dspark.dspark.min_log_snr"]);
     let e = err(
         &rewrite(
             &d,
@@ -281,7 +282,7 @@ fn loader_errors_name_the_values() {
         ),
         &target,
     );
-    assert!(matches!(e, DsparkRefError::Unsupported { .. }), "{e}");
+    says(&e, &["dflash.min_log_snr"]);
 
     let e = err(&d, &d);
     assert!(

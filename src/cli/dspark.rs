@@ -1,6 +1,10 @@
 //! `flint dspark init -m TARGET -o FILE`: write a random DSpark drafter for a target
 //! ([`crate::model::drafter_init`]), in the `dflash` format or (`--legacy`) the PrismML `dspark`
-//! format, then read it back and print what it holds.
+//! format, then read it back and print what it holds. `--log-snr` adds log-SNR conditioning,
+//! `--no-vocab` leaves the vocabulary out (`tokenizer.ggml.model = none`, the size only),
+//! `--own-embd` writes the drafter's own `token_embd` / `output`, and `--fc-type`,
+//! `--embd-type`, `--markov-type` pick those matrices' types (e.g. `--fc-type q2_0-g128`,
+//! PrismML's legacy 128-element Q2_0, for widths that are multiples of 128).
 
 use std::path::PathBuf;
 
@@ -27,6 +31,28 @@ pub enum DsparkCommand {
 pub enum MatrixType {
     F16,
     F32,
+    Bf16,
+    #[value(name = "q4_1")]
+    Q4_1,
+    /// ggml's 64-element Q2_0.
+    #[value(name = "q2_0")]
+    Q2_0,
+    /// PrismML's legacy 128-element Q2_0 (same type id 42).
+    #[value(name = "q2_0-g128")]
+    Q2_0G128,
+}
+
+impl MatrixType {
+    pub fn ggml(self) -> GgmlType {
+        match self {
+            MatrixType::F16 => GgmlType::F16,
+            MatrixType::F32 => GgmlType::F32,
+            MatrixType::Bf16 => GgmlType::BF16,
+            MatrixType::Q4_1 => GgmlType::Q4_1,
+            MatrixType::Q2_0 => GgmlType::Q2_0,
+            MatrixType::Q2_0G128 => GgmlType::Q2_0_G128,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,6 +86,24 @@ pub struct InitArgs {
     /// Leave out the confidence head.
     #[arg(long = "no-confidence")]
     pub no_confidence: bool,
+    /// `fc`'s type (default: --type).
+    #[arg(long = "fc-type", value_enum)]
+    pub fc_type: Option<MatrixType>,
+    /// `token_embd` / `output` type, with --own-embd (default: --type).
+    #[arg(long = "embd-type", value_enum)]
+    pub embd_type: Option<MatrixType>,
+    /// The Markov head's type (default: --type).
+    #[arg(long = "markov-type", value_enum)]
+    pub markov_type: Option<MatrixType>,
+    /// Write the drafter's own `token_embd` and `output` (else it borrows the target's).
+    #[arg(long = "own-embd")]
+    pub own_embd: bool,
+    /// Log-SNR conditioning (PrismML GIDD drafters; range −9..9).
+    #[arg(long = "log-snr")]
+    pub log_snr: bool,
+    /// No vocabulary: `tokenizer.ggml.model = none` and the vocabulary size only.
+    #[arg(long = "no-vocab")]
+    pub no_vocab: bool,
 }
 
 pub fn run(args: &DsparkArgs) -> Result<()> {
@@ -78,10 +122,13 @@ fn init(a: &InitArgs) -> Result<()> {
         confidence: !a.no_confidence,
         taps: a.taps.clone(),
         legacy: a.legacy,
-        ty: match a.ty {
-            MatrixType::F16 => GgmlType::F16,
-            MatrixType::F32 => GgmlType::F32,
-        },
+        ty: a.ty.ggml(),
+        fc_ty: a.fc_type.map(MatrixType::ggml),
+        embd_ty: a.embd_type.map(MatrixType::ggml),
+        markov_ty: a.markov_type.map(MatrixType::ggml),
+        own_embd: a.own_embd,
+        log_snr: a.log_snr,
+        no_vocab: a.no_vocab,
     };
     let w = random_drafter(&target, &opts)?;
     w.write_file(&a.output)?;
@@ -89,7 +136,8 @@ fn init(a: &InitArgs) -> Result<()> {
     let meta = DrafterMeta::from_gguf(&file).map_err(Error::from)?;
     println!(
         "{}: {} bytes, {} tensors, {} format ({}), {} layers of d {}, block {}, Markov rank {}, \
-         confidence head {}, taps {:?} (layer-input convention), mask token {}, seed {}",
+         confidence head {}, taps {:?} (layer-input convention), mask token {}, log-SNR {}, \
+         vocabulary {} ({}), seed {}",
         a.output.display(),
         file.file_len(),
         file.tensors.len(),
@@ -107,6 +155,14 @@ fn init(a: &InitArgs) -> Result<()> {
         meta.target_layers,
         meta.mask_token_id
             .map_or_else(|| "none".to_string(), |m| m.to_string()),
+        meta.log_snr
+            .map_or_else(|| "no".to_string(), |r| format!("{}..{}", r.min, r.max)),
+        meta.hp.n_vocab,
+        if a.no_vocab {
+            "tokenizer none"
+        } else {
+            "the target's tokenizer"
+        },
         a.seed,
     );
     Ok(())

@@ -34,12 +34,18 @@ pub fn buffers(
 ) -> Vec<PlannedBuffer> {
     let hp = &meta.hp;
     let mut out = Vec::new();
-    for t in tensors {
+    // The log-SNR MLP (`log_snr_fc1`, `log_snr_fc2`) is evaluated once on the host at load and
+    // never uploaded: its γ output rows `[γ, d]` are (`drafter.log_snr`).
+    for t in tensors.iter().filter(|t| !t.name.contains("log_snr_fc")) {
         out.push(buf(
             Kind::Weights,
             format!("drafter.{}", t.name),
             weight_bytes(t, limits.max_buffer_size, limits.max_storage_binding),
         ));
+    }
+    if meta.log_snr.is_some() {
+        let rows = u64::from(meta.block_size) * u64::from(hp.n_embd);
+        out.push(buf(Kind::Compute, "drafter.log_snr", f32s(rows)));
     }
     let n_seq = u64::from(p.n_seq);
     // Context rows (or the window), plus the γ block rows a draft appends and the next

@@ -15,11 +15,24 @@
 //! shows); the confidence bias 0. Each tensor draws from its own xoshiro256** stream seeded by
 //! the seed and the tensor's `dflash` name, so both formats hold bit-identical weights.
 //!
+//! Options: `log_snr` adds log-SNR conditioning (range −9..9, `log_snr_fc1 {128, d}` and
+//! `log_snr_fc2 {d, d}` N(0, 0.1²), biases N(0, 0.02²)); `no_vocab` writes
+//! `tokenizer.ggml.model = none` and only the vocabulary size (else the target's `tokenizer.*`
+//! keys are copied); `own_embd` writes the drafter's own `token_embd` and `output`; the matrix
+//! type may differ per role (`fc`, `token_embd` / `output`, the Markov head): any of
+//! [`fill::MATRIX_TYPES`], a block type only where the row length is a whole number of
+//! blocks (the 128-element Q2_0 needs widths that are multiples of 128).
+//!
 //! Mask token: the target's `tokenizer.ggml.padding_token_id` when it has one inside the
 //! vocabulary, else its last id (a real id either way, so the GPU can embed it).
 
-use crate::gguf::{GgmlType, Gguf, GgufError, GgufWriter, MetaArray, MetaValue};
+mod fill;
+mod meta;
+
+use crate::gguf::{GgmlType, Gguf, GgufError, GgufWriter};
 use crate::sampling::Xoshiro256StarStar;
+
+pub use fill::MATRIX_TYPES;
 
 use super::drafter_meta::tensor_name;
 use super::hparams::{Arch, Hparams, HparamsError};
@@ -40,8 +53,20 @@ pub struct InitOptions {
     pub taps: Option<Vec<u32>>,
     /// Write the legacy PrismML `dspark` format instead of `dflash`.
     pub legacy: bool,
-    /// Matrix type: F16 or F32 (norms and the confidence bias are always F32).
+    /// Matrix type (norms and biases are always F32).
     pub ty: GgmlType,
+    /// `fc`'s type (default: `ty`).
+    pub fc_ty: Option<GgmlType>,
+    /// `token_embd` / `output` type, with `own_embd` (default: `ty`).
+    pub embd_ty: Option<GgmlType>,
+    /// The Markov head's type (default: `ty`).
+    pub markov_ty: Option<GgmlType>,
+    /// Write the drafter's own `token_embd` and `output` (else it borrows the target's).
+    pub own_embd: bool,
+    /// Log-SNR conditioning (PrismML GIDD drafters).
+    pub log_snr: bool,
+    /// No vocabulary: `tokenizer.ggml.model = none` and the vocabulary size only.
+    pub no_vocab: bool,
 }
 
 impl Default for InitOptions {
@@ -55,6 +80,12 @@ impl Default for InitOptions {
             taps: None,
             legacy: false,
             ty: GgmlType::F16,
+            fc_ty: None,
+            embd_ty: None,
+            markov_ty: None,
+            own_embd: false,
+            log_snr: false,
+            no_vocab: false,
         }
     }
 }
@@ -78,8 +109,14 @@ pub enum InitError {
     TapOutOfRange { tap: u32, n_layer: u32 },
     #[error("taps {taps:?} are not strictly ascending")]
     TapsNotAscending { taps: Vec<u32> },
-    #[error("--type {ty}: drafter matrices are written as F16 or F32")]
-    MatrixType { ty: GgmlType },
+    #[error("Q2_0 in both layouts ({types:?}): one file holds one layout of type id 42")]
+    Q2Layouts { types: Vec<GgmlType> },
+    #[error("{name}: type {ty} is not one a random drafter is written in, or its rows of {row_len} are not whole blocks")]
+    MatrixType {
+        name: String,
+        ty: GgmlType,
+        row_len: u64,
+    },
     #[error("{what} = {value} does not fit the GGUF field")]
     TooLarge { what: &'static str, value: u64 },
 }
@@ -145,22 +182,28 @@ pub fn random_drafter(target: &Gguf, opts: &InitOptions) -> Result<GgufWriter, I
     if opts.block == 0 {
         return Err(InitError::NoBlock { block: 0 });
     }
-    if !matches!(opts.ty, GgmlType::F16 | GgmlType::F32) {
-        return Err(InitError::MatrixType { ty: opts.ty });
-    }
     let taps = resolve_taps(opts, hp.n_layer)?;
+    let types: Vec<GgmlType> = [opts.ty]
+        .into_iter()
+        .chain(opts.fc_ty)
+        .chain(opts.embd_ty.filter(|_| opts.own_embd))
+        .chain(opts.markov_ty.filter(|_| opts.rank > 0))
+        .collect();
+    if types.contains(&GgmlType::Q2_0) && types.contains(&GgmlType::Q2_0_G128) {
+        return Err(InitError::Q2Layouts { types });
+    }
     let arch = if opts.legacy {
         Arch::DsparkLegacy
     } else {
         Arch::Dflash
     };
     let mut w = GgufWriter::new();
-    write_metadata(&mut w, target, &hp, opts, arch, &taps)?;
+    meta::write_metadata(&mut w, target, &hp, opts, arch, &taps)?;
     let mut t = Tensors {
         w: &mut w,
         arch,
         seed: opts.seed,
-        ty: opts.ty,
+        opts,
     };
     let (d, f, v) = (
         u64::from(hp.n_embd),
@@ -176,6 +219,16 @@ pub fn random_drafter(target: &Gguf, opts: &InitOptions) -> Result<GgufWriter, I
     let (r, m) = (u64::from(opts.rank), taps.len() as u64);
     t.add("fc.weight", &[m * d, d], Fill::Matrix(0.02))?;
     t.add("enc.output_norm.weight", &[d], Fill::Norm)?;
+    if opts.own_embd {
+        t.add("token_embd.weight", &[d, v], Fill::Matrix(1.0))?;
+        t.add("output.weight", &[d, v], Fill::Matrix(0.02))?;
+    }
+    if opts.log_snr {
+        t.add("log_snr_fc1.weight", &[128, d], Fill::Matrix(0.1))?;
+        t.add("log_snr_fc1.bias", &[d], Fill::Bias)?;
+        t.add("log_snr_fc2.weight", &[d, d], Fill::Matrix(0.1))?;
+        t.add("log_snr_fc2.bias", &[d], Fill::Bias)?;
+    }
     for i in 0..opts.layers {
         let p = |s: &str| format!("blk.{i}.{s}");
         t.add(&p("attn_norm.weight"), &[d], Fill::Norm)?;
@@ -206,84 +259,6 @@ pub fn random_drafter(target: &Gguf, opts: &InitOptions) -> Result<GgufWriter, I
     Ok(w)
 }
 
-fn write_metadata(
-    w: &mut GgufWriter,
-    target: &Gguf,
-    hp: &Hparams,
-    opts: &InitOptions,
-    arch: Arch,
-    taps: &[u32],
-) -> Result<(), InitError> {
-    let p = arch.name();
-    let key = |k: &str| format!("{p}.{k}");
-    // Drafter-only keys: `dflash.<k>`, legacy `dspark.dspark.<k>`.
-    let own = |k: &str| match arch {
-        Arch::DsparkLegacy => format!("dspark.dspark.{k}"),
-        _ => format!("dflash.{k}"),
-    };
-    w.set("general.architecture", MetaValue::String(p.into()));
-    w.set(
-        "general.name",
-        MetaValue::String(format!("flint random DSpark drafter (seed {})", opts.seed)),
-    );
-    let u = MetaValue::U32;
-    w.set(&key("block_count"), u(opts.layers));
-    w.set(&key("context_length"), u(hp.n_ctx_train.min(4096)));
-    w.set(&key("embedding_length"), u(hp.n_embd));
-    w.set(&key("feed_forward_length"), u(hp.n_ff));
-    w.set(&key("attention.head_count"), u(hp.n_head));
-    w.set(&key("attention.head_count_kv"), u(hp.n_head_kv));
-    w.set(&key("attention.key_length"), u(hp.head_dim));
-    w.set(&key("attention.value_length"), u(hp.head_dim_v));
-    w.set(&key("rope.dimension_count"), u(hp.head_dim));
-    w.set(&key("rope.freq_base"), MetaValue::F32(hp.rope_base));
-    w.set(
-        &key("attention.layer_norm_rms_epsilon"),
-        MetaValue::F32(hp.rms_eps),
-    );
-    w.set(&key("vocab_size"), u(hp.n_vocab));
-    let mask = mask_token_id(target, hp.n_vocab);
-    w.set(&own("block_size"), u(opts.block));
-    let stored = taps
-        .iter()
-        .map(|&t| {
-            // Legacy taps are HF layer-output ids: one lower (tap 0, the embeddings, is −1).
-            let t = i64::from(t) - i64::from(arch == Arch::DsparkLegacy);
-            i32::try_from(t).map_err(|_| InitError::TooLarge {
-                what: "tap",
-                value: t.unsigned_abs(),
-            })
-        })
-        .collect::<Result<Vec<i32>, _>>()?;
-    w.set(
-        &own("target_layers"),
-        MetaValue::Array(MetaArray::I32(stored)),
-    );
-    match arch {
-        Arch::DsparkLegacy => {
-            w.set(&own("markov_rank"), u(opts.rank));
-            w.set(&own("mask_token_id"), u(mask));
-            w.set(&own("confidence_head"), MetaValue::Bool(opts.confidence));
-            w.set(
-                &own("confidence_head_with_markov"),
-                MetaValue::Bool(opts.confidence && opts.rank > 0),
-            );
-            w.set(&own("log_snr_conditioning"), MetaValue::Bool(false));
-            w.set("tokenizer.ggml.model", MetaValue::String("none".into()));
-        }
-        _ => {
-            w.set(&own("target_hidden_size"), u(hp.n_embd));
-            w.set(&own("sample_from_anchor"), MetaValue::Bool(true));
-            w.set(
-                &own("has_confidence_head"),
-                MetaValue::Bool(opts.confidence),
-            );
-            w.set("tokenizer.ggml.mask_token_id", u(mask));
-        }
-    }
-    Ok(())
-}
-
 /// How a tensor is filled.
 #[derive(Debug, Clone, Copy)]
 enum Fill {
@@ -293,13 +268,15 @@ enum Fill {
     Norm,
     /// Zeros, F32.
     Zero,
+    /// N(0, 0.02²), F32.
+    Bias,
 }
 
 struct Tensors<'a> {
     w: &'a mut GgufWriter,
     arch: Arch,
     seed: u64,
-    ty: GgmlType,
+    opts: &'a InitOptions,
 }
 
 impl Tensors<'_> {
@@ -311,21 +288,37 @@ impl Tensors<'_> {
             value: n,
         })?;
         let mut rng = Xoshiro256StarStar::new(self.seed ^ fnv1a(name));
-        let values = (0..n).map(|_| match fill {
-            Fill::Matrix(std) => (std * normal(&mut rng)) as f32,
-            Fill::Norm => (1.0 + 0.02 * normal(&mut rng)) as f32,
-            Fill::Zero => 0.0,
-        });
-        let ty = match fill {
-            Fill::Matrix(_) => self.ty,
+        let o = self.opts;
+        let ty = match (fill, name) {
+            (Fill::Matrix(_), "fc.weight") => o.fc_ty.unwrap_or(o.ty),
+            (Fill::Matrix(_), "token_embd.weight" | "output.weight") => o.embd_ty.unwrap_or(o.ty),
+            (Fill::Matrix(_), "markov_w1.weight" | "markov_w2.weight") => {
+                o.markov_ty.unwrap_or(o.ty)
+            }
+            (Fill::Matrix(_), _) => o.ty,
             _ => GgmlType::F32,
         };
-        let data: Vec<u8> = match ty {
-            GgmlType::F16 => values
-                .flat_map(|v| half::f16::from_f32(v).to_le_bytes())
-                .collect(),
-            _ => values.flat_map(f32::to_le_bytes).collect(),
+        let std = match fill {
+            Fill::Matrix(std) => std,
+            _ => 0.02,
         };
+        let draw = |rng: &mut Xoshiro256StarStar| match fill {
+            Fill::Matrix(std) => (std * normal(rng)) as f32,
+            Fill::Norm => (1.0 + 0.02 * normal(rng)) as f32,
+            Fill::Bias => (0.02 * normal(rng)) as f32,
+            Fill::Zero => 0.0,
+        };
+        let row_len = shape.first().copied().unwrap_or(1);
+        let bad = || InitError::MatrixType {
+            name: name.to_string(),
+            ty,
+            row_len,
+        };
+        let blocks_fit = row_len % ty.block_layout().0.max(1) as u64 == 0;
+        if !MATRIX_TYPES.contains(&ty) || !blocks_fit {
+            return Err(bad());
+        }
+        let data = fill::encode(ty, n, std, &mut rng, draw).ok_or_else(bad)?;
         self.w
             .add_tensor(tensor_name(self.arch, name), shape, ty, data)?;
         Ok(())

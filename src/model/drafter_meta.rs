@@ -1,6 +1,10 @@
 //! What a DSpark drafter declares about itself, from either GGUF format (dspark-spec §2):
 //! llama.cpp's `dflash` (taps in the layer-input convention) and the legacy PrismML `dspark`
 //! (double-prefixed keys, taps in the HF layer-output convention: one lower).
+//!
+//! Log-SNR conditioning (PrismML GIDD drafters): `dflash.log_snr_conditioning` /
+//! `dspark.dspark.log_snr_conditioning` (also read as `dspark.log_snr_conditioning`) with
+//! `min_log_snr < max_log_snr`, both finite, under the same prefix.
 
 use crate::gguf::{Gguf, GgufError};
 
@@ -25,6 +29,15 @@ pub struct DrafterMeta {
     /// The drafter carries its own `token_embd` / LM head (else it borrows the target's).
     pub own_embd: bool,
     pub own_output: bool,
+    /// Log-SNR conditioning of the draft rows' embeddings, when the drafter has it.
+    pub log_snr: Option<LogSnr>,
+}
+
+/// The log-SNR range of a conditioned drafter: the anchor slot takes `max`, masked slots `min`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogSnr {
+    pub min: f32,
+    pub max: f32,
 }
 
 impl DrafterMeta {
@@ -126,7 +139,9 @@ impl DrafterMeta {
             .and_then(|t| t.shape.first().copied())
             .map(|r| u32::try_from(r).unwrap_or(0))
             .unwrap_or(0);
+        let log_snr = read_log_snr(g, hp.arch)?;
         Ok(DrafterMeta {
+            log_snr,
             block_size,
             target_layers,
             target_hidden,
@@ -141,6 +156,44 @@ impl DrafterMeta {
             hp,
         })
     }
+}
+
+/// The log-SNR keys of a drafter of `arch`, in the order they are looked up: the
+/// double-prefixed legacy key first, then the single-prefixed one.
+pub fn log_snr_keys(arch: Arch, key: &str) -> Vec<String> {
+    match arch {
+        Arch::DsparkLegacy => vec![format!("dspark.dspark.{key}"), format!("dspark.{key}")],
+        _ => vec![format!("dflash.{key}")],
+    }
+}
+
+/// The log-SNR range a drafter declares (`None` without conditioning), checked: both bounds
+/// present and finite, `max > min`.
+fn read_log_snr(g: &Gguf, arch: Arch) -> Result<Option<LogSnr>, HparamsError> {
+    let m = &g.metadata;
+    let first = |key: &str| log_snr_keys(arch, key).into_iter().find(|k| m.contains(k));
+    let Some(flag) = first("log_snr_conditioning") else {
+        return Ok(None);
+    };
+    if !m.bool(&flag)? {
+        return Ok(None);
+    }
+    let bound = |key: &str| -> Result<(String, f32), HparamsError> {
+        let k = first(key).ok_or_else(|| GgufError::MissingKey {
+            key: log_snr_keys(arch, key).swap_remove(0),
+        })?;
+        let v = m.f32(&k)?;
+        Ok((k, v))
+    };
+    let ((min_key, min), (max_key, max)) = (bound("min_log_snr")?, bound("max_log_snr")?);
+    if !min.is_finite() || !max.is_finite() || max <= min {
+        return Err(HparamsError::Invalid {
+            what: format!("log-SNR range ({min_key}, {max_key})"),
+            value: format!("min {min}, max {max}"),
+            why: "needs finite bounds with max > min",
+        });
+    }
+    Ok(Some(LogSnr { min, max }))
 }
 
 /// The drafter-only tensors, by their `dflash` names (dspark-spec §2.1).
@@ -167,6 +220,10 @@ pub fn tensor_name(arch: Arch, dflash_name: &str) -> &str {
         "markov_w2.weight" => "dspark.markov_head_b.weight",
         "conf_proj.weight" => "dspark.confidence_head.weight",
         "conf_proj.bias" => "dspark.confidence_head.bias",
+        "log_snr_fc1.weight" => "dspark.log_snr_fc1.weight",
+        "log_snr_fc1.bias" => "dspark.log_snr_fc1.bias",
+        "log_snr_fc2.weight" => "dspark.log_snr_fc2.weight",
+        "log_snr_fc2.bias" => "dspark.log_snr_fc2.bias",
         other => other,
     }
 }

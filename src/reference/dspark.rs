@@ -13,7 +13,8 @@
 //!   and leave gaps; attention reads the positions present, in ascending order.
 //! - [`RefDrafter::inject`] turns tap rows into K/V (§1.3): `g = RMSNorm_enc(fc · taps)`,
 //!   `K = RoPE_pos(k_norm(W_K g))`, `V = W_V g` (no attn_norm, no queries, no FFN).
-//! - [`RefDrafter::draft`] runs one block (§1.4–1.8), see [`draft`].
+//! - [`RefDrafter::draft`] runs one block (§1.4–1.8), see [`draft`]; a log-SNR conditioned
+//!   drafter adds its slot rows ([`snr`]) to the block's embeddings first.
 //!
 //! [`RefKvCache`]: crate::reference::forward::RefKvCache
 
@@ -21,6 +22,7 @@
 
 mod draft;
 mod load;
+pub mod snr;
 
 use std::collections::BTreeMap;
 
@@ -87,6 +89,10 @@ pub enum DsparkRefError {
         rank: u32,
         expected: u64,
     },
+    #[error(
+        "the drafter's vocabulary has {drafter} tokens; the target's LM head has {target} rows"
+    )]
+    VocabSize { drafter: u32, target: u64 },
     #[error("the drafter names no mask token")]
     MissingMask,
     #[error("mask token {id} is not below the target's vocabulary of {n_vocab}")]
@@ -122,6 +128,9 @@ pub struct DrafterWeights {
     pub markov: Option<(Vec<f32>, Vec<f32>)>,
     /// `[d + R]` and the bias; `None` without a confidence head.
     pub conf: Option<(Vec<f32>, f32)>,
+    /// Log-SNR rows `[γ, d]` added to the block's embeddings ([`snr::rows`]); `None` for a
+    /// drafter without conditioning.
+    pub log_snr: Option<Vec<f32>>,
 }
 
 impl DrafterWeights {

@@ -4,6 +4,7 @@
 //! ```text
 //! tokens   = [anchor, mask × (γ−1)] at positions p0..p0+γ−1
 //! x        = token_embd[tokens]                                   [γ, d]
+//! x       += log-SNR rows (conditioned drafters, `snr::rows`)     [γ, d]
 //! per layer (pre-norm Qwen3 block):
 //!   a      = rms_norm(x) * attn_norm
 //!   q, k   = rope(q_norm(a·Wqᵀ)), rope(k_norm(a·Wkᵀ)); v = a·Wvᵀ
@@ -75,6 +76,9 @@ impl RefDrafter {
                 .get(id as usize * d..(id as usize + 1) * d)
                 .ok_or_else(|| out_of_range(id))?;
             x.extend_from_slice(row);
+        }
+        if let Some(rows) = &w.log_snr {
+            x = add(&x, rows); // [γ, d]
         }
         let ctx: Vec<_> = self.cache.range(..p0).map(|(_, row)| row).collect(); // C rows
 

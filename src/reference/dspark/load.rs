@@ -3,13 +3,16 @@
 //! target's hidden size, `fc` input width = `m · d_t`, Markov rows (and any own embedding or
 //! LM-head rows) = the target's vocabulary, both Markov tensors of one rank, `conf_proj` input
 //! width = `d + R`, a mask id inside the vocabulary, and the drafter hidden size = the target's
-//! when it borrows the target's embeddings. Drafters the oracle does not model are refused
-//! with [`DsparkRefError::Unsupported`]: log-SNR conditioning (PrismML GIDD drafters), a causal
-//! block, sliding windows, logit soft-capping, tensor scales, attention sinks, the bonus-anchor
+//! when it borrows the target's embeddings, the drafter's declared vocabulary = the target's LM
+//! head rows (a vocabulary-less drafter, `tokenizer.ggml.model = none`, declares only its size),
+//! and for a log-SNR conditioned drafter its `log_snr_fc1` `{128, d}` / `log_snr_fc2` `{d, d}`
+//! with their biases (the range is checked with the metadata). Drafters the oracle does not model are refused
+//! with [`DsparkRefError::Unsupported`]: a causal block, sliding windows, logit soft-capping, tensor scales, attention sinks, the bonus-anchor
 //! layout, `head_dim_v != head_dim`.
 
 use std::collections::BTreeMap;
 
+use super::snr::{self, SnrWeights};
 use super::{DrafterWeights, DsparkRefError, RefDrafter};
 use crate::gguf::{GgmlType, Gguf, GgufError, GgufFile, TensorInfo};
 use crate::reference::forward::{LayerWeights, RefKvCache, Tensors};
@@ -24,11 +27,10 @@ const UNSUPPORTED_KEYS: [(&str, &str); 4] = [
     ("logit_scale", "logit scale"),
     ("decoder_arch", "decoder architecture"),
 ];
-const UNSUPPORTED_TENSORS: [&str; 5] = [
+const UNSUPPORTED_TENSORS: [&str; 4] = [
     "fc.scale",
     "markov_w2.scale",
     "d2t",
-    "log_snr_fc1.weight",
     "blk.0.attn_sinks.weight",
 ];
 
@@ -122,6 +124,17 @@ impl RefDrafter {
                 vocab_rows(t, n_vocab)?;
             }
         }
+        // A vocabulary-less drafter declares only its size: it must be the target's.
+        let lm_rows = ["output.weight", "token_embd.weight"]
+            .iter()
+            .find_map(|n| target.tensor(n))
+            .map_or(u64::from(n_vocab), TensorInfo::n_rows);
+        if u64::from(hp.n_vocab) != lm_rows {
+            return Err(DsparkRefError::VocabSize {
+                drafter: hp.n_vocab,
+                target: lm_rows,
+            });
+        }
         let borrows = !meta.own_embd || !meta.own_output;
         if borrows && hp.n_embd != thp.n_embd {
             return Err(DsparkRefError::EmbdWidth {
@@ -181,7 +194,20 @@ impl RefDrafter {
         } else {
             None
         };
+        let log_snr = match meta.log_snr {
+            Some((min, max)) => {
+                let w = SnrWeights {
+                    fc1: dt.get(&name("log_snr_fc1.weight"), snr::FEATURES, d)?,
+                    b1: dt.get(&name("log_snr_fc1.bias"), d, 1)?,
+                    fc2: dt.get(&name("log_snr_fc2.weight"), d, d)?,
+                    b2: dt.get(&name("log_snr_fc2.bias"), d, 1)?,
+                };
+                Some(snr::rows(&w, meta.block_size as usize, d, min, max))
+            }
+            None => None,
+        };
         let weights = DrafterWeights {
+            log_snr,
             fc: dt.get(&name("fc.weight"), expected as usize, d)?,
             enc_norm: dt.get(&name("enc.output_norm.weight"), d, 1)?,
             layers,
@@ -218,11 +244,6 @@ fn refuse_unsupported(g: &Gguf, meta: &RefDrafterMeta) -> Result<(), DsparkRefEr
         _ => "dflash.",
     };
     let m = &g.metadata;
-    let snr_key = format!("{prefix}log_snr_conditioning");
-    let snr = m.opt(&snr_key, |m, k| m.bool(k)).unwrap_or(Some(true));
-    if snr == Some(true) {
-        return unsupported("log-SNR conditioning", format!("{snr_key} = true"));
-    }
     let causal_key = format!("{prefix}attention.causal");
     if m.opt(&causal_key, |m, k| m.bool(k)).unwrap_or(Some(true)) == Some(true) {
         return unsupported("causal block attention", format!("{causal_key} = true"));

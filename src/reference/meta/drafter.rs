@@ -8,11 +8,12 @@
 //! | confidence head | `conf_proj.weight` and `dflash.has_confidence_head` (default true) | `dspark.confidence_head.weight` |
 //! | mask token      | `tokenizer.ggml.mask_token_id`             | `dspark.dspark.mask_token_id`        |
 //! | anchor-first    | `dflash.sample_from_anchor` (default true) | always                               |
+//! | log-SNR         | `dflash.log_snr_conditioning`, `dflash.min_log_snr`, `dflash.max_log_snr` | `dspark.dspark.*` (or `dspark.*`) |
 //!
 //! Legacy taps are HF layer-output ids; the input of layer `i + 1` is the output of layer `i`,
 //! so the oracle adds one (tap −1, the embeddings, becomes 0).
 
-use super::read::{bool_key, int_array_key, u32_key};
+use super::read::{bool_key, f32_key, int_array_key, u32_key};
 use super::{MetaError, RefArch, RefHparams};
 use crate::gguf::Gguf;
 
@@ -37,6 +38,9 @@ pub struct RefDrafterMeta {
     /// The drafter has its own `token_embd.weight` / `output.weight`.
     pub own_embd: bool,
     pub own_output: bool,
+    /// Log-SNR conditioning: `(min_log_snr, max_log_snr)`, finite with `max > min`; `None`
+    /// for a drafter without it.
+    pub log_snr: Option<(f32, f32)>,
 }
 
 impl RefDrafterMeta {
@@ -159,7 +163,9 @@ impl RefDrafterMeta {
             bool_key(m, "dflash.sample_from_anchor")?.unwrap_or(true)
         };
 
+        let log_snr = log_snr(m, legacy)?;
         Ok(RefDrafterMeta {
+            log_snr,
             block_size,
             target_layers,
             target_hidden,
@@ -172,6 +178,41 @@ impl RefDrafterMeta {
             hp,
         })
     }
+}
+
+/// The log-SNR range the drafter declares, if it is conditioned. Legacy keys are read
+/// double-prefixed (`dspark.dspark.`), else single-prefixed (`dspark.`).
+fn log_snr(m: &crate::gguf::Metadata, legacy: bool) -> Result<Option<(f32, f32)>, MetaError> {
+    let prefixes: &[&str] = if legacy {
+        &["dspark.dspark.", "dspark."]
+    } else {
+        &["dflash."]
+    };
+    let key = |k: &str| {
+        prefixes
+            .iter()
+            .map(|p| format!("{p}{k}"))
+            .find(|full| m.contains(full))
+            .unwrap_or_else(|| format!("{}{k}", prefixes[0]))
+    };
+    if bool_key(m, &key("log_snr_conditioning"))? != Some(true) {
+        return Ok(None);
+    }
+    let (min_key, max_key) = (key("min_log_snr"), key("max_log_snr"));
+    let min = f32_key(m, &min_key)?.ok_or(MetaError::Missing {
+        key: min_key.clone(),
+    })?;
+    let max = f32_key(m, &max_key)?.ok_or(MetaError::Missing {
+        key: max_key.clone(),
+    })?;
+    if !min.is_finite() || !max.is_finite() || max <= min {
+        return Err(MetaError::Invalid {
+            key: format!("{min_key} / {max_key}"),
+            value: format!("{min} / {max}"),
+            why: "a log-SNR range needs finite bounds with max > min",
+        });
+    }
+    Ok(Some((min, max)))
 }
 
 /// The name in a drafter file of `arch` of the tensor whose `dflash` name is `dflash_name`.
@@ -188,6 +229,10 @@ pub fn drafter_tensor(arch: RefArch, dflash_name: &str) -> &str {
         "markov_w2.weight" => "dspark.markov_head_b.weight",
         "conf_proj.weight" => "dspark.confidence_head.weight",
         "conf_proj.bias" => "dspark.confidence_head.bias",
+        "log_snr_fc1.weight" => "dspark.log_snr_fc1.weight",
+        "log_snr_fc1.bias" => "dspark.log_snr_fc1.bias",
+        "log_snr_fc2.weight" => "dspark.log_snr_fc2.weight",
+        "log_snr_fc2.bias" => "dspark.log_snr_fc2.bias",
         other => other,
     }
 }

@@ -3,7 +3,8 @@
 //! query rows:
 //! ```text
 //! tokens [x0, M × (γ−1)] at drafter positions p0..p0+γ−1
-//! x = embed(tokens); per layer a Qwen3 block whose attention sees cache[0..p0) ∪ block
+//! x = embed(tokens) (+ the log-SNR rows [γ, d] of a conditioned drafter, weights::SnrAdd)
+//! per layer a Qwen3 block whose attention sees cache[0..p0) ∪ block
 //!     (non-causal; the block's K/V are appended behind the context and overwritten later)
 //! h = final_norm(x) [γ, d];  U = h · LM head [γ, V]
 //! per slot j: e = W1[prev] (gather), L_j = U_j + W2·e, d_{j+1} = argmax L_j (or the host's
@@ -29,7 +30,7 @@ use crate::model::{DrafterMeta, Hparams};
 use crate::{Error, Result};
 
 use inject::Inject;
-use weights::HeadWeights;
+use weights::{HeadWeights, SnrAdd};
 
 /// How a drafter is built for a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +67,8 @@ pub struct Dspark {
     inject: Inject,
     slots: Vec<SlotOps>,
     markov: Vec<SlotMarkov>,
+    /// The log-SNR add after the embedding gather (conditioned drafters).
+    snr: Option<SnrAdd>,
     out: wgpu::Buffer,
     _keep: Vec<wgpu::Buffer>,
     mask: u32,
@@ -93,7 +96,7 @@ impl Dspark {
         alloc: &mut Allocator<'_>,
     ) -> Result<Dspark> {
         let meta = DrafterMeta::from_gguf(file)?;
-        weights::check_meta(&meta, file, target_hp)?;
+        weights::check_meta(&meta, target_hp, target.lm_head().n)?;
         let (model, heads) = weights::load(ctx, file, &meta, target)?;
         let allocations = model.allocations.clone();
         let hp = meta.hp.clone();
@@ -111,6 +114,7 @@ impl Dspark {
             rope_in_qkv: true,
         };
         let fwd = Forward::with_spec(ctx, hp.clone(), model, &spec, alloc)?;
+        let snr = SnrAdd::new(ctx, &fwd, &heads, gamma)?;
         let layouts = [
             KvLayout::new(
                 KvType::from_ggml(cfg.type_k)?,
@@ -187,6 +191,7 @@ impl Dspark {
             inject,
             slots,
             markov,
+            snr,
             out,
             _keep: keep,
             mask,
@@ -332,6 +337,9 @@ impl Dspark {
             bytemuck::bytes_of(&anchor),
         )?;
         let (mut list, _) = self.fwd.record(gamma, gamma)?;
+        if let Some(snr) = &self.snr {
+            snr.insert(&mut list);
+        }
         let first = usize::from(!self.meta.sample_from_anchor);
         let v = self.meta.hp.n_vocab as usize;
         match pick {
