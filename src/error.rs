@@ -18,9 +18,9 @@ pub enum Error {
     #[error(transparent)]
     Gpu(#[from] GpuError),
     #[error(transparent)]
-    Accept(#[from] crate::spec::accept::AcceptError),
+    Accept(#[from] crate::speculative::accept::AcceptError),
     #[error(transparent)]
-    Schedule(#[from] crate::spec::schedule::ScheduleError),
+    Schedule(#[from] crate::speculative::schedule::ScheduleError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -36,7 +36,7 @@ pub enum Error {
     #[error(transparent)]
     Sampling(#[from] crate::sampling::SamplerError),
     #[error(transparent)]
-    BenchPrompts(#[from] crate::bench::spec::PromptsError),
+    BenchPrompts(#[from] crate::bench::speculative::PromptsError),
     #[error(transparent)]
     DrafterInit(#[from] crate::model::drafter_init::InitError),
     #[error(transparent)]

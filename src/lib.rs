@@ -24,7 +24,7 @@ pub mod quant;
 pub mod reference;
 pub mod sampling;
 pub mod server;
-pub mod spec;
+pub mod speculative;
 pub mod store;
 pub mod tokenizer;
 

@@ -10,8 +10,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use flint::bench::spec::rows::{records, SpecSession};
-use flint::bench::spec::{self, builtin, parse_jsonl, PromptsError, SpecBenchOptions, SpecPrompt};
+use flint::bench::speculative::rows::{records, SpecSession};
+use flint::bench::speculative::{
+    self, builtin, parse_jsonl, PromptsError, SpecBenchOptions, SpecPrompt,
+};
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
@@ -110,19 +112,19 @@ fn library_run_matches_plain_decoding_on_every_prompt() {
         .unwrap()
     };
     let tok = Tokenizer::from_gguf(&GgufFile::open(&common::model_path()).unwrap()).unwrap();
-    let prepared = spec::prepare(&tok, &two_prompts(), true).unwrap();
+    let prepared = speculative::prepare(&tok, &two_prompts(), true).unwrap();
     assert!(
-        spec::uses_chat_template(&tok, true),
+        speculative::uses_chat_template(&tok, true),
         "SmolLM2 has a chat template"
     );
-    let mut eng = load(spec::ctx_needed(&prepared, N_GEN));
+    let mut eng = load(speculative::ctx_needed(&prepared, N_GEN));
     let opts = SpecBenchOptions {
         n_predict: N_GEN,
         warmup: false,
         ..SpecBenchOptions::default()
     };
     let mut calls = Vec::new();
-    let bench = spec::run(&mut eng, &prepared, &opts, |p, mode| {
+    let bench = speculative::run(&mut eng, &prepared, &opts, |p, mode| {
         calls.push((p.category.clone(), mode))
     })
     .unwrap();
@@ -139,7 +141,7 @@ fn library_run_matches_plain_decoding_on_every_prompt() {
     let session = SpecSession::from_engine(&eng, "llama 135M Q4_1", "d.gguf", N_GEN, true);
     let rows = records(&session, &bench);
     check_rows(&rows);
-    let md = spec::rows::markdown(&rows);
+    let md = speculative::rows::markdown(&rows);
     assert_eq!(md.lines().count(), 2 + 2 + rows.len(), "{md}");
     assert!(md.contains("(2 prompts)") && md.contains("| all "), "{md}");
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
-use flint::spec::{SpecOptions, VerifyPolicy};
+use flint::speculative::{SpecOptions, VerifyPolicy};
 
 const PROMPT: &str = "The seed scenario, at small scale: a hybrid target in ternary weights and \
                       a legacy log-SNR drafter whose fc is in the legacy layout.";
@@ -124,8 +124,8 @@ fn the_engine_rebases_the_window_and_drafts_throughout() {
         policy: VerifyPolicy::Fixed,
         bypass: None,
     };
-    let s =
-        flint::spec::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| Ok(true)).unwrap();
+    let s = flint::speculative::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| Ok(true))
+        .unwrap();
     assert_eq!(s.generated_token_ids, want);
     let st = s.spec.unwrap();
     eprintln!("{st:?}, rebases {}", ds.rebases);

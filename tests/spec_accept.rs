@@ -9,7 +9,7 @@ mod common;
 
 use common::stats::{chi_square, p_value};
 use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};
-use flint::spec::accept::{accept_sampled, draft_distribution, draft_sample};
+use flint::speculative::accept::{accept_sampled, draft_distribution, draft_sample};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 const V: usize = 50;

@@ -1,6 +1,6 @@
 //! Deferred injection on the real model with a random-weight drafter: rows committed by
 //! single-row steps wait in the tap staging (`Forward::set_tap_row`) and reach the drafter as
-//! one chunk (`flint::spec::generate` does this for plain and bypassed steps).
+//! one chunk (`flint::speculative::generate` does this for plain and bypassed steps).
 //! - Staging: rows captured at staging rows `0..k` by `k` single-row steps are, bit for bit, the
 //!   rows captured one step at a time at row 0 (the target is deterministic).
 //! - Drafts: the drafter's logits after one chunk of `k` rows are, bit for bit, those after `k`
@@ -21,10 +21,10 @@ use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
-use flint::spec::adversarial::{Adversary, AdversaryKind};
-use flint::spec::bypass::BypassConfig;
-use flint::spec::dspark::Dspark;
-use flint::spec::{SpecOptions, VerifyPolicy};
+use flint::speculative::adversarial::{Adversary, AdversaryKind};
+use flint::speculative::bypass::BypassConfig;
+use flint::speculative::dspark::Dspark;
+use flint::speculative::{SpecOptions, VerifyPolicy};
 
 const U: u32 = 16;
 
@@ -93,7 +93,7 @@ fn run(
     p: &[u32],
     follow: &[u32],
     how: Staging,
-) -> (Vec<f32>, flint::spec::dspark::Draft, Vec<f32>) {
+) -> (Vec<f32>, flint::speculative::dspark::Draft, Vec<f32>) {
     eng.reset().unwrap();
     ds.reset();
     eng.fwd.set_tap_row(0);
@@ -208,7 +208,8 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     eng.reset().unwrap();
     // Taps left pointing past row 0 (a generation that failed half-way) are reset.
     eng.fwd.set_tap_row(U - 1);
-    let s = flint::spec::generate(&mut eng, &mut ds, &opts, &p, n, None, |_| Ok(true)).unwrap();
+    let s =
+        flint::speculative::generate(&mut eng, &mut ds, &opts, &p, n, None, |_| Ok(true)).unwrap();
     assert_eq!(
         s.generated_token_ids, want,
         "output differs from plain decoding"
@@ -229,7 +230,8 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     let n_vocab = eng.fwd.hp.n_vocab;
     let mut adv = Adversary::new(AdversaryKind::AlwaysWrong, seq, 4, n_vocab);
     eng.reset().unwrap();
-    let s = flint::spec::generate(&mut eng, &mut adv, &opts, &p, n, None, |_| Ok(true)).unwrap();
+    let s =
+        flint::speculative::generate(&mut eng, &mut adv, &opts, &p, n, None, |_| Ok(true)).unwrap();
     assert_eq!(s.generated_token_ids, want, "adversary: output differs");
     let spec = s.spec.unwrap();
     assert!(

@@ -14,7 +14,7 @@ use flint::gguf::{GgmlType, GgufFile};
 use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::reference::dspark::{RefDraft, RefDrafter};
-use flint::spec::dspark::Dspark;
+use flint::speculative::dspark::Dspark;
 
 fn write_drafter(dir: &std::path::Path, opts: &InitOptions) -> std::path::PathBuf {
     let target = GgufFile::open(&common::model_path()).unwrap();
@@ -90,7 +90,7 @@ const LOGIT_TOL: f32 = 1e-5;
 /// ~30× (about the logits' multiple: the same hidden states feed both). Was 1e-3.
 const CONF_TOL: f32 = 1e-5;
 
-fn compare(what: &str, gpu_logits: &[f32], gpu: &flint::spec::dspark::Draft, r: &RefDraft) {
+fn compare(what: &str, gpu_logits: &[f32], gpu: &flint::speculative::dspark::Draft, r: &RefDraft) {
     let max_ref = r.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
     let err = gpu_logits
         .iter()
@@ -259,7 +259,7 @@ fn target_vocab(f: &GgufFile) -> u64 {
 #[test]
 fn rejection_sampling_keeps_the_target_distribution_on_the_model() {
     use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};
-    use flint::spec::accept::{accept_sampled, draft_distribution, draft_sample};
+    use flint::speculative::accept::{accept_sampled, draft_distribution, draft_sample};
     let tmp = common::temp_dir("spec-c5");
     let dir = tmp.path();
     let path = write_drafter(

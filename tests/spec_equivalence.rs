@@ -16,8 +16,8 @@ mod common;
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
-use flint::spec::adversarial::{Adversary, AdversaryKind};
-use flint::spec::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
+use flint::speculative::adversarial::{Adversary, AdversaryKind};
+use flint::speculative::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
 
 const PROMPTS: [&str; 20] = [
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether?",
@@ -95,7 +95,7 @@ fn speculate(
         policy: VerifyPolicy::Fixed,
         bypass: None,
     };
-    let s = flint::spec::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
+    let s = flint::speculative::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
     (s.generated_token_ids, s.spec.unwrap())
 }
 

@@ -12,7 +12,7 @@ use flint::gguf::{GgmlType, GgufFile, MetaArray, MetaValue};
 use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::reference::dspark::{RefDraft, RefDrafter};
-use flint::spec::dspark::{Draft, Dspark};
+use flint::speculative::dspark::{Draft, Dspark};
 
 /// The device-vs-oracle bound of `tests/spec_dspark.rs` (max |logit diff| over 1 + max |logit|).
 const LOGIT_TOL: f32 = 1e-5;

@@ -12,8 +12,8 @@ use std::process::Command;
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
-use flint::spec::adversarial::{Adversary, AdversaryKind};
-use flint::spec::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
+use flint::speculative::adversarial::{Adversary, AdversaryKind};
+use flint::speculative::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
 
 fn tiny_target(dir: &Path) -> PathBuf {
     let out = dir.join("qwen35-tiny.gguf");
@@ -56,7 +56,7 @@ fn speculate(
         policy: VerifyPolicy::Fixed,
         bypass: None,
     };
-    let s = flint::spec::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
+    let s = flint::speculative::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
     (s.generated_token_ids, s.spec.unwrap())
 }
 

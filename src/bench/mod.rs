@@ -10,7 +10,7 @@
 pub mod compare;
 pub mod output;
 pub mod profile;
-pub mod spec;
+pub mod speculative;
 pub mod sps;
 pub mod stats;
 

@@ -5,13 +5,13 @@
 //! Rounds are interleaved: a round times one step of every B in turn, so a slow spell of a
 //! noisy machine falls on all batch sizes alike, and SPS(B) / SPS(1) is taken within each round
 //! (the median over rounds is reported). The timing loop is the scheduler's start-up profile's
-//! ([`crate::spec::profile::verify_step_rounds`]).
+//! ([`crate::speculative::profile::verify_step_rounds`]).
 
 use serde_json::{json, Value};
 
 use super::stats::median;
 use crate::engine::Engine;
-use crate::spec::profile::verify_step_rounds;
+use crate::speculative::profile::verify_step_rounds;
 use crate::{Error, Result};
 
 /// Timed steps of one batch size.
@@ -63,7 +63,7 @@ impl SpsCurve {
 }
 
 /// Times `rounds` interleaved rounds of verify steps
-/// ([`crate::spec::profile::verify_step_rounds`]) of every batch size of
+/// ([`crate::speculative::profile::verify_step_rounds`]) of every batch size of
 /// [`batch_list`]`(batches)` after `depth` random cached tokens.
 pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) -> Result<SpsCurve> {
     let batches = batch_list(batches)?;

@@ -1,11 +1,11 @@
-//! `flint bench -md DRAFT`: the speculative benchmark ([`crate::bench::spec`]). Every prompt of
+//! `flint bench -md DRAFT`: the speculative benchmark ([`crate::bench::speculative`]). Every prompt of
 //! `--spec-prompts` is decoded greedily plainly and with the drafter (bypass off); one row per
 //! prompt, per category and over all goes to stdout in the `-o` format, the progress bar to
 //! stderr.
 
 use std::path::Path;
 
-use crate::bench::spec::{self, prompts, rows, Mode, SpecBenchOptions};
+use crate::bench::speculative::{self, prompts, rows, Mode, SpecBenchOptions};
 use crate::bench::{output, ModelDesc};
 use crate::engine::{DraftOptions, Engine, EngineOptions};
 use crate::gguf::GgufFile;
@@ -44,8 +44,8 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         let file = GgufFile::open(&args.model)?;
         let hp = Hparams::from_gguf(&file.gguf)?;
         let tok = Tokenizer::from_gguf(&file.gguf)?;
-        let prepared = spec::prepare(&tok, &list, opts.chat_template)?;
-        let templated = spec::uses_chat_template(&tok, opts.chat_template);
+        let prepared = speculative::prepare(&tok, &list, opts.chat_template)?;
+        let templated = speculative::uses_chat_template(&tok, opts.chat_template);
         let desc = ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings);
         (desc, prepared, templated)
     };
@@ -54,7 +54,7 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
     d.bypass = false;
     let mut engine = Engine::load(&EngineOptions {
         model: args.model.clone(),
-        n_ctx: spec::ctx_needed(&prepared, opts.n_predict),
+        n_ctx: speculative::ctx_needed(&prepared, opts.n_predict),
         n_ubatch: args.n_ubatch,
         type_k: kv("-ctk", &args.type_k)?,
         type_v: kv("-ctv", &args.type_v)?,
@@ -77,7 +77,7 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed}]")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let result = spec::run(&mut engine, &prepared, &opts, |p, mode: Mode| {
+    let result = speculative::run(&mut engine, &prepared, &opts, |p, mode: Mode| {
         bar.set_message(format!("{} {}", p.category, mode.name()));
         bar.inc(1);
     });

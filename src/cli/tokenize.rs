@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::bench::spec::{prepare, prompts};
+use crate::bench::speculative::{prepare, prompts};
 use crate::engine::DEFAULT_MODEL;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;

@@ -17,9 +17,9 @@ use crate::model::{weights, DrafterMeta, Hparams};
 mod compile_progress;
 mod draft;
 use crate::sampling::Sampler;
-use crate::spec::bypass::{BypassConfig, CycleCosts};
-use crate::spec::dspark::{DrafterConfig, Dspark};
-use crate::spec::{SpecOptions, VerifyPolicy};
+use crate::speculative::bypass::{BypassConfig, CycleCosts};
+use crate::speculative::dspark::{DrafterConfig, Dspark};
+use crate::speculative::{SpecOptions, VerifyPolicy};
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 use compile_progress::CompileProgress;
@@ -103,7 +103,7 @@ pub struct GenStats {
     pub compile_secs: f64,
     pub generated_token_ids: Vec<u32>,
     /// Speculative decoding counters (when a drafter ran).
-    pub spec: Option<crate::spec::SpecStats>,
+    pub spec: Option<crate::speculative::SpecStats>,
 }
 
 impl GenStats {
@@ -365,7 +365,7 @@ impl Engine {
         };
         let out = match self.drafter.take() {
             Some((mut d, spec)) => {
-                let out = crate::spec::generate(
+                let out = crate::speculative::generate(
                     self, &mut d, &spec, prompt, n_predict, sampler, on_token,
                 );
                 self.drafter = Some((d, spec));
@@ -469,8 +469,8 @@ fn verify_policy(
     n_draft: u32,
 ) -> Result<VerifyPolicy> {
     Ok(if d.schedule {
-        let secs = crate::spec::profile::step_seconds(ctx, fwd, n_draft + 1, 3)?;
-        VerifyPolicy::Schedule(crate::spec::schedule::SpsProfile::from_secs(&secs)?)
+        let secs = crate::speculative::profile::step_seconds(ctx, fwd, n_draft + 1, 3)?;
+        VerifyPolicy::Schedule(crate::speculative::schedule::SpsProfile::from_secs(&secs)?)
     } else if d.p_min > 0.0 {
         VerifyPolicy::Threshold(d.p_min)
     } else {
@@ -480,7 +480,7 @@ fn verify_policy(
 
 /// What one speculative cycle costs on this device, measured at load with an empty cache (left
 /// empty, the drafter reset): a plain decode step and a verify step of `n_draft + 1` rows
-/// (interleaved rounds, [`crate::spec::profile::verify_step_rounds`]), then the injection of a
+/// (interleaved rounds, [`crate::speculative::profile::verify_step_rounds`]), then the injection of a
 /// cycle's commit (2 rows: one accepted draft and the bonus) and a draft block after it. The
 /// medians of 5 rounds after an untimed one.
 fn cycle_costs(
@@ -493,7 +493,8 @@ fn cycle_costs(
     const ROUNDS: usize = 5;
     let verify_rows = n_draft + 1;
     fwd.set_tap_row(0);
-    let steps = crate::spec::profile::verify_step_rounds(ctx, fwd, &[1, verify_rows], ROUNDS)?;
+    let steps =
+        crate::speculative::profile::verify_step_rounds(ctx, fwd, &[1, verify_rows], ROUNDS)?;
     // The last verify step left its tap rows staged: inject two of them and draft after them.
     let rows = 2.min(verify_rows);
     let (mut inject, mut draft) = (Vec::new(), Vec::new());

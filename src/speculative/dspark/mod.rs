@@ -317,7 +317,7 @@ impl Dspark {
         ctx: &GpuContext,
         anchor: u32,
         p0: u32,
-        pick: Option<crate::spec::drafter::Pick<'_>>,
+        pick: Option<crate::speculative::drafter::Pick<'_>>,
     ) -> Result<Draft> {
         if p0 != self.next_position() {
             return Err(Error::Usage(format!(

@@ -10,7 +10,7 @@ pub mod prompts;
 pub mod rows;
 
 use crate::engine::{Engine, GenStats};
-use crate::spec::{Drafter, SpecOptions, SpecStats};
+use crate::speculative::{Drafter, SpecOptions, SpecStats};
 use crate::tokenizer::{ChatMessage, Tokenizer};
 use crate::{Error, Result};
 
@@ -173,9 +173,10 @@ fn run_all(
             on_run(p, Mode::Plain);
         }
         engine.reset()?;
-        let spec = crate::spec::generate(engine, &mut *drafter, spec, &p.tokens, n, None, |_| {
-            Ok(true)
-        })?;
+        let spec =
+            crate::speculative::generate(engine, &mut *drafter, spec, &p.tokens, n, None, |_| {
+                Ok(true)
+            })?;
         if report {
             on_run(p, Mode::Spec);
         }

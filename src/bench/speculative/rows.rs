@@ -239,9 +239,9 @@ pub fn markdown(rows: &[Map<String, Value>]) -> String {
 mod tests {
     use super::*;
     use crate::bench::output::{render_as, Format};
-    use crate::bench::spec::PromptRun;
+    use crate::bench::speculative::PromptRun;
     use crate::engine::GenStats;
-    use crate::spec::SpecStats;
+    use crate::speculative::SpecStats;
 
     fn session() -> SpecSession {
         SpecSession {
