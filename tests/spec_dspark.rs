@@ -187,9 +187,14 @@ fn window_rebase_moves_the_kept_rows() {
     let width = ds.meta.tap_width() as usize;
     let dfile = GgufFile::open(&path).unwrap();
     let mut rd = RefDrafter::load(&dfile, &target, GgmlType::F16).unwrap();
-    let kept = &taps[24 * width..];
-    let positions: Vec<u32> = (0..40).collect();
-    rd.inject(kept, &positions).unwrap();
+    // The oracle does what the device did: rows 0..48 at positions 0..48, the 24 most recent
+    // moved to 0..24 (K rotated by −24 from its stored f16 values), then 16 more at 24..40.
+    let first: Vec<u32> = (0..48).collect();
+    rd.inject(&taps[..48 * width], &first).unwrap();
+    rd.shift(24, 0, 24).unwrap();
+    let last: Vec<u32> = (24..40).collect();
+    rd.inject(&taps[48 * width..], &last).unwrap();
+    assert_eq!(rd.positions(), (0..40).collect::<Vec<u32>>());
     let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
     let gpu = ds.draft(&eng.ctx, anchor, 64, None).unwrap();
     let logits = ds.logits(&eng.ctx).unwrap();

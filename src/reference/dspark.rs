@@ -214,6 +214,39 @@ impl RefDrafter {
         self.cache.clear();
     }
 
+    /// A position window's rebase, as the device does it: the cached rows at `from..from + n`
+    /// move to `to..to + n`, every layer's K row rotated by `to − from` from its stored (rounded)
+    /// values and rounded again, V rows as they are; every other row is forgotten.
+    pub fn shift(&mut self, from: u32, to: u32, n: u32) -> Result<(), DsparkRefError> {
+        let hp = &self.meta.hp;
+        let (n_kv, head_dim) = (hp.n_head_kv as usize, hp.head_dim as usize);
+        let delta = i64::from(to) - i64::from(from);
+        let delta = i32::try_from(delta).map_err(|_| DsparkRefError::Position {
+            pos: u64::from(from),
+        })?;
+        let k_dim = n_kv * head_dim;
+        let mut moved = BTreeMap::new();
+        for r in 0..n {
+            let Some(row) = self.cache.get(&(from + r)) else {
+                continue;
+            };
+            let mut k = Vec::with_capacity(row.k.len());
+            for layer in row.k.chunks(k_dim) {
+                let rotated = rope(layer, &[delta], n_kv, head_dim, &self.rope, None);
+                k.extend(store_kv_rows(self.kv_type, &rotated)?);
+            }
+            moved.insert(
+                to + r,
+                CtxRow {
+                    k,
+                    v: row.v.clone(),
+                },
+            );
+        }
+        self.cache = moved;
+        Ok(())
+    }
+
     /// Inject context rows: `taps` `[n, m·d_t]` row-major (row `r`, tap `k` at columns
     /// `k·d_t..`, taps in the drafter's order), `positions` `[n]`. Replaces any row already
     /// cached at one of `positions` (a position given twice: the later row wins).
