@@ -36,12 +36,22 @@ pub fn buffers(
     let mut out = Vec::new();
     // The log-SNR MLP (`log_snr_fc1`, `log_snr_fc2`) is evaluated once on the host at load and
     // never uploaded: its γ output rows `[γ, d]` are (`drafter.log_snr`).
-    for t in tensors.iter().filter(|t| !t.name.contains("log_snr_fc")) {
+    // The confidence head (`conf_proj` / `dspark.confidence_head`, weight and bias) is uploaded
+    // as one f32 buffer `[d + R + 1]` (`drafter.conf`), whatever its stored type.
+    let conf_head = |n: &str| n.contains("conf_proj") || n.contains("confidence_head");
+    for t in tensors
+        .iter()
+        .filter(|t| !t.name.contains("log_snr_fc") && !conf_head(&t.name))
+    {
         out.push(buf(
             Kind::Weights,
             format!("drafter.{}", t.name),
             weight_bytes(t, limits.max_buffer_size, limits.max_storage_binding),
         ));
+    }
+    if meta.has_confidence {
+        let n = u64::from(hp.n_embd) + u64::from(meta.markov_rank) + 1;
+        out.push(buf(Kind::Weights, "drafter.conf", f32s(n)));
     }
     if meta.log_snr.is_some() {
         let rows = u64::from(meta.block_size) * u64::from(hp.n_embd);

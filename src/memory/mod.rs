@@ -333,7 +333,9 @@ pub struct DrafterShape<'a> {
     pub tensors: &'a [crate::gguf::TensorInfo],
 }
 
-/// Plan every buffer of a run.
+/// Plan every buffer of a run. `-np N` (`p.n_seq`) plans N server slots exactly as `flint serve
+/// -np N` allocates them ([`Engine::load_slots`](crate::engine::Engine::load_slots)): one slot's
+/// plan, its buffers repeated per slot but for the target's weights ([`Plan::with_slots`]).
 pub fn plan(
     target: TargetShape<'_>,
     drafter: Option<DrafterShape<'_>>,
@@ -341,6 +343,13 @@ pub fn plan(
     budget: Budget,
     limits: DeviceLimits,
 ) -> Plan {
+    if p.n_seq > 1 {
+        let one = RunParams {
+            n_seq: 1,
+            ..p.clone()
+        };
+        return plan(target, drafter, &one, budget, limits).with_slots(p.n_seq);
+    }
     let mut buffers = target::buffers(target.hp, target.tensors, p, &limits);
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         buffers.extend(drafter::buffers(d.meta, d.tensors, p, dp, &limits));

@@ -1,0 +1,131 @@
+//! `flint plan -np N` plans exactly what `flint serve -np N` allocates: N slots sharing the
+//! target's weights, each with its own K/V, compute buffers and drafter. The plan's JSON is held
+//! buffer by buffer (names and bytes) to the allocation record of `Engine::load_slots`, the
+//! server's loader, with and without a drafter.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::gguf::GgufFile;
+use flint::model::drafter_init::{random_drafter, InitOptions};
+use serde_json::Value;
+
+const SLOTS: u32 = 4;
+const CTX: u32 = 1024;
+
+/// `flint plan … --json`'s buffers, name → bytes.
+fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flint"));
+    cmd.arg("plan").arg("-m").arg(model);
+    if let Some(d) = drafter {
+        cmd.arg("-md").arg(d);
+    }
+    let out = cmd
+        .args(["-c", &CTX.to_string(), "-np", &SLOTS.to_string(), "--json"])
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let name = b["name"].as_str().unwrap().to_string();
+            (name, b["bytes"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// What the server's loader allocates, name → bytes: the shared weights once, every slot's own
+/// buffers (slots after the first prefixed `slot{i}.`). A stacked weight recorded as `a+b+c`
+/// is held to the sum of its parts' plans.
+fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
+    let slots = Engine::load_slots(
+        &EngineOptions {
+            model: model.to_path_buf(),
+            n_ctx: CTX,
+            draft: drafter.map(|d| DraftOptions::new(d.to_path_buf())),
+            ..EngineOptions::default()
+        },
+        SLOTS,
+    )
+    .unwrap();
+    assert_eq!(slots.len(), SLOTS as usize);
+    let mut out = slots[0].fwd.weights.allocations.clone();
+    for (i, s) in slots.iter().enumerate() {
+        let prefix = if i == 0 {
+            String::new()
+        } else {
+            format!("slot{i}.")
+        };
+        out.extend(
+            s.allocated
+                .iter()
+                .map(|(n, b)| (format!("{prefix}{n}"), *b)),
+        );
+        // The drafter's weights (each slot loads its own), recorded under their tensor names.
+        if let Some((d, _)) = &s.drafter {
+            out.extend(d.allocations.iter().map(|(n, b)| {
+                let n = n.strip_prefix("drafter.").unwrap_or(n);
+                (format!("{prefix}drafter.{n}"), *b)
+            }));
+        }
+    }
+    out
+}
+
+fn check(model: &Path, drafter: Option<&Path>) {
+    let plan = planned(model, drafter);
+    let mut seen = std::collections::HashSet::new();
+    for (name, bytes) in allocated(model, drafter) {
+        let (prefix, rest) = match name.split_once('.') {
+            Some((p, r)) if p.starts_with("slot") => (format!("{p}."), r.to_string()),
+            _ => (String::new(), name.clone()),
+        };
+        let parts: Vec<String> = rest.split('+').map(|p| format!("{prefix}{p}")).collect();
+        let want: u64 = parts
+            .iter()
+            .map(|p| {
+                *plan
+                    .get(p)
+                    .unwrap_or_else(|| panic!("{p} allocated, not planned"))
+            })
+            .sum();
+        assert_eq!(bytes, want, "{name}: allocated vs planned");
+        seen.extend(parts);
+    }
+    for (name, bytes) in &plan {
+        assert!(
+            seen.contains(name) || *bytes == 0,
+            "{name} planned, not allocated"
+        );
+    }
+    eprintln!("{} buffers planned and allocated alike", plan.len());
+}
+
+#[test]
+fn plan_np_4_is_what_four_server_slots_allocate() {
+    check(&common::model_path(), None);
+}
+
+#[test]
+fn with_a_drafter_too() {
+    let tmp = common::temp_dir("plan-slots");
+    let target = GgufFile::open(&common::model_path()).unwrap();
+    let d = tmp.path().join("drafter.gguf");
+    random_drafter(&target, &InitOptions::default())
+        .unwrap()
+        .write_file(&d)
+        .unwrap();
+    check(&common::model_path(), Some(&d));
+}
