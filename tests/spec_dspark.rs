@@ -11,10 +11,8 @@ mod common;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::{GgmlType, GgufFile};
-use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::reference::dspark::{RefDraft, RefDrafter};
-use flint::speculative::dspark::Dspark;
 
 fn write_drafter(dir: &std::path::Path, opts: &InitOptions) -> std::path::PathBuf {
     let target = GgufFile::open(&common::model_path()).unwrap();
@@ -51,30 +49,6 @@ fn prompt(eng: &Engine, n: usize) -> Vec<u32> {
     assert!(t.len() >= n, "prompt of {} tokens", t.len());
     t.truncate(n);
     t
-}
-
-/// Runs `tokens` through the target in chunks of `chunk`, injecting every chunk into the
-/// device drafter; returns all tap rows `[n, width]` read back from the staging buffer.
-fn prefill(eng: &mut Engine, ds: &mut Dspark, tokens: &[u32], chunk: usize) -> Vec<f32> {
-    let width = ds.meta.tap_width() as usize;
-    let mut taps = Vec::new();
-    let n_chunks = tokens.len().div_ceil(chunk);
-    for (i, part) in tokens.chunks(chunk).enumerate() {
-        let at = eng.fwd.kv.len(0).unwrap();
-        eng.fwd
-            .step(&eng.ctx, part, u32::from(i + 1 == n_chunks))
-            .unwrap();
-        let bytes = read_back(
-            &eng.ctx,
-            ds.taps_buffer(),
-            0,
-            (part.len() * width * 4) as u64,
-        )
-        .unwrap();
-        taps.extend(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes));
-        ds.inject(&eng.ctx, part.len() as u32, at).unwrap();
-    }
-    taps
 }
 
 /// Max |device − oracle| of a drafter logit, over 1 + max |oracle logit|. Measured worst on
@@ -138,7 +112,7 @@ fn device_drafter_matches_the_cpu_oracle() {
         let mut rd = RefDrafter::load(&dfile, &target, GgmlType::F16).unwrap();
         // 40 rows injected in chunks of 16, 16, 8.
         let tokens = prompt(&eng, 40);
-        let taps = prefill(&mut eng, &mut ds, &tokens, 16);
+        let taps = common::drive::prefill(&mut eng, &mut ds, &tokens, 16);
         let positions: Vec<u32> = (0..40).collect();
         rd.inject(&taps, &positions).unwrap();
         let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
@@ -179,7 +153,7 @@ fn window_rebase_moves_the_kept_rows() {
     let mut eng = engine(256, d);
     let (mut ds, _) = eng.drafter.take().unwrap();
     let tokens = prompt(&eng, 64);
-    let taps = prefill(&mut eng, &mut ds, &tokens, 16);
+    let taps = common::drive::prefill(&mut eng, &mut ds, &tokens, 16);
     // 16, 32, 48, then the fourth chunk overflows: rows 24..48 move to 0..24, then 16 more.
     assert_eq!(ds.rebases, 1);
     assert_eq!(ds.base(), 24);
@@ -287,7 +261,7 @@ fn rejection_sampling_keeps_the_target_distribution_on_the_model() {
         eng.reset().unwrap();
         ds.reset();
         let tokens = eng.tok.encode(text, true, true).unwrap();
-        prefill(&mut eng, &mut ds, &tokens, 512);
+        common::drive::prefill(&mut eng, &mut ds, &tokens, 512);
         let target = eng.fwd.logits(&eng.ctx).unwrap();
         let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
         let mut slot0 = Vec::new();

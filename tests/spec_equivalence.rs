@@ -17,7 +17,7 @@ use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
-use flint::speculative::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
+use flint::speculative::SpecStats;
 
 const PROMPTS: [&str; 20] = [
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether?",
@@ -81,24 +81,6 @@ fn plain(eng: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
     s.generated_token_ids
 }
 
-fn speculate(
-    eng: &mut Engine,
-    d: &mut dyn Drafter,
-    n_max: u32,
-    prompt: &[u32],
-    n: usize,
-) -> (Vec<u32>, SpecStats) {
-    eng.reset().unwrap();
-    d.reset();
-    let opts = SpecOptions {
-        n_max,
-        policy: VerifyPolicy::Fixed,
-        bypass: None,
-    };
-    let s = flint::speculative::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
-    (s.generated_token_ids, s.spec.unwrap())
-}
-
 /// accepted ≤ drafted; every target forward emits its accepted drafts plus one token (the
 /// first token comes from the prefill); a generation cut short by an end token may stop inside
 /// a cycle.
@@ -138,7 +120,7 @@ fn greedy_output_is_identical_with_every_drafter() {
             let kinds = [AdversaryKind::Oracle, AdversaryKind::AlwaysWrong];
             for kind in kinds {
                 let mut adv = Adversary::new(kind, seq.clone(), gamma, n_vocab);
-                let (out, s) = speculate(&mut deng, &mut adv, gamma, p, n);
+                let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, p, n);
                 let what = format!("{kind:?} γ={gamma}");
                 assert_eq!(&out, want, "{what}: output differs from plain decoding");
                 check_counters(&what, &out, &s, n);
@@ -160,7 +142,7 @@ fn greedy_output_is_identical_with_every_drafter() {
                     AdversaryKind::Partial => {}
                 }
             }
-            let (out, s) = speculate(&mut deng, &mut dspark, gamma, p, n);
+            let (out, s) = common::drive::speculate(&mut deng, &mut dspark, gamma, p, n);
             assert_eq!(&out, want, "random DSpark γ={gamma}: output differs");
             check_counters(&format!("random DSpark γ={gamma}"), &out, &s, n);
             if out.len() > 1 {

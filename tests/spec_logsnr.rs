@@ -9,7 +9,6 @@ mod common;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::{GgmlType, GgufFile, MetaArray, MetaValue};
-use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::reference::dspark::{RefDraft, RefDrafter};
 use flint::speculative::dspark::{Draft, Dspark};
@@ -124,24 +123,7 @@ fn check(eng: &mut Engine, ds: &mut Dspark, rd: &mut RefDrafter, what: &str) {
     let mut tokens = eng.tok.encode(text, true, true).unwrap();
     tokens.truncate(40);
     let n = tokens.len();
-    let width = ds.meta.tap_width() as usize;
-    let mut taps = Vec::new();
-    let chunks = n.div_ceil(16);
-    for (i, part) in tokens.chunks(16).enumerate() {
-        let at = eng.fwd.kv.len(0).unwrap();
-        eng.fwd
-            .step(&eng.ctx, part, u32::from(i + 1 == chunks))
-            .unwrap();
-        let bytes = read_back(
-            &eng.ctx,
-            ds.taps_buffer(),
-            0,
-            (part.len() * width * 4) as u64,
-        )
-        .unwrap();
-        taps.extend(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes));
-        ds.inject(&eng.ctx, part.len() as u32, at).unwrap();
-    }
+    let taps = common::drive::prefill(eng, ds, &tokens, 16);
     let positions: Vec<u32> = (0..n as u32).collect();
     rd.inject(&taps, &positions).unwrap();
     let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];

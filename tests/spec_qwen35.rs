@@ -13,7 +13,6 @@ use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
-use flint::speculative::{Drafter, SpecOptions, SpecStats, VerifyPolicy};
 
 fn tiny_target(dir: &Path) -> PathBuf {
     let out = dir.join("qwen35-tiny.gguf");
@@ -40,24 +39,6 @@ fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
         ..EngineOptions::default()
     })
     .unwrap()
-}
-
-fn speculate(
-    eng: &mut Engine,
-    d: &mut dyn Drafter,
-    n_max: u32,
-    prompt: &[u32],
-    n: usize,
-) -> (Vec<u32>, SpecStats) {
-    eng.reset().unwrap();
-    d.reset();
-    let opts = SpecOptions {
-        n_max,
-        policy: VerifyPolicy::Fixed,
-        bypass: None,
-    };
-    let s = flint::speculative::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
-    (s.generated_token_ids, s.spec.unwrap())
 }
 
 #[test]
@@ -105,7 +86,7 @@ fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
                 AdversaryKind::Partial,
             ] {
                 let mut adv = Adversary::new(kind, seq.clone(), gamma, n_vocab);
-                let (out, s) = speculate(&mut deng, &mut adv, gamma, p, n);
+                let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, p, n);
                 assert_eq!(&out, want, "{kind:?} γ={gamma}: output differs from plain");
                 assert!(s.accepted <= s.drafted, "{kind:?}: {s:?}");
                 match kind {
@@ -122,7 +103,7 @@ fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
                 }
             }
             let _ = partial_accepted;
-            let (out, s) = speculate(&mut deng, &mut dspark, gamma, p, n);
+            let (out, s) = common::drive::speculate(&mut deng, &mut dspark, gamma, p, n);
             assert_eq!(&out, want, "random DSpark γ={gamma}: output differs");
             assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
         }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod alloc;
+pub mod drive;
 pub mod dspark;
 pub mod dspark_check;
 pub mod forward;
