@@ -102,11 +102,16 @@ pub fn profile_step(
     if list.is_empty() {
         return Err(Error::Usage("the step recorded no dispatches".into()));
     }
+    let n_dispatches = list.len();
+    drop(list);
+    // The repeated submits ran the step's recurrent layers again and again (hybrid models):
+    // the engine leaves with an empty sequence rather than a state its cache does not match.
+    engine.reset()?;
     Ok(StepProfile {
         rows,
         logit_rows,
         depth,
-        dispatches: list.len(),
+        dispatches: n_dispatches,
         whole_ms: median(&whole),
         isolated_ms: kernels.iter().map(|k| k.ms).sum(),
         submits: s1 - s0,
