@@ -236,3 +236,72 @@ fn every_layer_and_the_logits_match_the_cpu_oracle() {
     }
     common::gpu::assert_clean(&ctx);
 }
+
+/// Every buffer the hybrid forward creates is planned with exactly its bytes, and every planned
+/// buffer is created: weights (the gated attention's q | k | v stacked where the family stacks
+/// them, recorded as `a+b+c`), KV for the attention layers only, the DeltaNet scratch, the
+/// recurrent state and its rollback copy.
+#[test]
+fn the_hybrid_allocates_exactly_its_plan() {
+    use flint::memory::{self, Budget, DeviceLimits, Kind, TargetShape};
+    use flint::model::forward::Allocator;
+    use flint::model::{weights, Hparams};
+    let ctx = common::gpu::ctx();
+    let tmp = common::temp_dir("qwen35-plan");
+    let file = GgufFile::open(&tiny_model(tmp.path(), 2)).unwrap();
+    let hp = Hparams::from_gguf(&file).unwrap();
+    let params = flint::memory::RunParams {
+        verify_rows: 8,
+        ..common::forward::params(256, 16)
+    };
+    let target = TargetShape {
+        hp: &hp,
+        tensors: &file.tensors,
+    };
+    let budget = Budget::resolve(None, Some(&ctx));
+    let plan = memory::plan(
+        target,
+        None,
+        &params,
+        budget,
+        DeviceLimits::from_context(&ctx),
+    );
+    assert_eq!(
+        plan.buffers.iter().filter(|b| b.kind == Kind::Kv).count(),
+        4
+    );
+    assert_eq!(
+        plan.buffers
+            .iter()
+            .filter(|b| b.kind == Kind::Recurrent)
+            .count(),
+        12
+    );
+    let w = weights::load(&ctx, &file, &hp, false).unwrap();
+    let mut records = w.allocations.clone();
+    let mut alloc = Allocator::new(&ctx, &plan);
+    let fwd = Forward::new(&ctx, hp, w, &params, &mut alloc).unwrap();
+    records.extend(alloc.records.iter().cloned());
+    let mut seen = std::collections::HashSet::new();
+    for (name, bytes) in &records {
+        let parts: Vec<&str> = name.split('+').collect();
+        let planned: u64 = parts
+            .iter()
+            .map(|p| {
+                plan.get(p)
+                    .unwrap_or_else(|| panic!("{p} allocated, not planned"))
+                    .bytes
+            })
+            .sum();
+        assert_eq!(*bytes, planned, "{name}: allocated vs planned");
+        seen.extend(parts);
+    }
+    for b in &plan.buffers {
+        assert!(
+            seen.contains(b.name.as_str()),
+            "{} planned, not allocated",
+            b.name
+        );
+    }
+    drop(fwd);
+}
