@@ -15,6 +15,7 @@ use crate::model::forward::{Allocator, Forward};
 use crate::model::{weights, DrafterMeta, Hparams};
 
 mod compile_progress;
+pub mod cost_cache;
 mod draft;
 use crate::sampling::Sampler;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
@@ -23,6 +24,7 @@ use crate::speculative::{SpecOptions, VerifyPolicy};
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 use compile_progress::CompileProgress;
+use cost_cache::CostCache;
 pub use draft::{draft_params, DraftOptions};
 
 /// The default model: this path when it exists relative to the current directory (the
@@ -87,6 +89,9 @@ pub struct Engine {
     pub drafter: Option<(Dspark, SpecOptions)>,
     /// (plan name, bytes) of every non-weight buffer created, in creation order.
     pub allocated: Vec<(String, u64)>,
+    /// The load-time measurements speculation uses (verify step times, a cycle's costs) came
+    /// from an earlier run's ([`cost_cache`]) rather than being measured at this load.
+    pub costs_cached: bool,
 }
 
 /// Counters of one generation.
@@ -230,6 +235,13 @@ impl Engine {
         let compiling = CompileProgress::start(&ctx, opts.progress);
         let mut policy: Option<VerifyPolicy> = None;
         let mut costs: Option<CycleCosts> = None;
+        // Measurements an earlier run made for this device, model and drafter.
+        let cache = match (&opts.draft, &params.draft) {
+            (Some(d), Some(dp)) => CostCache::new(&ctx, &model_path, &d.model, dp.n_draft),
+            _ => None,
+        };
+        let stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
+        let mut measured = stored.clone();
         let mut slots = Vec::with_capacity(n_slots as usize);
         for _ in 0..n_slots {
             let mut alloc = Allocator::new(&ctx, &slot_plan);
@@ -262,7 +274,8 @@ impl Engine {
                     let policy = match policy.clone() {
                         Some(p) => p,
                         None => {
-                            let p = verify_policy(&ctx, &mut fwd, d, dp.n_draft)?;
+                            let secs = &mut measured.step_secs;
+                            let p = verify_policy(&ctx, &mut fwd, d, dp.n_draft, secs)?;
                             policy = Some(p.clone());
                             p
                         }
@@ -272,7 +285,11 @@ impl Engine {
                         let c = match costs {
                             Some(c) => c,
                             None => {
-                                let c = cycle_costs(&ctx, &mut fwd, &mut dspark, dp.n_draft)?;
+                                let c = match measured.costs {
+                                    Some(c) if c.verify_rows == dp.n_draft + 1 => c,
+                                    _ => cycle_costs(&ctx, &mut fwd, &mut dspark, dp.n_draft)?,
+                                };
+                                measured.costs = Some(c);
                                 costs = Some(c);
                                 c
                             }
@@ -304,7 +321,17 @@ impl Engine {
                 model_bytes,
                 drafter,
                 allocated,
+                costs_cached: false,
             });
+        }
+        // Every measurement taken at this load was already stored: nothing was measured.
+        let used = stored.step_secs.is_some() || stored.costs.is_some();
+        let cached = cache.is_some() && used && measured == stored;
+        for s in &mut slots {
+            s.costs_cached = cached && s.drafter.is_some();
+        }
+        if let (Some(c), false) = (&cache, cached) {
+            c.store(&measured);
         }
         // Every pipeline set up so far (the hot steps', `Forward::warm`) is built, or its
         // failure reported, before the engine is handed out.
@@ -462,15 +489,25 @@ impl Engine {
 
 /// How a drafter's verify length is chosen: the schedule over an SPS(B) profile measured now,
 /// a confidence threshold, or always the block.
+/// The schedule's step times come from `secs` where an earlier run stored them for B up to
+/// `n_draft + 1`, else they are measured now and left in `secs`.
 fn verify_policy(
     ctx: &GpuContext,
     fwd: &mut Forward,
     d: &DraftOptions,
     n_draft: u32,
+    secs: &mut Option<Vec<f64>>,
 ) -> Result<VerifyPolicy> {
     Ok(if d.schedule {
-        let secs = crate::speculative::profile::step_seconds(ctx, fwd, n_draft + 1, 3)?;
-        VerifyPolicy::Schedule(crate::speculative::schedule::SpsProfile::from_secs(&secs)?)
+        let steps = match secs {
+            Some(s) if s.len() == (n_draft + 1) as usize => s.clone(),
+            _ => {
+                let s = crate::speculative::profile::step_seconds(ctx, fwd, n_draft + 1, 3)?;
+                *secs = Some(s.clone());
+                s
+            }
+        };
+        VerifyPolicy::Schedule(crate::speculative::schedule::SpsProfile::from_secs(&steps)?)
     } else if d.p_min > 0.0 {
         VerifyPolicy::Threshold(d.p_min)
     } else {

@@ -1,0 +1,173 @@
+//! Load-time measurements kept between runs: the verify step times the SPS(B) schedule reads
+//! and a speculative cycle's costs the bypass reads. Measuring them costs seconds per start on a
+//! CPU driver (about 3 s of a 20 s `flint generate` on lavapipe); a run that finds them for the
+//! same adapter (name, backend, driver), the same model and drafter files (path, size,
+//! modification time), the same draft length and the same flint version uses them instead.
+//!
+//! One JSON file per key in the model directory's `profiles/` (`FLINT_MODELS`), written
+//! atomically; an entry that does not parse or does not match its key is measured again and
+//! overwritten, and storing an entry drops those whose model or drafter file is gone (a test's
+//! temporary drafter, a deleted model). `FLINT_REMEASURE=1` ignores every entry. Nothing here is
+//! required: any failure to read or write only means measuring.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::gpu::GpuContext;
+use crate::speculative::bypass::CycleCosts;
+
+/// Ignore stored measurements (measure at every load).
+pub const REMEASURE_ENV: &str = "FLINT_REMEASURE";
+
+/// What was measured for one key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// Seconds of a verify step of B = 1, 2, … rows (the SPS(B) profile).
+    pub step_secs: Option<Vec<f64>>,
+    /// A speculative cycle's costs.
+    pub costs: Option<CycleCosts>,
+}
+
+/// Where one (device, model, drafter, draft length) keeps its measurements.
+#[derive(Debug, Clone)]
+pub struct CostCache {
+    descriptor: String,
+    path: PathBuf,
+    /// The model and drafter files the entry is for.
+    files: [PathBuf; 2],
+}
+
+fn file_id(path: &Path) -> Option<String> {
+    let m = std::fs::metadata(path).ok()?;
+    let modified = m
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(format!(
+        "{}|{}|{}",
+        path.display(),
+        m.len(),
+        modified.as_nanos()
+    ))
+}
+
+impl CostCache {
+    /// The cache of this run, or `None` where it cannot have one (no model directory, files
+    /// without metadata, `FLINT_REMEASURE` set).
+    pub fn new(ctx: &GpuContext, model: &Path, drafter: &Path, n_draft: u32) -> Option<Self> {
+        if std::env::var_os(REMEASURE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+            return None;
+        }
+        let a = ctx.info();
+        let descriptor = format!(
+            "flint {} | {} | {} | {} {} | model {} | drafter {} | n_draft {n_draft}",
+            env!("CARGO_PKG_VERSION"),
+            a.name,
+            a.backend,
+            a.driver,
+            a.driver_info,
+            file_id(model)?,
+            file_id(drafter)?,
+        );
+        let hash = Sha256::digest(descriptor.as_bytes());
+        let hex: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        let dir = crate::store::models_dir().ok()?.join("profiles");
+        Some(CostCache {
+            descriptor,
+            path: dir.join(format!("{hex}.json")),
+            files: [model.to_path_buf(), drafter.to_path_buf()],
+        })
+    }
+
+    /// What an earlier run stored under this key (empty when nothing usable is there).
+    pub fn load(&self) -> Measured {
+        let Some(v) = std::fs::read(&self.path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        else {
+            return Measured::default();
+        };
+        if v["descriptor"].as_str() != Some(self.descriptor.as_str()) {
+            return Measured::default();
+        }
+        let finite = |x: &Value| x.as_f64().filter(|f| f.is_finite() && *f > 0.0);
+        let step_secs = v["step_secs"].as_array().and_then(|a| {
+            let s: Option<Vec<f64>> = a.iter().map(finite).collect();
+            s.filter(|s| !s.is_empty())
+        });
+        let c = &v["costs"];
+        let costs = (|| {
+            Some(CycleCosts {
+                step: finite(&c["step"])?,
+                draft: finite(&c["draft"])?,
+                inject: finite(&c["inject"])?,
+                verify: finite(&c["verify"])?,
+                verify_rows: u32::try_from(c["verify_rows"].as_u64()?).ok()?,
+            })
+        })();
+        Measured { step_secs, costs }
+    }
+
+    /// Stores `m` under this key (best effort: a failure leaves the next run measuring).
+    pub fn store(&self, m: &Measured) {
+        let costs = m.costs.map(|c| {
+            json!({"step": c.step, "draft": c.draft, "inject": c.inject,
+                   "verify": c.verify, "verify_rows": c.verify_rows})
+        });
+        let v = json!({
+            "descriptor": self.descriptor,
+            "files": [self.files[0].to_string_lossy(), self.files[1].to_string_lossy()],
+            "step_secs": m.step_secs,
+            "costs": costs,
+        });
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let tmp = self
+            .path
+            .with_extension(format!("tmp{}", std::process::id()));
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &self.path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        prune(dir);
+    }
+
+    /// The file of this key.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Removes the entries in `dir` whose model or drafter file no longer exists.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().and_then(|x| x.to_str()) != Some("json") {
+            continue;
+        }
+        let Some(v) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        else {
+            continue;
+        };
+        let gone = v["files"].as_array().is_some_and(|files| {
+            files
+                .iter()
+                .any(|f| f.as_str().is_some_and(|f| !Path::new(f).exists()))
+        });
+        if gone {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
