@@ -37,27 +37,9 @@ override WG_SIZE: u32 = 64u;
 
 // Dim j of the row starting at word `base`, decoded exactly (common/kv_layout.wgsl).
 fn kv_value(base: u32, d: u32, j: u32) -> f32 {
-#ifdef KV_F16
-    let h = kv_half2(cache[base + j / 2u]);
-    return select(h.x, h.y, (j & 1u) == 1u);
-#endif
-#ifdef KV_Q8_0
-    let word = cache[base + j / 4u];
-    let q = (bitcast<i32>(word << (24u - 8u * (j % 4u)))) >> 24u;
-    let b = j / 32u;
-    let s = kv_half2(cache[base + kv_quant_words(d) + b / 2u]);
-    return f32(q) * select(s.x, s.y, (b & 1u) == 1u);
-#endif
-#ifdef KV_Q4_0
-    let b = j / 32u;
-    let t = j % 32u;
-    let u = t % 16u;
-    let word = cache[base + b * KV_BLOCK_WORDS + u / 4u];
-    let byte = (word >> (8u * (u % 4u))) & 0xffu;
-    let q = select(byte & 0xfu, byte >> 4u, t >= 16u);
-    let s = kv_half2(cache[base + kv_quant_words(d) + b / 2u]);
-    return (f32(q) - 8.0) * select(s.x, s.y, (b & 1u) == 1u);
-#endif
+    let wk = kv_word_of(j);
+    let vals = kv_unpack(cache[base + wk.x], cache[base + kv_scale_offset(wk.x, d)], wk.x);
+    return vals[wk.y];
 }
 
 @compute @workgroup_size(WG_SIZE)

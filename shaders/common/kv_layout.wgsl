@@ -76,6 +76,18 @@ fn kv_dim(w: u32, k: u32) -> u32 {
 #endif
 }
 
+// The quant word holding dimension j, and the value's index in kv_unpack's array (the inverse
+// of kv_dim).
+fn kv_word_of(j: u32) -> vec2<u32> {
+#ifdef KV_Q4_0
+    let t = j % 32u;
+    let u = t % 16u;
+    return vec2<u32>(4u * (j / 32u) + u / 4u, u % 4u + 4u * (t / 16u));
+#else
+    return vec2<u32>(j / KV_WORD_DIMS, j % KV_WORD_DIMS);
+#endif
+}
+
 // The KV_WORD_DIMS values of quant word w (`word`), `scale_word` = the word at kv_scale_offset
 // (ignored for f16). Entries past KV_WORD_DIMS are 0.
 fn kv_unpack(word: u32, scale_word: u32, w: u32) -> array<f32, 8> {
