@@ -24,6 +24,7 @@
 mod cache;
 mod linear;
 mod pass;
+pub(crate) mod steps;
 #[cfg(test)]
 mod tests;
 mod weights;

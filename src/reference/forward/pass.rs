@@ -15,27 +15,10 @@
 //! x        = ffn_inp + (silu(cur·Wgᵀ) ⊙ cur·Wuᵀ)·Wdᵀ          ffn_out-il, l_out-il
 //! ```
 
-use super::{linear, Capture, ForwardError, ForwardOutput, Named, RefKvCache, RefModel, Rows};
+use super::steps::{embed, ffn_block, finish, requested_rows, Ffn, Head, Recorder};
+use super::{linear, Capture, ForwardError, ForwardOutput, RefKvCache, RefModel};
 use crate::reference::attention::{attention, AttnDims, Mask};
-use crate::reference::ops::{add, rms_norm, swiglu};
-
-/// Collects the named activations when asked.
-struct Recorder {
-    on: bool,
-    named: Vec<Named>,
-}
-
-impl Recorder {
-    fn put(&mut self, name: &str, il: Option<usize>, shape: &[usize], data: &[f32]) {
-        if self.on {
-            self.named.push(Named {
-                name: il.map_or_else(|| name.to_string(), |il| format!("{name}-{il}")),
-                shape: shape.to_vec(),
-                data: data.to_vec(),
-            });
-        }
-    }
-}
+use crate::reference::ops::{add, rms_norm};
 
 impl RefModel {
     /// Run `tokens` at positions `start_pos..start_pos + T`. The cache first drops every
@@ -60,21 +43,7 @@ impl RefModel {
         let eps = hp.rms_eps;
 
         // ---- check the request -----------------------------------------------------------
-        if n_tokens == 0 {
-            return Err(ForwardError::EmptyBatch);
-        }
-        let rows: Vec<usize> = match &capture.rows {
-            Rows::Last => vec![n_tokens - 1],
-            Rows::All => (0..n_tokens).collect(),
-            Rows::List(r) => r.clone(),
-            Rows::None => Vec::new(),
-        };
-        if let Some(&row) = rows.iter().find(|&&r| r >= n_tokens) {
-            return Err(ForwardError::RowOutOfRange { row, n_tokens });
-        }
-        if let Some(&layer) = capture.taps.iter().find(|&&l| l > n_layer) {
-            return Err(ForwardError::TapOutOfRange { layer, n_layer });
-        }
+        let rows = requested_rows(capture, n_tokens, n_layer)?;
         let kv_len = start_pos.saturating_add(n_tokens); // L
         if i32::try_from(kv_len).is_err() {
             return Err(ForwardError::Unsupported {
@@ -87,20 +56,10 @@ impl RefModel {
         let pos_u32: Vec<u32> = (start_pos..kv_len).map(|p| p as u32).collect();
 
         // ---- embeddings: x [T, n_embd] ---------------------------------------------------
-        let mut x = Vec::with_capacity(n_tokens * n_embd);
-        for &id in tokens {
-            let row = (id as usize)
-                .checked_mul(n_embd)
-                .and_then(|start| w.token_embd.get(start..start + n_embd))
-                .ok_or(ForwardError::TokenOutOfRange { id, n_vocab })?;
-            x.extend_from_slice(row);
-        }
+        let mut x = embed(tokens, &w.token_embd, n_embd, n_vocab)?;
         cache.truncate_to(start_pos)?; // the first change to the cache: every check is done
 
-        let mut rec = Recorder {
-            on: capture.named,
-            named: Vec::new(),
-        };
+        let mut rec = Recorder::new(capture.named);
         let mut taps: Vec<(usize, Vec<f32>)> = Vec::new();
         let t = n_tokens;
         let freq_factors = w.rope_freqs.as_deref();
@@ -170,51 +129,24 @@ impl RefModel {
             rec.put("ffn_inp", l, &[t, n_embd], &ffn_inp);
 
             // ---- feed-forward block ------------------------------------------------------
-            let cur = rms_norm(&ffn_inp, n_embd, Some(&lw.ffn_norm), eps); // [T, n_embd]
-            rec.put("ffn_norm", l, &[t, n_embd], &cur);
-            let gate = linear(&cur, &lw.ffn_gate, n_embd); // [T, n_ff]
-            let up = linear(&cur, &lw.ffn_up, n_embd); // [T, n_ff]
-            let n_ff = hp.n_ff as usize;
-            let ffn_out = linear(&swiglu(&gate, &up), &lw.ffn_down, n_ff); // [T, n_embd]
-            rec.put("ffn_out", l, &[t, n_embd], &ffn_out);
-            x = add(&ffn_inp, &ffn_out); // [T, n_embd]
-            rec.put("l_out", l, &[t, n_embd], &x);
+            let ffn = Ffn {
+                norm: &lw.ffn_norm,
+                gate: &lw.ffn_gate,
+                up: &lw.ffn_up,
+                down: &lw.ffn_down,
+                n_ff: hp.n_ff as usize,
+            };
+            x = ffn_block(&ffn_inp, &ffn, n_embd, eps, &mut rec, il);
         }
         cache.commit(kv_len);
-        if capture.taps.contains(&n_layer) {
-            taps.push((n_layer, x.clone())); // the last layer's output, before the final norm
-        }
-        // Taps in request order (a layer asked twice is returned twice).
-        let taps = capture
-            .taps
-            .iter()
-            .filter_map(|&layer| {
-                let found = taps.iter().find(|(l, _)| *l == layer)?;
-                Some((layer, found.1.clone()))
-            })
-            .collect();
-
-        // ---- output: the requested rows only ---------------------------------------------
-        let n_rows = rows.len(); // R
-        let mut selected = Vec::with_capacity(n_rows * n_embd); // [R, n_embd]
-        for &r in &rows {
-            if let Some(row) = x.chunks_exact(n_embd).nth(r) {
-                selected.extend_from_slice(row);
-            }
-        }
-        let logits = if n_rows == 0 {
-            Vec::new()
-        } else {
-            let normed = rms_norm(&selected, n_embd, Some(&w.output_norm), eps); // [R, n_embd]
-            rec.put("result_norm", None, &[n_rows, n_embd], &normed);
-            linear(&normed, w.lm_head(), n_embd) // [R, n_vocab]
+        let head = Head {
+            output_norm: &w.output_norm,
+            lm_head: w.lm_head(),
+            n_layer,
+            n_embd,
+            n_vocab,
+            eps,
         };
-        rec.put("logits", None, &[n_rows, n_vocab], &logits);
-        Ok(ForwardOutput {
-            rows,
-            logits,
-            taps,
-            named: rec.named,
-        })
+        Ok(finish(x, taps, capture, rows, &head, rec))
     }
 }

@@ -46,28 +46,11 @@ pub use state::{DeltaNetState, RefHybridSnapshot, RefHybridState};
 pub use weights::{DeltaNetWeights, GatedAttnWeights, HybridLayer, HybridWeights, Mixer};
 
 use crate::gguf::{GgmlType, Gguf, GgufFile};
-use crate::reference::forward::{Capture, ForwardError, Named, RefKvCache};
+use crate::reference::forward::{Capture, ForwardError, RefKvCache};
 use crate::reference::meta::{RefArch, RefHparams, RefHybrid};
 use crate::reference::ops::RopeRef;
 
-/// Collects the named activations when asked.
-pub(crate) struct Recorder {
-    pub(crate) on: bool,
-    pub(crate) named: Vec<Named>,
-}
-
-impl Recorder {
-    /// Record `data` (of `shape`) as `name-il` (or `name` without a layer).
-    pub(crate) fn put(&mut self, name: &str, il: Option<usize>, shape: &[usize], data: &[f32]) {
-        if self.on {
-            self.named.push(Named {
-                name: il.map_or_else(|| name.to_string(), |il| format!("{name}-{il}")),
-                shape: shape.to_vec(),
-                data: data.to_vec(),
-            });
-        }
-    }
-}
+pub(crate) use crate::reference::forward::steps::Recorder;
 
 /// A `qwen35` model ready to run on the CPU: hyperparameters and f32 weights.
 #[derive(Debug, Clone)]
