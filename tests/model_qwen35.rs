@@ -76,7 +76,7 @@ fn a_verify_batch_rolled_back_matches_decoding_bit_for_bit() {
     let ids = tokens(11, 12, fwd.hp.n_vocab);
     let (prompt, rows) = ids.split_at(5);
     fwd.step(&ctx, prompt, 1).unwrap();
-    fwd.checkpoint(&ctx).unwrap();
+    fwd.checkpoint().unwrap();
     fwd.step(&ctx, &rows[..7], 7).unwrap();
     let batch = fwd.logits(&ctx).unwrap();
     assert_eq!(batch.len(), 7 * v);
@@ -119,7 +119,7 @@ fn twenty_forced_rejections_leak_nothing() {
         // x0 = t plus 4 drafts that are all rejected: only x0 stays.
         let mut rows = vec![t];
         rows.extend((0..4).map(|_| junk.below(u64::from(spec.hp.n_vocab)) as u32));
-        spec.checkpoint(&ctx).unwrap();
+        spec.checkpoint().unwrap();
         spec.step(&ctx, &rows, 5).unwrap();
         let first = spec.logits(&ctx).unwrap()[..v].to_vec();
         spec.truncate(&ctx, pos + 1).unwrap();

@@ -60,7 +60,7 @@ pub fn profile_step(
     super::fill_depth(engine, depth, &mut rng)?;
     let tokens = rng.tokens(rows, n_vocab);
     // A real step: how many submits and readbacks a token costs.
-    engine.fwd.checkpoint(&engine.ctx)?;
+    engine.fwd.checkpoint()?;
     let (s0, r0) = engine.ctx.counters().get();
     engine.fwd.step(&engine.ctx, &tokens, logit_rows)?;
     engine.fwd.argmax(&engine.ctx)?;

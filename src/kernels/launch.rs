@@ -76,14 +76,47 @@ pub fn bind_group(
     })
 }
 
+/// Buffer work recorded ahead of a step's compute pass, in the same command buffer, in order.
+#[derive(Debug)]
+pub enum PreOp<'a> {
+    /// A whole-buffer copy (source, destination; the smaller size).
+    Copy(&'a wgpu::Buffer, &'a wgpu::Buffer),
+    /// Zero a whole buffer.
+    Clear(&'a wgpu::Buffer),
+}
+
+/// The [`PreOp`]s of one submit.
+#[derive(Debug, Default)]
+pub struct Prelude<'a> {
+    pub ops: Vec<PreOp<'a>>,
+}
+
 /// Record `dispatches` into one compute pass of one command buffer and submit it (no wait).
 pub fn submit(ctx: &GpuContext, label: &str, dispatches: &[&Dispatch]) -> Result<(), GpuError> {
+    submit_with(ctx, label, &Prelude::default(), dispatches)
+}
+
+/// [`submit`], with `prelude`'s copies and clears recorded before the pass (one submit).
+pub fn submit_with(
+    ctx: &GpuContext,
+    label: &str,
+    prelude: &Prelude<'_>,
+    dispatches: &[&Dispatch],
+) -> Result<(), GpuError> {
     ctx.check_alive()?;
     // Recording waits for (or builds) pipelines still building; a failure stops the submit.
     let mut failed = None;
     ctx.scoped(label, 0, |device| {
         let mut encoder =
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        for op in &prelude.ops {
+            match op {
+                PreOp::Copy(src, dst) => {
+                    encoder.copy_buffer_to_buffer(src, 0, dst, 0, src.size().min(dst.size()))
+                }
+                PreOp::Clear(b) => encoder.clear_buffer(b, 0, None),
+            }
+        }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(label),

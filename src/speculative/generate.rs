@@ -255,7 +255,7 @@ pub fn generate(
             pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, p0, m)?;
             if m > 1 {
                 // A recurrent model keeps its state to come back to (nothing for dense ones).
-                eng.fwd.checkpoint(&eng.ctx)?;
+                eng.fwd.checkpoint()?;
             }
             eng.fwd.step(&eng.ctx, &rows, m)?;
             spec.target_forwards += 1;

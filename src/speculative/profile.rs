@@ -25,7 +25,7 @@ pub fn verify_step_rounds(
     for round in 0..=rounds {
         for (&b, secs) in batches.iter().zip(&mut out) {
             let tokens = vec![0u32; b as usize];
-            fwd.checkpoint(ctx)?;
+            fwd.checkpoint()?;
             let t = Instant::now();
             fwd.step(ctx, &tokens, b)?;
             let ids = fwd.argmax(ctx)?;

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use crate::gpu::buffers::{read_back, upload};
 use crate::gpu::GpuContext;
-use crate::kernels::launch::Dispatch;
+use crate::kernels::launch::{submit_with, Dispatch};
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kernels::ops::norm::RmsNorm;
@@ -327,7 +327,7 @@ impl Forward {
         let start = self.kv.positions(0, m)?.start;
         if self.is_recurrent() {
             if start == 0 {
-                self.zero_state(ctx)?;
+                self.zero_state();
             } else if self.state_log.ckpt_pos.is_some() {
                 if self.state_log.since.len() + tokens.len() > MAX_REPLAY {
                     self.state_log = recurrent::StateLog::default();
@@ -338,19 +338,29 @@ impl Forward {
         }
         self.prepare(ctx, tokens, start, n_logits)?;
         let (list, layer_ends) = self.record_with(m, n_logits, taps)?;
+        // The recurrent state's pending copies and clears lead the step's command buffer.
+        let prelude = self.prelude();
         let mut captured = Vec::new();
         if capture {
             let mut start = 0;
-            for end in layer_ends {
-                crate::kernels::launch::submit(ctx, "forward layer", &list[start..end])?;
+            for (i, end) in layer_ends.into_iter().enumerate() {
+                let part = &list[start..end];
+                if i == 0 {
+                    submit_with(ctx, "forward layer", &prelude, part)?;
+                } else {
+                    crate::kernels::launch::submit(ctx, "forward layer", part)?;
+                }
                 let bytes = read_back(ctx, &self.buffers.x, 0, u64::from(m * self.hp.n_embd) * 4)?;
                 captured.push(bytemuck::pod_collect_to_vec(&bytes));
                 start = end;
             }
             crate::kernels::launch::submit(ctx, "forward head", &list[start..])?;
         } else {
-            crate::kernels::launch::submit(ctx, "forward", &list)?;
+            submit_with(ctx, "forward", &prelude, &list)?;
         }
+        drop(prelude);
+        drop(list);
+        self.state_log.pending.clear();
         self.kv.commit(0, m)?;
         Ok(captured)
     }

@@ -8,12 +8,26 @@
 //! bits, the recurrence runs row by row in both passes, so the state is exactly the state after
 //! those rows). The memory is one state copy, whatever the verify length: llama.cpp keeps
 //! `1 + n_rs_seq` copies (one per draft position) instead. A step starting at position 0 zeroes
-//! the state first.
+//! the state first. The copies and clears are recorded at the head of the next step's own
+//! command buffer ([`Forward::step`]; no submit of their own): a caller that records a step's
+//! dispatches itself (`prepare` + `record`) runs without them.
 
 use crate::gpu::GpuContext;
+use crate::kernels::launch::{PreOp, Prelude};
 use crate::{Error, Result};
 
 use super::Forward;
+
+/// A state operation waiting for the next step's command buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateOp {
+    /// Zero every state.
+    Zero,
+    /// Copy every state into the checkpoint.
+    Checkpoint,
+    /// Copy the checkpoint back into every state.
+    Restore,
+}
 
 /// Where the state stands relative to a checkpoint.
 #[derive(Debug, Default, Clone)]
@@ -22,17 +36,8 @@ pub(crate) struct StateLog {
     pub ckpt_pos: Option<u32>,
     /// Tokens run since the checkpoint, in order (what a rollback replays).
     pub since: Vec<u32>,
-}
-
-fn encode(ctx: &GpuContext, label: &str, f: impl FnOnce(&mut wgpu::CommandEncoder)) -> Result<()> {
-    ctx.scoped(label, 0, |device| {
-        let mut encoder =
-            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
-        f(&mut encoder);
-        ctx.queue().submit([encoder.finish()]);
-        ctx.counters().submitted();
-    })?;
-    Ok(())
+    /// Operations for the next step's prelude, in order.
+    pub pending: Vec<StateOp>,
 }
 
 impl Forward {
@@ -41,38 +46,49 @@ impl Forward {
         self.buffers.hybrid.is_some()
     }
 
-    /// Zeroes every recurrent state (a sequence starting over).
-    pub(crate) fn zero_state(&mut self, ctx: &GpuContext) -> Result<()> {
-        self.state_log = StateLog::default();
-        let Some(hb) = &self.buffers.hybrid else {
-            return Ok(());
+    /// Zeroes every recurrent state (a sequence starting over) with the next step.
+    pub(crate) fn zero_state(&mut self) {
+        let mut pending = std::mem::take(&mut self.state_log.pending);
+        pending.push(StateOp::Zero);
+        self.state_log = StateLog {
+            pending,
+            ..StateLog::default()
         };
-        encode(ctx, "zero recurrent state", |e| {
-            for b in hb.states.iter().flatten() {
-                e.clear_buffer(b, 0, None);
-            }
-        })
     }
 
-    /// Copies the recurrent state aside so that [`Forward::truncate`] can go back to here.
-    /// Nothing for dense models.
-    pub fn checkpoint(&mut self, ctx: &GpuContext) -> Result<()> {
+    /// The recorded form of the pending state operations (for the next step's submit).
+    pub(crate) fn prelude(&self) -> Prelude<'_> {
+        let mut ops = Vec::new();
         let Some(hb) = &self.buffers.hybrid else {
-            return Ok(());
+            return Prelude { ops };
         };
-        encode(ctx, "recurrent checkpoint", |e| {
-            for (src, dst) in hb
-                .states
-                .iter()
-                .flatten()
-                .zip(hb.checkpoint.iter().flatten())
-            {
-                e.copy_buffer_to_buffer(src, 0, dst, 0, src.size());
+        let pairs = hb
+            .states
+            .iter()
+            .flatten()
+            .zip(hb.checkpoint.iter().flatten());
+        for op in &self.state_log.pending {
+            match op {
+                StateOp::Zero => ops.extend(hb.states.iter().flatten().map(PreOp::Clear)),
+                StateOp::Checkpoint => ops.extend(pairs.clone().map(|(s, c)| PreOp::Copy(s, c))),
+                StateOp::Restore => ops.extend(pairs.clone().map(|(s, c)| PreOp::Copy(c, s))),
             }
-        })?;
+        }
+        Prelude { ops }
+    }
+
+    /// Copies the recurrent state aside (with the next step) so that [`Forward::truncate`] can
+    /// go back to here. Nothing for dense models.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if !self.is_recurrent() {
+            return Ok(());
+        }
+        let mut pending = std::mem::take(&mut self.state_log.pending);
+        pending.push(StateOp::Checkpoint);
         self.state_log = StateLog {
             ckpt_pos: Some(self.kv.len(0)?),
             since: Vec::new(),
+            pending,
         };
         Ok(())
     }
@@ -99,7 +115,8 @@ impl Forward {
         }
         if pos == 0 {
             self.kv.truncate_to(0, 0)?;
-            return self.zero_state(ctx);
+            self.zero_state();
+            return Ok(());
         }
         let ckpt = match self.state_log.ckpt_pos {
             Some(c) if c <= pos && pos <= len => c,
@@ -112,17 +129,7 @@ impl Forward {
             }
         };
         let keep: Vec<u32> = self.state_log.since[..(pos - ckpt) as usize].to_vec();
-        let hb = self.buffers.hybrid()?;
-        encode(ctx, "recurrent restore", |e| {
-            for (dst, src) in hb
-                .states
-                .iter()
-                .flatten()
-                .zip(hb.checkpoint.iter().flatten())
-            {
-                e.copy_buffer_to_buffer(src, 0, dst, 0, src.size());
-            }
-        })?;
+        self.state_log.pending.push(StateOp::Restore);
         self.kv.truncate_to(0, ckpt)?;
         self.state_log.since.clear();
         // Replay the kept rows without logits or taps; the last step's logits stay readable.
