@@ -138,11 +138,6 @@ impl CostCache {
         }
         prune(dir);
     }
-
-    /// The file of this key.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// Removes the entries in `dir` whose model or drafter file no longer exists.

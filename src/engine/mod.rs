@@ -17,6 +17,7 @@ use crate::model::{weights, DrafterMeta, Hparams};
 mod compile_progress;
 pub mod cost_cache;
 mod draft;
+mod measure;
 use crate::sampling::Sampler;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
 use crate::speculative::dspark::{DrafterConfig, Dspark};
@@ -26,6 +27,7 @@ use crate::{Error, Result};
 use compile_progress::CompileProgress;
 use cost_cache::CostCache;
 pub use draft::{draft_params, DraftOptions};
+use measure::{cycle_costs, verify_policy};
 
 /// The default model: this path when it exists relative to the current directory (the
 /// repository, after `models/fetch.sh`), else [`DEFAULT_MODEL_NAME`] in the model store
@@ -485,75 +487,4 @@ impl Engine {
         // The recurrent state (hybrid models) is zeroed by the next step at position 0.
         Ok(self.fwd.kv.reset(0)?)
     }
-}
-
-/// How a drafter's verify length is chosen: the schedule over an SPS(B) profile measured now,
-/// a confidence threshold, or always the block.
-/// The schedule's step times come from `secs` where an earlier run stored them for B up to
-/// `n_draft + 1`, else they are measured now and left in `secs`.
-fn verify_policy(
-    ctx: &GpuContext,
-    fwd: &mut Forward,
-    d: &DraftOptions,
-    n_draft: u32,
-    secs: &mut Option<Vec<f64>>,
-) -> Result<VerifyPolicy> {
-    Ok(if d.schedule {
-        let steps = match secs {
-            Some(s) if s.len() == (n_draft + 1) as usize => s.clone(),
-            _ => {
-                let s = crate::speculative::profile::step_seconds(ctx, fwd, n_draft + 1, 3)?;
-                *secs = Some(s.clone());
-                s
-            }
-        };
-        VerifyPolicy::Schedule(crate::speculative::schedule::SpsProfile::from_secs(&steps)?)
-    } else if d.p_min > 0.0 {
-        VerifyPolicy::Threshold(d.p_min)
-    } else {
-        VerifyPolicy::Fixed
-    })
-}
-
-/// What one speculative cycle costs on this device, measured at load with an empty cache (left
-/// empty, the drafter reset): a plain decode step and a verify step of `n_draft + 1` rows
-/// (interleaved rounds, [`crate::speculative::profile::verify_step_rounds`]), then the injection of a
-/// cycle's commit (2 rows: one accepted draft and the bonus) and a draft block after it. The
-/// medians of 5 rounds after an untimed one.
-fn cycle_costs(
-    ctx: &GpuContext,
-    fwd: &mut Forward,
-    dspark: &mut Dspark,
-    n_draft: u32,
-) -> Result<CycleCosts> {
-    use crate::bench::stats::median;
-    const ROUNDS: usize = 5;
-    let verify_rows = n_draft + 1;
-    fwd.set_tap_row(0);
-    let steps =
-        crate::speculative::profile::verify_step_rounds(ctx, fwd, &[1, verify_rows], ROUNDS)?;
-    // The last verify step left its tap rows staged: inject two of them and draft after them.
-    let rows = 2.min(verify_rows);
-    let (mut inject, mut draft) = (Vec::new(), Vec::new());
-    for round in 0..=ROUNDS {
-        dspark.reset();
-        let t = Instant::now();
-        dspark.inject(ctx, rows, 0)?;
-        let ti = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        dspark.draft(ctx, 0, rows, None)?;
-        let td = t.elapsed().as_secs_f64();
-        if round > 0 {
-            inject.push(ti);
-            draft.push(td);
-        }
-    }
-    dspark.reset();
-    Ok(CycleCosts {
-        step: median(&steps[0]),
-        draft: median(&draft),
-        inject: median(&inject),
-        verify: median(&steps[1]),
-        verify_rows,
-    })
 }
