@@ -153,7 +153,7 @@ fn main(
     let row_raw = (w % n_blk) * 8u + lid;
     // Workgroups past the last head (a 2D grid rounds up) run head n_head - 1, writing nothing.
     let live = row_raw < params.n_q && head < params.n_head;
-    let row = min(row_raw, params.n_q - 1u);
+    let row = params.row0 + min(row_raw, params.n_q - 1u);
     let h = min(head, params.n_head - 1u);
     let kv_head = h / params.group;
     let rec = row * params.n_head + h;

@@ -130,7 +130,7 @@ fn main(
         return;
     }
     let head = f / params.n_q;
-    let row = f % params.n_q;
+    let row = params.row0 + f % params.n_q;
     let kv_head = head / params.group;
     let rec = row * params.n_head + head;
     let base = rec * D;

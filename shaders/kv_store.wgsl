@@ -26,7 +26,7 @@ struct Params {
     n_units: u32,         // n_tokens * units_per_token
     units_per_token: u32, // n_kv_heads * units_per_head
     units_per_head: u32,  // f16: head_dim / 2 words; q8_0/q4_0: ceil(head_dim / 64) block pairs
-    _pad: u32,
+    row0: u32,            // first source row (and positions entry) of the call
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -114,7 +114,7 @@ fn main(
         return;
     }
     let d = params.head_dim;
-    let token = t / params.units_per_token;
+    let token = params.row0 + t / params.units_per_token;
     let head = (t % params.units_per_token) / params.units_per_head;
     let unit = t % params.units_per_head;
     let pos = positions[token];

@@ -2,7 +2,8 @@
 //   q [n_tokens, n_head, head_dim]       rotated in place (as rope.wgsl IN_PLACE)
 //   k [n_tokens, n_kv_heads, head_dim]   rotated on its way into the K cache (k is not written)
 //   v [n_tokens, n_kv_heads, head_dim_v] into the V cache
-// token t going to cache rows (positions[t], 0..n_kv_heads); a position >= n_ctx writes nothing
+// token t going to cache rows (positions[t], 0..n_kv_heads); a position >= n_ctx writes nothing.
+// A call covers tokens row0..row0 + n_tokens of the bound buffers (a batch's one sequence)
 // (as kv_store.wgsl). Four dispatches (rope q, rope k, store k, store v) become one, and a
 // dispatch is a fixed cost on CPU drivers (about 37 µs on lavapipe).
 //
@@ -92,7 +93,7 @@ fn main(
     let t = (wid.y * nwg.x + wid.x) * WG_SIZE + lid;
     let n_q = params.n_tokens * params.n_head * (params.head_dim / 2u);
     if (t < n_q) {
-        rope_q(t);
+        rope_q(t + params.row0 * params.n_head * (params.head_dim / 2u));
         return;
     }
     let n_kv = params.n_kv_heads;
@@ -100,7 +101,7 @@ fn main(
     let n_k = params.n_tokens * n_kv * k_words;
     if (t < n_q + n_k) {
         let u = t - n_q;
-        let row = u / k_words; // token * n_kv + head
+        let row = params.row0 * n_kv + u / k_words; // token * n_kv + head
         let w = u % k_words;
         let token = row / n_kv;
         let pos = positions[token];
@@ -118,7 +119,7 @@ fn main(
     if (u >= params.n_tokens * n_kv * v_words) {
         return;
     }
-    let row = u / v_words;
+    let row = params.row0 * n_kv + u / v_words;
     let w = u % v_words;
     let pos = positions[row / n_kv];
     if (pos >= params.n_ctx) {
@@ -150,7 +151,7 @@ fn main(
     if (t >= params.n_tokens * words) {
         return;
     }
-    let token = t / words;
+    let token = params.row0 + t / words;
     let w = t % words;
     let n_kv = params.n_kv_heads;
     let pos = positions[token];

@@ -1,7 +1,8 @@
-//! `flint plan -np N` plans exactly what `flint serve -np N` allocates: N slots sharing the
-//! target's weights, each with its own K/V, compute buffers and drafter. The plan's JSON is held
-//! buffer by buffer (names and bytes) to the allocation record of `Engine::load_slots`, the
-//! server's loader, with and without a drafter.
+//! `flint plan -np N` plans exactly what `flint serve -np N` allocates. Without a drafter the
+//! server batches: one set of activations for every slot's rows and a K/V cache per slot
+//! (`BatchEngine::load`); with a drafter, N slots take turns, sharing the target's weights, each
+//! with its own K/V, compute buffers and drafter (`Engine::load_slots`). The plan's JSON is held
+//! buffer by buffer (names and bytes) to the allocation record of the server's loader.
 
 mod common;
 
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use flint::engine::batch::BatchEngine;
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
@@ -50,6 +52,20 @@ fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
 /// buffers (slots after the first prefixed `slot{i}.`). A stacked weight recorded as `a+b+c`
 /// is held to the sum of its parts' plans.
 fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
+    if drafter.is_none() {
+        let eng = BatchEngine::load(
+            &EngineOptions {
+                model: model.to_path_buf(),
+                n_ctx: CTX,
+                ..EngineOptions::default()
+            },
+            SLOTS,
+        )
+        .unwrap();
+        let mut out = eng.fwd.weights().allocations.clone();
+        out.extend(eng.allocated.iter().cloned());
+        return out;
+    }
     let slots = Engine::load_slots(
         &EngineOptions {
             model: model.to_path_buf(),

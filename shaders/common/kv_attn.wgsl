@@ -24,7 +24,7 @@ var<workgroup> attn_p: array<f32, 2048>; // [ATTN_MAX_GROUP, ATTN_SPLIT]: scores
 var<workgroup> attn_m: array<f32, 8>;    // [ATTN_MAX_GROUP]
 
 struct AttnTask {
-    row: u32,     // query row
+    row: u32,     // query row (params.row0 + the task's row)
     kv_head: u32, // KV head
     head0: u32,   // first query head
     n_heads: u32, // query heads (1..ATTN_MAX_GROUP)
@@ -33,7 +33,7 @@ struct AttnTask {
 // Task index (0..n_tasks) → row, KV head and chunk of its query heads.
 fn attn_task(task: u32) -> AttnTask {
     let per_row = params.n_kv_heads * params.n_chunks;
-    let row = task / per_row;
+    let row = params.row0 + task / per_row;
     let kv_head = (task % per_row) / params.n_chunks;
     let chunk = task % params.n_chunks;
     let first = chunk * ATTN_MAX_GROUP;

@@ -10,5 +10,5 @@ struct RopeKvParams {
     head_dim_v: u32, // even
     n_rot: u32,      // even, <= head_dim
     n_ctx: u32,      // rows of the caches
-    _pad: u32,
+    row0: u32,       // rope_kv.wgsl: first token row of the call (the matmul epilogue: 0)
 }

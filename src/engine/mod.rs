@@ -14,6 +14,8 @@ use crate::memory::{self, Budget, DeviceLimits, DrafterShape, Plan, RunParams, T
 use crate::model::forward::{Allocator, Forward};
 use crate::model::{weights, DrafterMeta, Hparams};
 
+pub mod batch;
+pub mod batching;
 mod compile_progress;
 pub mod cost_cache;
 mod draft;

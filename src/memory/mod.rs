@@ -8,6 +8,7 @@
 //! Formulas: docs/MEMORY.md.
 
 pub mod alloc;
+pub mod batch;
 pub mod budget;
 pub mod drafter;
 pub mod layout;
@@ -334,8 +335,10 @@ pub struct DrafterShape<'a> {
 }
 
 /// Plan every buffer of a run. `-np N` (`p.n_seq`) plans N server slots exactly as `flint serve
-/// -np N` allocates them ([`Engine::load_slots`](crate::engine::Engine::load_slots)): one slot's
-/// plan, its buffers repeated per slot but for the target's weights ([`Plan::with_slots`]).
+/// -np N` allocates them: batched ([`batch`]: one set of activations for every slot's rows, a
+/// K/V cache per slot) on dense models without a drafter; otherwise slots that take turns
+/// ([`Engine::load_slots`](crate::engine::Engine::load_slots)): one slot's plan, its buffers
+/// repeated per slot but for the target's weights ([`Plan::with_slots`]).
 pub fn plan(
     target: TargetShape<'_>,
     drafter: Option<DrafterShape<'_>>,
@@ -343,6 +346,13 @@ pub fn plan(
     budget: Budget,
     limits: DeviceLimits,
 ) -> Plan {
+    if batch::batched(target.hp, drafter.is_some() && p.draft.is_some(), p.n_seq) {
+        return Plan {
+            buffers: batch::buffers(target.hp, target.tensors, p, &limits),
+            budget,
+            limits,
+        };
+    }
     if p.n_seq > 1 {
         let one = RunParams {
             n_seq: 1,

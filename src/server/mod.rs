@@ -4,6 +4,7 @@
 //! bounded queue. SIGINT / SIGTERM end in-flight streams with an error event and stop the
 //! server. Routes: `docs/SERVER.md`.
 
+mod batch_worker;
 mod error;
 mod http;
 mod metrics;
@@ -18,7 +19,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::batch::BatchEngine;
 use crate::engine::{Engine, EngineOptions};
+use crate::gguf::GgufFile;
+use crate::memory;
+use crate::model::Hparams;
 use crate::sampling::SamplerParams;
 use crate::{Error, Result};
 
@@ -128,19 +133,62 @@ fn key_tail(k: &str) -> String {
     format!("…{tail}")
 }
 
+/// What the loader built: one batched engine for every slot, or a session per slot.
+enum Loaded {
+    Batched(Box<BatchEngine>),
+    Slots(Vec<Engine>),
+}
+
+/// Batched steps where they apply ([`memory::batch::batched`]: several slots, a dense model, no
+/// drafter), slots that take turns otherwise.
+fn load(opts: &ServeOptions) -> Result<Loaded> {
+    let path = crate::engine::resolve_model(&opts.engine.model)?;
+    let file = GgufFile::open(&path)?;
+    let hp = Hparams::from_gguf(&file)?;
+    let drafter = opts.engine.draft.is_some();
+    if memory::batch::batched(&hp, drafter, opts.n_slots) {
+        let engine = BatchEngine::load(&opts.engine, opts.n_slots)?;
+        return Ok(Loaded::Batched(Box::new(engine)));
+    }
+    Ok(Loaded::Slots(Engine::load_slots(
+        &opts.engine,
+        opts.n_slots,
+    )?))
+}
+
 /// Load the slots on a thread; the server answers 503 meanwhile. A model that fails to load
 /// ends the process with the error's exit code.
 fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
     std::thread::spawn(move || {
-        let engines = match Engine::load_slots(&opts.engine, opts.n_slots) {
-            Ok(e) => e,
+        let loaded = match load(&opts) {
+            Ok(l) => l,
             Err(e) => {
                 eprintln!("flint serve: {e}");
                 std::process::exit(e.exit_code());
             }
         };
-        let first = &engines[0];
-        let template = match first.tok.chat_template(None) {
+        let (tok, n_ctx, n_vocab, drafter, planned, batched) = match &loaded {
+            Loaded::Batched(b) => (
+                b.tok.clone(),
+                b.fwd.capacity(),
+                b.fwd.hp().n_vocab,
+                false,
+                b.plan.total(),
+                true,
+            ),
+            Loaded::Slots(s) => {
+                let first = &s[0];
+                (
+                    first.tok.clone(),
+                    first.fwd.kv.capacity(),
+                    first.fwd.hp.n_vocab,
+                    first.drafter.is_some(),
+                    first.plan.total(),
+                    false,
+                )
+            }
+        };
+        let template = match tok.chat_template(None) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("flint serve: no chat template ({e}): /v1/chat/completions is refused");
@@ -148,34 +196,44 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             }
         };
         let limits = Limits {
-            n_ctx: first.fwd.kv.capacity(),
+            n_ctx,
             model_names: vec![opts.alias.clone()],
             defaults: opts.defaults,
-            n_vocab: first.fwd.hp.n_vocab,
+            n_vocab,
         };
-        let tok = first.tok.clone();
-        let drafter = first.drafter.is_some();
-        let planned = first.plan.total();
         let device = Arc::new(parking_lot::Mutex::new(()));
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> =
             Arc::new(move |why| lost_app.set_phase(Phase::DeviceLost(why)));
-        for (slot, engine) in engines.into_iter().enumerate() {
-            let shared = worker::Shared {
-                slots: Arc::clone(&app.slots),
-                device: Arc::clone(&device),
-                metrics: Arc::clone(&app.metrics),
-                on_device_lost: Arc::clone(&on_lost),
-            };
-            std::thread::spawn(move || worker::run(slot, engine, shared));
+        match loaded {
+            Loaded::Batched(engine) => {
+                let shared = batch_worker::Shared {
+                    slots: Arc::clone(&app.slots),
+                    metrics: Arc::clone(&app.metrics),
+                    on_device_lost: Arc::clone(&on_lost),
+                };
+                std::thread::spawn(move || batch_worker::run(*engine, shared));
+            }
+            Loaded::Slots(engines) => {
+                for (slot, engine) in engines.into_iter().enumerate() {
+                    let shared = worker::Shared {
+                        slots: Arc::clone(&app.slots),
+                        device: Arc::clone(&device),
+                        metrics: Arc::clone(&app.metrics),
+                        on_device_lost: Arc::clone(&on_lost),
+                    };
+                    std::thread::spawn(move || worker::run(slot, engine, shared));
+                }
+            }
         }
         eprintln!(
-            "flint serve: ready: {} as {:?}, {} slot(s) × {} context{}, {:.1} MiB planned \
+            "flint serve: ready: {} as {:?}, {} slot(s) × {} context{}{}, {:.1} MiB planned \
              (weights shared by the slots)",
             opts.engine.model.display(),
             opts.alias,
             opts.n_slots,
             limits.n_ctx,
+            if batched { ", batched steps" } else { "" },
             if drafter { ", DSpark drafter" } else { "" },
             planned as f64 / (1024.0 * 1024.0)
         );

@@ -130,6 +130,40 @@ impl Slots {
         }
     }
 
+    /// The next job for `slot` (marking it busy) if one waits now; `None` otherwise and once the
+    /// server shuts down. Jobs whose client has gone are dropped here. (The batched worker
+    /// admits jobs between steps this way.)
+    pub fn try_next(&self, slot: usize) -> Option<Job> {
+        let mut g = self.lock();
+        if g.shutdown {
+            return None;
+        }
+        while let Some(job) = g.queue.pop_front() {
+            if job.tx.is_closed() {
+                continue;
+            }
+            if let Some(b) = g.busy.get_mut(slot) {
+                *b = true;
+            }
+            return Some(job);
+        }
+        None
+    }
+
+    /// Blocks until a job waits or the server shuts down (false then).
+    pub fn wait_for_job(&self) -> bool {
+        let mut g = self.lock();
+        loop {
+            if g.shutdown {
+                return false;
+            }
+            if !g.queue.is_empty() {
+                return true;
+            }
+            g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// `slot` finished its job.
     pub fn release(&self, slot: usize) {
         if let Some(b) = self.lock().busy.get_mut(slot) {
@@ -137,10 +171,12 @@ impl Slots {
         }
     }
 
-    /// Which slots are busy, and how many jobs wait.
+    /// Which slots are busy, and how many jobs wait for a busy slot (jobs that idle slots are
+    /// about to take, at the batched worker's next step, do not count).
     pub fn snapshot(&self) -> (Vec<bool>, usize) {
         let g = self.lock();
-        (g.busy.clone(), g.queue.len())
+        let idle = g.busy.iter().filter(|b| !**b).count();
+        (g.busy.clone(), g.queue.len().saturating_sub(idle))
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -188,6 +224,8 @@ mod tests {
         }
         let (j, _rx) = job();
         assert_eq!(s.submit(j), Err(Refused::Busy { slots: 2, queue: 3 }));
+        // Three jobs, two idle slots about to take two of them: one waits.
+        assert_eq!(s.snapshot(), (vec![false, false], 1));
         // Two slots take a job each: one waits, so one more fits.
         assert!(s.next(0).is_some() && s.next(1).is_some());
         assert_eq!(s.snapshot(), (vec![true, true], 1));

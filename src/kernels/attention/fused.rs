@@ -184,7 +184,31 @@ impl FusedAttention {
 
     /// Sets the next recording to `n_q` rows over `kv_len` keys (params uniform, grid, passes).
     pub fn set_step(&mut self, ctx: &GpuContext, n_q: u32, kv_len: u32) -> Result<(), GpuError> {
+        self.set_step_at(ctx, n_q, kv_len, 0)
+    }
+
+    /// [`FusedAttention::set_step`] for query rows `row0..row0 + n_q` of the bound q, positions
+    /// and out buffers (one sequence's rows of a batch; the state scratch is indexed the same
+    /// way). Each row's bits are those of the same row at `row0` 0.
+    pub fn set_step_at(
+        &mut self,
+        ctx: &GpuContext,
+        n_q: u32,
+        kv_len: u32,
+        row0: u32,
+    ) -> Result<(), GpuError> {
         let mut p = self.shape.params(n_q, kv_len)?;
+        if row0
+            .checked_add(n_q)
+            .is_none_or(|end| end > self.shape.max_q)
+        {
+            return Err(super::shape::bad(
+                "query rows",
+                format!("within the {} bound rows", self.shape.max_q),
+                format!("{row0}..{row0}+{n_q}"),
+            ));
+        }
+        p.row0 = row0;
         self.rows_step = self.rows.is_some() && n_q >= ROWS_MIN_Q;
         let groups = if self.serial {
             p.pass_splits = serial_pass_splits(self.shape.kv.head_dim);

@@ -32,7 +32,9 @@ pub struct RopeKvParams {
     pub head_dim_v: u32,
     pub n_rot: u32,
     pub n_ctx: u32,
-    pub _pad: u32,
+    /// First token row of the call: a batch runs one call per sequence over its rows (0 in
+    /// the matmul epilogue).
+    pub row0: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<RopeKvParams>() == 32);
@@ -164,7 +166,7 @@ impl RopeKv {
             head_dim_v: vl.head_dim,
             n_rot: cfg.n_rot,
             n_ctx: kl.n_ctx,
-            _pad: 0,
+            row0: 0,
         };
         crate::kernels::ops::to_u32(
             "fused RoPE + KV store invocations",
@@ -227,11 +229,27 @@ impl RopeKv {
 
     /// Rotates and stores the first `n_tokens` tokens from the next submission on.
     pub fn set_tokens(&mut self, ctx: &GpuContext, n_tokens: u32) -> Result<(), GpuError> {
-        if n_tokens > self.max_tokens {
+        self.set_tokens_at(ctx, n_tokens, 0)
+    }
+
+    /// Rotates and stores tokens `row0..row0 + n_tokens` of the bound buffers from the next
+    /// submission on (one sequence's rows of a batch).
+    pub fn set_tokens_at(
+        &mut self,
+        ctx: &GpuContext,
+        n_tokens: u32,
+        row0: u32,
+    ) -> Result<(), GpuError> {
+        if row0
+            .checked_add(n_tokens)
+            .is_none_or(|end| end > self.max_tokens)
+        {
             let expected = format!("at most {} (the built token count)", self.max_tokens);
-            return Err(bad_input("RoPE + KV store tokens", expected, n_tokens));
+            let actual = format!("{row0}..{row0}+{n_tokens}");
+            return Err(bad_input("RoPE + KV store tokens", expected, actual));
         }
         self.params.n_tokens = n_tokens;
+        self.params.row0 = row0;
         rewrite_params(ctx, &self.dispatch, &self.params)?;
         let groups = units(&self.params, self.mode).div_ceil(u64::from(WG_SIZE));
         self.dispatch.grid = grid(ctx, "rope + kv store", groups, WG_SIZE)?;

@@ -53,7 +53,10 @@ pub struct AttnParams {
     pub n_tasks: u32,
     /// Splits one fused workgroup folds per pass ([`super::fused::pass_splits`]).
     pub pass_splits: u32,
-    pub _pad: [u32; 3],
+    /// First query row of the call (the fused passes; a batch runs one call per sequence
+    /// over its rows). The two-pass decode path runs with 0.
+    pub row0: u32,
+    pub _pad: [u32; 2],
 }
 
 const _: () = assert!(std::mem::size_of::<AttnParams>() == 64);
@@ -164,7 +167,8 @@ impl AttnShape {
             scale: self.scale,
             n_tasks: n_q * self.kv.n_kv_heads * n_chunks,
             pass_splits: super::fused::pass_splits(&self.kv, group.min(MAX_GROUP)),
-            _pad: [0; 3],
+            row0: 0,
+            _pad: [0; 2],
         })
     }
 }

@@ -31,7 +31,8 @@ pub struct KvStoreParams {
     pub n_units: u32,
     pub units_per_token: u32,
     pub units_per_head: u32,
-    pub _pad: u32,
+    /// First source row (and positions entry) of the call.
+    pub row0: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<KvStoreParams>() == 32);
@@ -80,7 +81,7 @@ pub fn store_params(layout: &KvLayout, n_tokens: u32) -> Result<KvStoreParams, G
         n_units,
         units_per_token,
         units_per_head,
-        _pad: 0,
+        row0: 0,
     })
 }
 
@@ -144,14 +145,31 @@ impl KvStore {
 
     /// Stores the first `n_tokens` rows on the next recording (rewrites params and grid).
     pub fn set_n_tokens(&mut self, ctx: &GpuContext, n_tokens: u32) -> Result<(), GpuError> {
-        if n_tokens > self.max_tokens {
+        self.set_n_tokens_at(ctx, n_tokens, 0)
+    }
+
+    /// Stores rows `row0..row0 + n_tokens` (at their positions entries) on the next recording:
+    /// one sequence's rows of a batch.
+    pub fn set_n_tokens_at(
+        &mut self,
+        ctx: &GpuContext,
+        n_tokens: u32,
+        row0: u32,
+    ) -> Result<(), GpuError> {
+        if row0
+            .checked_add(n_tokens)
+            .is_none_or(|end| end > self.max_tokens)
+        {
             return Err(GpuError::BadInput {
                 what: "KV store tokens".to_string(),
                 expected: format!("at most {} (the bound buffers)", self.max_tokens),
-                actual: n_tokens.to_string(),
+                actual: format!("{row0}..{row0}+{n_tokens}"),
             });
         }
-        let params = store_params(&self.layout, n_tokens)?;
+        let params = KvStoreParams {
+            row0,
+            ..store_params(&self.layout, n_tokens)?
+        };
         let groups = u64::from(params.n_units).div_ceil(u64::from(STORE_WG_SIZE));
         let (x, y) = dispatch_grid(
             "kv store",

@@ -30,6 +30,32 @@ pub(super) struct AttnEnv<'a> {
     pub split_decode: bool,
 }
 
+/// The attention call of a layer over caches `[kc, vc]`: q from `act.q`, out to `act.attn`.
+pub(super) fn attn_io<'a>(
+    hp: &Hparams,
+    b: &'a Buffers,
+    [kc, vc]: [&'a wgpu::Buffer; 2],
+    env: &AttnEnv<'_>,
+) -> (AttnShape, AttnIo<'a>) {
+    let shape = AttnShape {
+        kv: *env.layouts[0],
+        n_head: hp.n_head,
+        max_q: env.spec.max_rows,
+        max_kv_len: env.spec.kv_rows,
+        scale: AttnShape::default_scale(hp.head_dim),
+        mask: env.spec.mask,
+    };
+    let io = AttnIo {
+        q: &b.q,
+        k_cache: kc,
+        v_cache: vc,
+        positions: Some(&b.positions),
+        mask: None,
+        out: &b.attn,
+    };
+    (shape, io)
+}
+
 /// The ops of an attention layer with weights `aw` and caches `[kc, vc]` (`kv` index left 0).
 pub(super) fn attention_ops(
     ctx: &GpuContext,
@@ -85,22 +111,7 @@ pub(super) fn attention_ops(
         };
         Rope::new(ctx, Io::InPlace(buf), &b.positions, freqs, shape, rope_cfg)
     };
-    let shape = AttnShape {
-        kv: k_layout,
-        n_head: hp.n_head,
-        max_q: max_rows,
-        max_kv_len: spec.kv_rows,
-        scale: AttnShape::default_scale(hp.head_dim),
-        mask: spec.mask,
-    };
-    let io = AttnIo {
-        q: &b.q,
-        k_cache: kc,
-        v_cache: vc,
-        positions: Some(&b.positions),
-        mask: None,
-        out: &b.attn,
-    };
+    let (shape, io) = attn_io(hp, b, [kc, vc], env);
     let attn_decode = match &b.partials {
         Some(partials) if split_decode => Some(Attention::new(
             ctx,

@@ -364,6 +364,7 @@ impl Forward {
             taps_set: (0, 0),
             rope_freqs: freqs,
             state_log: Default::default(),
+            head_in: None,
         })
     }
 }

@@ -216,12 +216,14 @@ impl LayerOps {
     }
 
     /// The mixer's dispatches of an `m`-row step, given its projections (`[q, k, v, o]` for
-    /// attention; `[qkv, z, beta + alpha, out]` for a DeltaNet), in order.
+    /// attention; `[qkv, z, beta + alpha, out]` for a DeltaNet), in order. `seqs` replaces an
+    /// attention layer's RoPE, KV store and attention (a batch's per-sequence calls).
     pub(crate) fn mixer_dispatches<'a>(
         &'a self,
         m: u32,
         mm: &'a [Vec<Dispatch>; 7],
         list: &mut Vec<&'a Dispatch>,
+        seqs: Option<Vec<&'a Dispatch>>,
     ) {
         let [p0, p1, p2, out, ..] = mm;
         list.extend(p0.iter().chain(p1).chain(p2));
@@ -233,10 +235,15 @@ impl LayerOps {
                 }
                 list.extend(a.bias.iter().map(|op| &op.dispatch));
                 list.extend(a.qk_norm.iter().map(|op| &op.dispatch));
-                list.extend(a.rope_store.dispatches());
-                match &a.attn_decode {
-                    Some(decode) if m == 1 => list.extend(decode.dispatches()),
-                    _ => list.extend(a.attn_multi.dispatches()),
+                match seqs {
+                    Some(calls) => list.extend(calls),
+                    None => {
+                        list.extend(a.rope_store.dispatches());
+                        match &a.attn_decode {
+                            Some(decode) if m == 1 => list.extend(decode.dispatches()),
+                            _ => list.extend(a.attn_multi.dispatches()),
+                        }
+                    }
                 }
                 if let Some(g) = &a.gate {
                     list.push(&g.apply.dispatch);

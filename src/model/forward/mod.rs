@@ -21,6 +21,7 @@
 //! depend on the row count, so they are built per (rows, logit rows) and cached.
 
 mod attn_build;
+pub mod batch;
 mod build;
 mod layer;
 mod projections;
@@ -51,7 +52,7 @@ use layer::{LayerOps, MixerOps};
 const MAX_REPLAY: usize = 4096;
 
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
-const MATMUL_CACHE: usize = 8;
+const MATMUL_CACHE: usize = 16;
 
 /// Dispatches that depend on the row count: matmuls and the embedding gather, for one (rows,
 /// logit rows) shape.
@@ -94,6 +95,9 @@ pub struct Forward {
     pub rope_freqs: wgpu::Buffer,
     /// The recurrent state's checkpoint bookkeeping (hybrid models).
     state_log: recurrent::StateLog,
+    /// Where the LM head reads its rows: the last `n_logits` rows of `act.xn` (`None`), or a
+    /// batch's gathered rows (`act.head_in`, from row 0).
+    head_in: Option<wgpu::Buffer>,
 }
 
 impl Forward {
@@ -248,9 +252,13 @@ impl Forward {
         }
         let head = self.weights.lm_head();
         let d = self.hp.n_embd;
+        let (x, x_off) = match &self.head_in {
+            Some(h) => (h, 0),
+            None => (&b.xn, (m - n_logits) * d),
+        };
         let io = MatmulIo {
-            x: &b.xn,
-            x_off: (m - n_logits) * d,
+            x,
+            x_off,
             x_stride: d,
             y: &b.logits,
             y_off: 0,
@@ -337,7 +345,7 @@ impl Forward {
             }
         }
         self.prepare(ctx, tokens, start, n_logits)?;
-        let (list, layer_ends) = self.record_with(m, n_logits, taps)?;
+        let (list, layer_ends) = self.record_with(m, n_logits, taps, None)?;
         // The recurrent state's pending copies and clears lead the step's command buffer.
         let prelude = self.prelude();
         let mut captured = Vec::new();
@@ -416,16 +424,18 @@ impl Forward {
     /// The dispatches of the step set by [`Forward::prepare`] (`m` rows, `n_logits` logit
     /// rows), in order, and the index in the list where each layer ends.
     pub fn record(&self, m: u32, n_logits: u32) -> Result<(Vec<&Dispatch>, Vec<usize>)> {
-        self.record_with(m, n_logits, true)
+        self.record_with(m, n_logits, true, None)
     }
 
-    /// [`Forward::record`], with or without the DSpark tap copies.
-    fn record_with(
-        &self,
+    /// [`Forward::record`], with or without the DSpark tap copies; with `seqs`, a batch's
+    /// per-sequence calls in place of each attention layer's own, and its gathered LM head rows.
+    fn record_with<'a>(
+        &'a self,
         m: u32,
         n_logits: u32,
         taps: bool,
-    ) -> Result<(Vec<&Dispatch>, Vec<usize>)> {
+        seqs: Option<&'a batch::SeqOps>,
+    ) -> Result<(Vec<&'a Dispatch>, Vec<usize>)> {
         let set = self
             .matmuls
             .get(&(m, n_logits))
@@ -449,7 +459,11 @@ impl Forward {
                 layer_ends.push(list.len());
                 list.extend(taps_at(il as u32));
             }
-            l.mixer_dispatches(m, mm, &mut list);
+            let calls = match (seqs, &l.mixer) {
+                (Some(s), MixerOps::Attention(a)) => Some(s.layer_calls(a)),
+                _ => None,
+            };
+            l.mixer_dispatches(m, mm, &mut list, calls);
             let [.., gate, up, down] = mm;
             list.push(&l.ffn_norm.dispatch);
             list.extend(gate.iter().chain(up));
@@ -461,6 +475,9 @@ impl Forward {
         layer_ends.push(list.len());
         list.extend(taps_at(self.layers.len() as u32));
         if n_logits > 0 {
+            if let Some(s) = seqs {
+                list.extend(s.gathers());
+            }
             list.extend(&set.lm_head);
             if let Some((op, _)) = &self.argmax {
                 list.extend(op.dispatches());
