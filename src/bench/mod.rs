@@ -7,6 +7,7 @@
 //! repetitions; tokenization and sampling are never timed. Results are rows with llama-bench's
 //! field names plus flint's own ([`output`] writes md, csv, json, jsonl and sql).
 
+pub mod batched;
 pub mod compare;
 pub mod output;
 pub mod profile;

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
+use crate::engine::batch::BatchEngine;
 use crate::engine::{Engine, EngineOptions, DEFAULT_MODEL};
 use crate::gguf::{GgmlType, GgufFile};
 use crate::model::Hparams;
@@ -104,6 +105,17 @@ pub struct BenchArgs {
     /// rounds, with SPS(B) / SPS(1) (md or json).
     #[arg(long = "sps", value_delimiter = ',')]
     pub sps: Vec<u32>,
+    /// Batched decoding (llama-batched-bench): prompt tokens per sequence, comma-separated.
+    #[arg(long = "npp", value_delimiter = ',', requires = "npl")]
+    pub npp: Vec<u32>,
+    /// Batched decoding: tokens generated per sequence, comma-separated (default 128).
+    #[arg(long = "ntg", value_delimiter = ',', requires = "npl")]
+    pub ntg: Vec<u32>,
+    /// Batched decoding: sequences decoded together, comma-separated (e.g. 1,2,4,8). Columns
+    /// as llama-batched-bench's (PP, TG, B, N_KV, T_PP s, S_PP t/s, T_TG s, S_TG t/s, T s,
+    /// S t/s) plus S_TG over B = 1's; `-npp` defaults to 128, `-r` to the median of that many.
+    #[arg(long = "npl", value_delimiter = ',')]
+    pub npl: Vec<u32>,
 }
 
 fn parse_pg(s: &str) -> Result<(u32, u32)> {
@@ -136,10 +148,13 @@ pub(super) fn gpu_mem(args: &BenchArgs) -> Result<Option<u64>> {
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     super::model_check::prepare(&args.model, args.device)?;
+    let format = output::Format::parse(&args.output)?;
+    if !args.npl.is_empty() {
+        return batched(args, format);
+    }
     if let Some(draft) = &args.model_draft {
         return super::bench_spec::run(args, draft);
     }
-    let format = output::Format::parse(&args.output)?;
     let pg = args
         .pg
         .iter()
@@ -237,6 +252,43 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             eprint!("{cmp}");
         }
     }
+    super::info::write_stdout(&text)
+}
+
+/// `-npl`: batched decoding, as llama-batched-bench.
+fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
+    if args.model_draft.is_some() {
+        return Err(Error::Usage(
+            "-npl with -md: batched steps run without a drafter for now".into(),
+        ));
+    }
+    let npp = if args.npp.is_empty() {
+        vec![128]
+    } else {
+        args.npp.clone()
+    };
+    let ntg = if args.ntg.is_empty() {
+        vec![128]
+    } else {
+        args.ntg.clone()
+    };
+    let (seqs, n_ctx) = bench::batched::needs(&npp, &ntg, &args.npl)?;
+    let opts = EngineOptions {
+        model: args.model.clone(),
+        n_ctx,
+        n_ubatch: args.n_ubatch,
+        type_k: kv("-ctk", &args.type_k)?,
+        type_v: kv("-ctv", &args.type_v)?,
+        device: args.device,
+        gpu_mem: gpu_mem(args)?,
+        ..EngineOptions::default()
+    };
+    let mut eng = BatchEngine::load(&opts, seqs)?;
+    let rows = bench::batched::measure(&mut eng, &npp, &ntg, &args.npl, args.repetitions)?;
+    let text = match format {
+        output::Format::Md => bench::batched::render_md(&rows, &eng.ctx.info().name),
+        f => output::render_as(f, &bench::batched::records(&rows), "batched"),
+    };
     super::info::write_stdout(&text)
 }
 

@@ -127,6 +127,9 @@ const LLAMA_FLAGS: &[(&str, &str)] = &[
     ("-pg", "--pg"),
     ("-ngl", "--n-gpu-layers"),
     ("-cd", "--ctx-size-draft"),
+    ("-npp", "--npp"),
+    ("-ntg", "--ntg"),
+    ("-npl", "--npl"),
 ];
 
 /// Rewrite llama.cpp-style flags (`-ctk q8_0`) to the long flags clap parses.
