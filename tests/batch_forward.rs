@@ -87,7 +87,7 @@ fn batched(type_kv: GgmlType, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
             segs.push(Segment {
                 seq: s,
                 tokens,
-                logits,
+                n_logits: u32::from(logits),
             });
             if logits {
                 logits_of.push(s);

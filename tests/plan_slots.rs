@@ -1,8 +1,7 @@
-//! `flint plan -np N` plans exactly what `flint serve -np N` allocates. Without a drafter the
-//! server batches: one set of activations for every slot's rows and a K/V cache per slot
-//! (`BatchEngine::load`); with a drafter, N slots take turns, sharing the target's weights, each
-//! with its own K/V, compute buffers and drafter (`Engine::load_slots`). The plan's JSON is held
-//! buffer by buffer (names and bytes) to the allocation record of the server's loader.
+//! `flint plan -np N` plans exactly what `flint serve -np N` allocates on a dense model: one set
+//! of activations for every slot's rows, the target's weights once, and per slot its K/V caches
+//! and (with `-md`) its drafter (`BatchEngine::load`). The plan's JSON is held buffer by buffer
+//! (names and bytes) to the loader's allocation record, with and without a drafter.
 
 mod common;
 
@@ -11,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use flint::engine::batch::BatchEngine;
-use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::engine::{DraftOptions, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use serde_json::Value;
@@ -52,21 +51,7 @@ fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
 /// buffers (slots after the first prefixed `slot{i}.`). A stacked weight recorded as `a+b+c`
 /// is held to the sum of its parts' plans.
 fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
-    if drafter.is_none() {
-        let eng = BatchEngine::load(
-            &EngineOptions {
-                model: model.to_path_buf(),
-                n_ctx: CTX,
-                ..EngineOptions::default()
-            },
-            SLOTS,
-        )
-        .unwrap();
-        let mut out = eng.fwd.weights().allocations.clone();
-        out.extend(eng.allocated.iter().cloned());
-        return out;
-    }
-    let slots = Engine::load_slots(
+    let eng = BatchEngine::load(
         &EngineOptions {
             model: model.to_path_buf(),
             n_ctx: CTX,
@@ -76,27 +61,9 @@ fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
         SLOTS,
     )
     .unwrap();
-    assert_eq!(slots.len(), SLOTS as usize);
-    let mut out = slots[0].fwd.weights.allocations.clone();
-    for (i, s) in slots.iter().enumerate() {
-        let prefix = if i == 0 {
-            String::new()
-        } else {
-            format!("slot{i}.")
-        };
-        out.extend(
-            s.allocated
-                .iter()
-                .map(|(n, b)| (format!("{prefix}{n}"), *b)),
-        );
-        // The drafter's weights (each slot loads its own), recorded under their tensor names.
-        if let Some((d, _)) = &s.drafter {
-            out.extend(d.allocations.iter().map(|(n, b)| {
-                let n = n.strip_prefix("drafter.").unwrap_or(n);
-                (format!("{prefix}drafter.{n}"), *b)
-            }));
-        }
-    }
+    assert_eq!(eng.drafters.len(), if drafter.is_some() { 4 } else { 0 });
+    let mut out = eng.fwd.weights().allocations.clone();
+    out.extend(eng.allocated.iter().cloned());
     out
 }
 

@@ -1,7 +1,7 @@
 //! Continuous batching in `flint serve`: 8 concurrent greedy requests (prompts of mixed
 //! lengths, some with stop strings) each return exactly the text, finish reason and token
-//! counts the same request gets alone. Without a drafter the 8 slots run batched steps; with
-//! one, the slots take turns; both are held to the requests run alone, one at a time.
+//! counts the same request gets alone, one at a time: the 8 slots run batched steps, without a
+//! drafter and with one per slot (every drafting slot's verify rows in the same forward).
 
 #[allow(dead_code)]
 #[path = "serve/client.rs"]
@@ -124,8 +124,17 @@ fn eight_concurrent_greedy_requests_get_their_text_alone() {
     let mut args = SLOTS.to_vec();
     args.extend(["-md", draft.to_str().expect("utf-8 path")]);
     let s = Server::start(&args);
+    assert!(s.log().contains("batched steps"), "{}", s.log());
     let got = concurrent(&s.addr);
-    check("slots with a drafter", &want, &got);
+    check("batched, with a drafter per slot", &want, &got);
+    let (_, m) = http(&s.addr, "GET", "/metrics", &[], None).expect("metrics");
+    let drafted = m
+        .lines()
+        .find_map(|l| l.strip_prefix("flint_spec_draft_tokens_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(drafted > 0.0, "nothing was verified: {m}");
+    eprintln!("{drafted} drafts verified");
     s.stop();
     std::fs::remove_dir_all(&dir).ok();
 }

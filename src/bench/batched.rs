@@ -111,7 +111,7 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
             .map(|&(seq, m)| Segment {
                 seq,
                 tokens: &prompt[fed[seq]..fed[seq] + m],
-                logits: fed[seq] + m == prompt.len(),
+                n_logits: u32::from(fed[seq] + m == prompt.len()),
             })
             .collect();
         eng.step(&segs)?;
@@ -130,7 +130,7 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
             .map(|(seq, t)| Segment {
                 seq,
                 tokens: std::slice::from_ref(t),
-                logits: true,
+                n_logits: 1,
             })
             .collect();
         eng.step(&segs)?;

@@ -15,6 +15,7 @@ use crate::model::forward::{Allocator, Forward};
 use crate::model::{weights, DrafterMeta, Hparams};
 
 pub mod batch;
+pub mod batch_run;
 pub mod batching;
 mod compile_progress;
 pub mod cost_cache;

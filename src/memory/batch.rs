@@ -1,43 +1,56 @@
-//! The plan of a batched server (`flint serve -np N` on a dense model without a drafter): every
-//! active request's rows go through one forward per step, so the activation scratch exists once,
-//! sized for the row budget (`-ub`), and each slot has only its own K/V caches.
+//! The plan of a batched server (`flint serve -np N` on a dense model): every active request's
+//! rows go through one forward per step, so the activation scratch exists once, sized for the
+//! row budget (`-ub`, and at least every slot's verify rows), and each slot has only its own
+//! K/V caches and, with DSpark, its own drafter (`drafter.*` for slot 0, `slot{s}.drafter.*`).
 //!
 //! Buffers beside the target's weights:
 //! ```text
 //! kv.{k,v}.{il}, slot{s}.kv.{k,v}.{il}   [n_ctx rows] per slot s = 1..N (slot 0 unprefixed)
 //! act.*, io.tokens, io.positions          [n_ubatch rows] (at least N: a decode row per slot)
 //! act.attn_state                          fused attention state [n_ubatch, n_head]
-//! act.head_in                             [N, d] the rows whose logits a step computes
-//! logits [N, V], io.argmax [N], sample.partials
+//! act.head_in                             [N·r, d] the rows whose logits a step computes
+//! logits [N·r, V], io.argmax [N·r], sample.partials   (r = n_draft + 1 with a drafter, else 1)
 //! ```
 //! No split-KV decode partials: a batch's attention runs the fused kernel per slot, which is
 //! bit-identical per row to the decode path.
 
-use crate::gguf::TensorInfo;
 use crate::model::Hparams;
 
 use super::layout::{f32s, words};
-use super::{target, DeviceLimits, Kind, Owner, PlannedBuffer, RunParams};
+use super::{target, DeviceLimits, DraftParams, DrafterShape, Kind, Owner, PlannedBuffer};
+use super::{RunParams, TargetShape};
 
-/// Whether `-np n_seq` runs batched steps: several slots, a dense model (a hybrid's recurrent
-/// state is per slot and not batched yet) and no drafter (slots with a drafter take turns).
-pub fn batched(hp: &Hparams, drafter: bool, n_seq: u32) -> bool {
-    n_seq > 1 && hp.hybrid.is_none() && !drafter
+/// Whether `-np n_seq` runs batched steps: several slots and a dense model (a hybrid's recurrent
+/// state is per slot and not batched yet: its slots take turns).
+pub fn batched(hp: &Hparams, n_seq: u32) -> bool {
+    n_seq > 1 && hp.hybrid.is_none()
 }
 
-/// Rows one batched step takes at most: the ubatch, and at least a decode row per slot.
+/// Rows of one sequence's verify step: `n_draft + 1` with a drafter, else 1.
+pub fn verify_rows(p: &RunParams) -> u32 {
+    p.draft.as_ref().map_or(1, |d| d.n_draft + 1)
+}
+
+/// Rows whose logits one step computes at most: every slot's verify rows.
+pub fn logit_rows(p: &RunParams) -> u32 {
+    p.n_seq.max(1).saturating_mul(verify_rows(p))
+}
+
+/// Rows one batched step takes at most: the ubatch, and at least every slot's verify rows.
 pub fn max_rows(p: &RunParams) -> u32 {
-    p.n_ubatch.max(p.n_seq).max(1)
+    p.n_ubatch.max(logit_rows(p)).max(1)
 }
 
 /// Every buffer of a batched run of `p.n_seq` slots.
 pub fn buffers(
-    hp: &Hparams,
-    tensors: &[TensorInfo],
+    target: TargetShape<'_>,
+    drafter: Option<DrafterShape<'_>>,
     p: &RunParams,
     limits: &DeviceLimits,
 ) -> Vec<PlannedBuffer> {
+    let (hp, tensors) = (target.hp, target.tensors);
     let n_seq = u64::from(p.n_seq.max(1));
+    let n_out = u64::from(logit_rows(p));
     let one = RunParams {
         n_seq: 1,
         n_ubatch: max_rows(p),
@@ -48,12 +61,12 @@ pub fn buffers(
     let mut out = target::buffers(hp, tensors, &one, limits);
     out.retain(|b| b.name != "act.attn_partials");
     let vocab = u64::from(hp.n_vocab);
-    let rows32 = u32::try_from(n_seq).unwrap_or(u32::MAX);
+    let rows32 = u32::try_from(n_out).unwrap_or(u32::MAX);
     for b in &mut out {
         b.bytes = match b.name.as_str() {
-            "logits" => f32s(n_seq * vocab),
+            "logits" => f32s(n_out * vocab),
             "sample.partials" => crate::kernels::ops::select::scratch_bytes(rows32, hp.n_vocab, 1),
-            "io.argmax" => words(n_seq * 4),
+            "io.argmax" => words(n_out * 4),
             _ => b.bytes,
         };
     }
@@ -61,10 +74,18 @@ pub fn buffers(
         owner: Owner::Target,
         kind: Kind::Compute,
         name: "act.head_in".into(),
-        bytes: f32s(n_seq * u64::from(hp.n_embd)),
+        bytes: f32s(n_out * u64::from(hp.n_embd)),
         bound_whole: true,
     });
-    let caches: Vec<PlannedBuffer> = out.iter().filter(|b| b.kind == Kind::Kv).cloned().collect();
+    if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
+        out.extend(drafter_buffers(d, dp, p, limits));
+    }
+    // Per slot: its caches and its drafter.
+    let caches: Vec<PlannedBuffer> = out
+        .iter()
+        .filter(|b| b.kind == Kind::Kv || b.owner == Owner::Drafter)
+        .cloned()
+        .collect();
     for s in 1..n_seq {
         out.extend(caches.iter().map(|b| PlannedBuffer {
             name: slot_name(s as usize, &b.name),
@@ -72,6 +93,20 @@ pub fn buffers(
         }));
     }
     out
+}
+
+/// One slot's drafter buffers (unprefixed: what each slot's drafter allocates by name).
+pub fn drafter_buffers(
+    d: DrafterShape<'_>,
+    dp: &DraftParams,
+    p: &RunParams,
+    limits: &DeviceLimits,
+) -> Vec<PlannedBuffer> {
+    let one = RunParams {
+        n_seq: 1,
+        ..p.clone()
+    };
+    super::drafter::buffers(d.meta, d.tensors, &one, dp, limits)
 }
 
 /// The plan name of slot `seq`'s copy of a per-slot buffer `base` (slot 0: `base` itself).

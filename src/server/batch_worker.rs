@@ -12,10 +12,10 @@ use super::metrics::Metrics;
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::batch::BatchEngine;
-use crate::engine::batching::{plan_step, Work};
+use crate::engine::batch_run::{self, BatchRequest, SeqState};
 use crate::engine::{Engine, GenStats};
-use crate::model::forward::batch::Segment;
 use crate::sampling::Sampler;
+use crate::speculative::SpecStats;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::Result;
 
@@ -27,26 +27,16 @@ pub struct Shared {
     pub on_device_lost: Arc<dyn Fn(String) + Send + Sync>,
 }
 
-/// One running request.
+/// One running request: what a step needs ([`SeqState`]) and what its client is sent.
 struct Active<'t> {
-    seq: usize,
+    st: SeqState,
     job: Job,
-    /// Prompt rows the slot's cache already held.
-    keep: usize,
-    /// Prompt rows run so far (from `keep`).
-    fed: usize,
-    sampler: Option<Sampler>,
+    tok: &'t Tokenizer,
+    slots: &'t Slots,
     decoder: StreamDecoder<'t>,
     stop: StopMatcher,
-    generated: Vec<u32>,
     started: Instant,
     first_token: Option<Instant>,
-}
-
-impl Active<'_> {
-    fn prompt_left(&self) -> usize {
-        self.job.prompt.len() - self.keep - self.fed
-    }
 }
 
 /// How a request ended.
@@ -75,7 +65,7 @@ pub fn run(mut eng: BatchEngine, shared: Shared) {
         if shared.slots.is_shutting_down() {
             for a in active.drain(..) {
                 let _ = a.job.tx.send(Event::Shutdown);
-                shared.slots.release(a.seq);
+                shared.slots.release(a.st.seq);
             }
             return;
         }
@@ -83,20 +73,57 @@ pub fn run(mut eng: BatchEngine, shared: Shared) {
         if active.is_empty() {
             continue;
         }
-        if let Err(e) = step(&mut eng, &mut cached, &mut active, &shared) {
-            Metrics::inc(&shared.metrics.errors);
-            for a in active.drain(..) {
-                let _ = a.job.tx.send(Event::Error(e.to_string()));
-                shared.slots.release(a.seq);
-            }
-            for (seq, c) in cached.iter_mut().enumerate() {
-                c.clear();
-                let _ = eng.fwd.kv().reset(seq);
-            }
-            if let Some(lost) = eng.ctx.lost() {
-                (shared.on_device_lost)(format!("{lost:?}"));
+        match batch_run::step(&mut eng, &mut active) {
+            Ok(ended) => retire(&mut eng, &mut cached, &mut active, ended, &shared),
+            Err(e) => {
+                Metrics::inc(&shared.metrics.errors);
+                for a in active.drain(..) {
+                    let _ = a.job.tx.send(Event::Error(e.to_string()));
+                    shared.slots.release(a.st.seq);
+                }
+                for (seq, c) in cached.iter_mut().enumerate() {
+                    c.clear();
+                    let _ = eng.fwd.kv().reset(seq);
+                }
+                for d in &mut eng.drafters {
+                    d.reset();
+                }
+                if let Some(lost) = eng.ctx.lost() {
+                    (shared.on_device_lost)(format!("{lost:?}"));
+                }
             }
         }
+    }
+}
+
+/// Takes the requests that ended in a step (and those whose client left meanwhile) out of
+/// `active`, each drafter given its committed rows, and finishes them.
+fn retire(
+    eng: &mut BatchEngine,
+    cached: &mut [Vec<u32>],
+    active: &mut Vec<Active<'_>>,
+    mut ended: Vec<(usize, End)>,
+    shared: &Shared,
+) {
+    for (i, a) in active.iter().enumerate() {
+        if a.job.tx.is_closed() && !ended.iter().any(|(k, _)| *k == i) {
+            ended.push((i, End::ClientGone));
+        }
+    }
+    // Highest index first, so the others stay put; `remove` keeps the admission order.
+    ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+    for (i, end) in ended {
+        let mut a = active.remove(i);
+        if let Err(e) = batch_run::settle(eng, &mut a.st) {
+            Metrics::inc(&shared.metrics.errors);
+            let _ = a.job.tx.send(Event::Error(e.to_string()));
+            shared.slots.release(a.st.seq);
+            if let Some(c) = cached.get_mut(a.st.seq) {
+                c.clear();
+            }
+            continue;
+        }
+        finish(a, end, cached, shared);
     }
 }
 
@@ -107,10 +134,10 @@ fn admit<'t>(
     tok: &'t Tokenizer,
     cached: &mut [Vec<u32>],
     active: &mut Vec<Active<'t>>,
-    shared: &Shared,
+    shared: &'t Shared,
 ) {
     for (seq, slot_ids) in cached.iter_mut().enumerate() {
-        if active.iter().any(|a| a.seq == seq) {
+        if active.iter().any(|a| a.st.seq == seq) {
             continue;
         }
         let Some(job) = shared.slots.try_next(seq) else {
@@ -131,168 +158,118 @@ fn admit<'t>(
             },
             None => None,
         };
+        let mut keep = keep;
+        let drafter = match eng.drafters.get_mut(seq) {
+            Some(d) => {
+                // The drafter's rows are a function of the prefix: keep those of the kept one
+                // (none where its position window moved past it).
+                if (keep as u32) < d.base() {
+                    keep = 0;
+                }
+                if keep == 0 {
+                    d.reset();
+                }
+                d.truncate(keep as u32);
+                if d.next_position() != keep as u32 {
+                    keep = 0;
+                    d.reset();
+                }
+                true
+            }
+            None => false,
+        };
         if let Err(e) = eng.fwd.kv().truncate_to(seq, keep as u32) {
             let _ = job.tx.send(Event::Error(e.to_string()));
             shared.slots.release(seq);
             continue;
         }
         slot_ids.truncate(keep);
-        active.push(Active {
+        let st = SeqState::new(
             seq,
+            job.prompt.clone(),
+            keep,
+            job.max_tokens,
+            sampler,
+            drafter,
+        );
+        active.push(Active {
+            st,
             stop: StopMatcher::new(job.stop.clone()),
             job,
-            keep,
-            fed: 0,
-            sampler,
+            tok,
+            slots: &shared.slots,
             decoder: tok.stream_decoder(false),
-            generated: Vec::new(),
             started: Instant::now(),
             first_token: None,
         });
     }
 }
 
-/// One batched step over the active requests, then each one's token handled; finished
-/// requests leave `active` with their slots released.
-fn step(
-    eng: &mut BatchEngine,
-    cached: &mut [Vec<u32>],
-    active: &mut Vec<Active<'_>>,
-    shared: &Shared,
-) -> Result<()> {
-    let capacity = eng.fwd.capacity() as usize;
-    let work: Vec<Work> = active
-        .iter()
-        .map(|a| Work {
-            seq: a.seq,
-            prompt_left: a.prompt_left(),
-        })
-        .collect();
-    let rows = plan_step(&work, eng.fwd.max_rows() as usize);
-    let mut segs = Vec::with_capacity(rows.len());
-    // Index in `active` of each logits row's request.
-    let mut logits_of = Vec::new();
-    for &(seq, m) in &rows {
-        let Some(i) = active.iter().position(|a| a.seq == seq) else {
-            continue;
-        };
-        let a = &active[i];
-        let (tokens, logits) = if a.prompt_left() > 0 {
-            let from = a.keep + a.fed;
-            (&a.job.prompt[from..from + m], a.prompt_left() == m)
-        } else {
-            let last = a.generated.len() - 1;
-            (&a.generated[last..], true)
-        };
-        segs.push(Segment {
-            seq,
-            tokens,
-            logits,
-        });
-        if logits {
-            logits_of.push(i);
-        }
-    }
-    eng.step(&segs)?;
-    for &(seq, m) in &rows {
-        if let Some(a) = active
-            .iter_mut()
-            .find(|a| a.seq == seq && a.prompt_left() > 0)
-        {
-            a.fed += m;
-        }
-    }
-    let greedy = logits_of.iter().all(|&i| active[i].sampler.is_none());
-    let ids = eng.fwd.argmax(&eng.ctx)?;
-    let logits = if greedy {
-        Vec::new()
-    } else {
-        eng.fwd.logits(&eng.ctx)?
-    };
-    let n_vocab = eng.fwd.hp().n_vocab as usize;
-    let mut ended = Vec::new();
-    for (j, &i) in logits_of.iter().enumerate() {
-        let a = &mut active[i];
-        let token = match &mut a.sampler {
-            None => ids[j],
-            Some(s) => {
-                let t = s.sample(&logits[j * n_vocab..(j + 1) * n_vocab]);
-                s.accept(t);
-                t
-            }
-        };
-        let full = eng.fwd.kv().len(a.seq)? as usize >= capacity;
-        if let Some(end) = emit(a, token, &eng.tok, shared, full)? {
-            ended.push((i, end));
-        }
-    }
-    // Requests whose client left while waiting for their step.
-    for (i, a) in active.iter().enumerate() {
-        if a.job.tx.is_closed() && !ended.iter().any(|(k, _)| *k == i) {
-            ended.push((i, End::ClientGone));
-        }
-    }
-    // Highest index first, so the others stay put; `remove` keeps the admission order.
-    ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-    for (i, end) in ended {
-        let a = active.remove(i);
-        finish(a, end, cached, shared);
-    }
-    Ok(())
-}
+impl BatchRequest for Active<'_> {
+    type End = End;
 
-/// Handles a request's new token: `Some` when the request ends with it.
-fn emit(
-    a: &mut Active<'_>,
-    token: u32,
-    tok: &Tokenizer,
-    shared: &Shared,
-    full: bool,
-) -> Result<Option<End>> {
-    a.first_token.get_or_insert_with(Instant::now);
-    if tok.is_eog(token) {
-        return Ok(Some(End::Eog));
+    fn state(&self) -> &SeqState {
+        &self.st
     }
-    a.generated.push(token);
-    if a.job.tx.is_closed() {
-        return Ok(Some(End::ClientGone));
+
+    fn state_mut(&mut self) -> &mut SeqState {
+        &mut self.st
     }
-    if shared.slots.is_shutting_down() {
-        return Ok(Some(End::Shutdown));
+
+    /// Streams the token's text (stop strings held back), as the turn-taking worker does.
+    fn on_token(&mut self, token: u32, full: bool) -> Result<Option<End>> {
+        self.first_token.get_or_insert_with(Instant::now);
+        if self.tok.is_eog(token) {
+            return Ok(Some(End::Eog));
+        }
+        self.st.generated.push(token);
+        if self.job.tx.is_closed() {
+            return Ok(Some(End::ClientGone));
+        }
+        if self.slots.is_shutting_down() {
+            return Ok(Some(End::Shutdown));
+        }
+        let piece = self.decoder.push(token)?;
+        let (text, stopped) = match self.stop.push(&piece) {
+            StopState::Emit(text) => (text, false),
+            StopState::Stop(text) => (text, true),
+        };
+        if !text.is_empty() {
+            let _ = self.job.tx.send(Event::Text(text));
+        }
+        if stopped {
+            return Ok(Some(End::StopString));
+        }
+        if self.st.generated.len() >= self.job.max_tokens || full {
+            return Ok(Some(End::Length));
+        }
+        Ok(None)
     }
-    let piece = a.decoder.push(token)?;
-    let (text, stopped) = match a.stop.push(&piece) {
-        StopState::Emit(text) => (text, false),
-        StopState::Stop(text) => (text, true),
-    };
-    if !text.is_empty() {
-        let _ = a.job.tx.send(Event::Text(text));
-    }
-    if stopped {
-        return Ok(Some(End::StopString));
-    }
-    if a.generated.len() >= a.job.max_tokens || full {
-        return Ok(Some(End::Length));
-    }
-    Ok(None)
 }
 
 /// Ends a request: the rest of its text, its outcome, the slot's cached ids and its release.
 fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared) {
     let now = Instant::now();
     let first = a.first_token.unwrap_or(now);
+    let st = &a.st;
     let stats = GenStats {
-        prompt_tokens: a.job.prompt.len() - a.keep,
-        generated_tokens: a.generated.len(),
+        prompt_tokens: a.job.prompt.len() - st.keep,
+        generated_tokens: st.generated.len(),
         prefill_secs: first.duration_since(a.started).as_secs_f64(),
         decode_secs: now.duration_since(first).as_secs_f64(),
+        spec: st.pending.as_ref().map(|p| SpecStats {
+            drafted: p.drafted,
+            accepted: p.accepted,
+            ..SpecStats::new(0)
+        }),
         ..GenStats::default()
     };
     shared.metrics.record(&stats);
-    if let Some(c) = cached.get_mut(a.seq) {
-        Engine::note_cached(c, &a.job.prompt[a.keep..], &a.generated);
+    if let Some(c) = cached.get_mut(st.seq) {
+        // The prompt rows run (all of them once it decodes) and the tokens fed back.
+        Engine::note_cached(c, &st.prompt[st.keep..st.keep + st.fed], &st.generated);
     }
-    shared.slots.release(a.seq);
+    shared.slots.release(st.seq);
     let mut reason = match end {
         End::ClientGone => return,
         End::Shutdown => {
@@ -321,11 +298,11 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
     let outcome = Outcome {
         finish_reason: reason,
         prompt_tokens: a.job.prompt.len(),
-        cached_tokens: a.keep,
-        completion_tokens: a.generated.len(),
+        cached_tokens: a.st.keep,
+        completion_tokens: a.st.generated.len(),
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
-        spec: None,
+        spec: a.st.pending.as_ref().map(|p| (p.drafted, p.accepted)),
     };
     let _ = a.job.tx.send(Event::Done(outcome));
 }

@@ -145,8 +145,7 @@ fn load(opts: &ServeOptions) -> Result<Loaded> {
     let path = crate::engine::resolve_model(&opts.engine.model)?;
     let file = GgufFile::open(&path)?;
     let hp = Hparams::from_gguf(&file)?;
-    let drafter = opts.engine.draft.is_some();
-    if memory::batch::batched(&hp, drafter, opts.n_slots) {
+    if memory::batch::batched(&hp, opts.n_slots) {
         let engine = BatchEngine::load(&opts.engine, opts.n_slots)?;
         return Ok(Loaded::Batched(Box::new(engine)));
     }

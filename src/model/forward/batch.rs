@@ -43,8 +43,9 @@ pub struct Segment<'a> {
     pub seq: usize,
     /// Tokens at the sequence's next positions.
     pub tokens: &'a [u32],
-    /// Compute the logits of the last row.
-    pub logits: bool,
+    /// Compute the logits of the last `n_logits` rows (0: none, 1: a decode row or a prompt's
+    /// last chunk, every row: a verify batch).
+    pub n_logits: u32,
 }
 
 /// RoPE and the KV store of one sequence's rows: one fused dispatch (f16 caches), or the two
@@ -62,11 +63,16 @@ struct SeqAttn {
     attn: FusedAttention,
 }
 
-/// One sequence's calls, by attention layer, and the copy of its logits row.
+/// One sequence's calls, by attention layer, the copy of its logits rows and its DSpark taps.
 #[derive(Debug)]
 struct Seq {
     layers: Vec<SeqAttn>,
     gather: CopyRows,
+    /// (layer whose input is captured, the copy of this sequence's rows into its drafter's
+    /// staging `[rows, taps × d]`), as [`Forward::set_taps`].
+    taps: Vec<(u32, CopyRows)>,
+    /// Staging row the next step's first row of this sequence goes to.
+    tap_row: u32,
 }
 
 /// The per-sequence calls of a batched step, as the forward pass records them.
@@ -98,6 +104,15 @@ impl SeqOps {
             out.extend(sa.attn.dispatches());
         }
         out
+    }
+
+    /// The current step's tap copies of `layer`'s input, every active sequence's.
+    pub(crate) fn taps_at(&self, layer: u32) -> impl Iterator<Item = &Dispatch> {
+        self.active
+            .iter()
+            .filter_map(|&s| self.seqs.get(s))
+            .flat_map(move |q| q.taps.iter().filter(move |t| t.0 == layer))
+            .map(|t| &t.1.dispatch)
     }
 
     /// The copies of the current step's logits rows into `act.head_in`.
@@ -134,7 +149,7 @@ impl BatchForward {
         let spec = ForwardSpec {
             drafter: false,
             max_rows: max_rows(p),
-            max_logit_rows: n_seq,
+            max_logit_rows: crate::memory::batch::logit_rows(p),
             kv_rows: p.n_ctx,
             type_k: p.type_k,
             type_v: p.type_v,
@@ -226,7 +241,18 @@ impl BatchForward {
             positions.extend(range);
         }
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
-        let n_logits = segs.iter().filter(|s| s.logits).count() as u32;
+        let mut n_logits = 0u32;
+        for seg in segs {
+            if seg.n_logits as usize > seg.tokens.len() {
+                return Err(Error::Usage(format!(
+                    "batch segment for sequence {}: {} logits rows of {} rows",
+                    seg.seq,
+                    seg.n_logits,
+                    seg.tokens.len()
+                )));
+            }
+            n_logits += seg.n_logits;
+        }
         if m == 0 || m > self.fwd.max_rows() {
             return Err(Error::Usage(format!(
                 "a batched step of {m} rows (1..={} rows)",
@@ -236,6 +262,7 @@ impl BatchForward {
         self.fwd.resize(ctx, m, n_logits)?;
         let d = self.fwd.hp.n_embd;
         let (mut active, mut gathering) = (Vec::new(), Vec::new());
+        let mut n_gathered = 0u32;
         for (seg, &(seq, row0, m_s, end)) in segs.iter().zip(&placed) {
             let Some(q) = self.ops.seqs.get_mut(seq) else {
                 continue;
@@ -250,11 +277,14 @@ impl BatchForward {
                 }
                 sa.attn.set_step_at(ctx, m_s, end, row0)?;
             }
-            if seg.logits {
-                let j = gathering.len() as u32;
-                q.gather.set_rows_at(ctx, 1, (row0 + m_s - 1) * d, j * d)?;
+            if seg.n_logits > 0 {
+                let first = row0 + m_s - seg.n_logits;
+                q.gather
+                    .set_rows_at(ctx, seg.n_logits, first * d, n_gathered * d)?;
+                n_gathered += seg.n_logits;
                 gathering.push(seq);
             }
+            place_taps(ctx, q, d, m_s, row0)?;
             active.push(seq);
         }
         self.ops.active = active;
@@ -272,6 +302,78 @@ impl BatchForward {
         Ok(())
     }
 
+    /// Capture, from the next step on, the residual stream entering each of `layers` for
+    /// sequence `seq`'s rows into its drafter's `staging` `[rows, layers.len() × d]` (the DSpark
+    /// fusion order, as [`Forward::set_taps`]), from staging row [`BatchForward::set_tap_row`].
+    pub fn set_taps(
+        &mut self,
+        ctx: &GpuContext,
+        seq: usize,
+        layers: &[u32],
+        staging: &wgpu::Buffer,
+    ) -> Result<()> {
+        let d = self.fwd.hp.n_embd;
+        let width = d * layers.len() as u32;
+        let max_rows = self.fwd.max_rows();
+        let mut taps = Vec::with_capacity(layers.len());
+        for (k, &layer) in layers.iter().enumerate() {
+            if layer > self.fwd.hp.n_layer {
+                return Err(Error::Usage(format!(
+                    "tap layer {layer}: the model has {} layers",
+                    self.fwd.hp.n_layer
+                )));
+            }
+            let params = CopyParams {
+                n_rows: max_rows,
+                n_cols: d,
+                src_stride: d,
+                dst_stride: width,
+                src_off: 0,
+                dst_off: k as u32 * d,
+                _pad: [0; 2],
+            };
+            taps.push((
+                layer,
+                CopyRows::new(ctx, &self.fwd.buffers.x, staging, params)?,
+            ));
+        }
+        let q = self.seq_mut(seq)?;
+        q.taps = taps;
+        q.tap_row = 0;
+        Ok(())
+    }
+
+    /// Sequence `seq`'s next step captures its taps from staging row `row` on.
+    pub fn set_tap_row(&mut self, seq: usize, row: u32) -> Result<()> {
+        self.seq_mut(seq)?.tap_row = row;
+        Ok(())
+    }
+
+    /// Rows sequence `seq`'s tap staging holds (`u32::MAX` without taps).
+    pub fn tap_capacity(&self, seq: usize) -> u32 {
+        let d = u64::from(self.fwd.hp.n_embd);
+        match self
+            .ops
+            .seqs
+            .get(seq)
+            .and_then(|q| q.taps.first().map(|t| (q, t)))
+        {
+            Some((q, (_, copy))) => {
+                let width = d * q.taps.len() as u64;
+                u32::try_from(copy.dst_len() / width.max(1)).unwrap_or(u32::MAX)
+            }
+            None => u32::MAX,
+        }
+    }
+
+    fn seq_mut(&mut self, seq: usize) -> Result<&mut Seq> {
+        let n = self.ops.seqs.len();
+        self.ops
+            .seqs
+            .get_mut(seq)
+            .ok_or_else(|| Error::Usage(format!("sequence {seq} of {n}")))
+    }
+
     /// Argmax of each logits row of the last step (one per segment that asked, in order).
     pub fn argmax(&self, ctx: &GpuContext) -> Result<Vec<u32>> {
         self.fwd.argmax(ctx)
@@ -281,6 +383,17 @@ impl BatchForward {
     pub fn logits(&self, ctx: &GpuContext) -> Result<Vec<f32>> {
         self.fwd.logits(ctx)
     }
+}
+
+/// Points sequence `q`'s tap copies at its `m` rows from `row0`, into its staging from its tap
+/// row.
+fn place_taps(ctx: &GpuContext, q: &mut Seq, d: u32, m: u32, row0: u32) -> Result<()> {
+    let width = d * q.taps.len() as u32;
+    for (k, (_, copy)) in q.taps.iter_mut().enumerate() {
+        let dst = q.tap_row * width + k as u32 * d;
+        copy.set_rows_at(ctx, m, row0 * d, dst)?;
+    }
+    Ok(())
 }
 
 fn kv_layout(ty: GgmlType, spec: &ForwardSpec, heads: u32, dim: u32) -> Result<KvLayout> {
@@ -351,7 +464,7 @@ fn seq_ops(
     }
     let d = hp.n_embd;
     let params = CopyParams {
-        n_rows: 1,
+        n_rows: spec.max_logit_rows,
         n_cols: d,
         src_stride: d,
         dst_stride: d,
@@ -360,5 +473,10 @@ fn seq_ops(
         _pad: [0; 2],
     };
     let gather = CopyRows::new(ctx, &b.xn, head_in, params)?;
-    Ok(Seq { layers, gather })
+    Ok(Seq {
+        layers,
+        gather,
+        taps: Vec::new(),
+        tap_row: 0,
+    })
 }

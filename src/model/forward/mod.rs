@@ -443,10 +443,9 @@ impl Forward {
         let mut list: Vec<&Dispatch> = set.embed.iter().collect();
         let skip = !taps;
         let taps_at = |layer: u32| {
-            self.taps
-                .iter()
-                .filter(move |t| !skip && t.0 == layer)
-                .map(|t| &t.1.dispatch)
+            let own = self.taps.iter().filter(move |t| !skip && t.0 == layer);
+            let batch = seqs.into_iter().flat_map(move |s| s.taps_at(layer));
+            own.map(|t| &t.1.dispatch).chain(batch)
         };
         list.extend(taps_at(0));
         // A layer's residual adds are fused into the norm after each (`add_then_norm`): the

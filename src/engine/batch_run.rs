@@ -1,0 +1,369 @@
+//! One step of batched requests (a server's slots, `flint bench -npl`), DSpark across requests
+//! included (dspark-spec §3.5):
+//!
+//! 1. every decoding request with a drafter gives the drafter its waiting committed rows and
+//!    drafts a block after its last token (one draft pass per request);
+//! 2. the verify lengths are chosen over all R drafting requests together: the request's fixed
+//!    or threshold policy, or Algorithm 1 over the R confidences with the batched SPS(B) curve;
+//! 3. one forward runs every drafting request's `[x0, d1..dℓ]` (logits of every row), the other
+//!    decoding requests' single rows and, in what is left of the row budget, prompt chunks;
+//! 4. each verify is accepted (greedy, or lossless rejection sampling), the request's cache cut
+//!    back to its committed rows, and exactly those rows wait for its drafter.
+//!
+//! Every row a request commits reaches its drafter through its staging (`Pending`, as in the
+//! single-request loop): a step's taps land after the rows already waiting, which go in as one
+//! chunk before the next draft or when the staging would overflow.
+
+use super::batch::BatchEngine;
+use super::batching::{plan_step, Work};
+use crate::model::forward::batch::Segment;
+use crate::sampling::{Sampler, Xoshiro256StarStar};
+use crate::speculative::accept::{accept_greedy, accept_sampled, draft_distribution, draft_sample};
+use crate::speculative::schedule::{confidence_schedule, threshold_len};
+use crate::speculative::VerifyPolicy;
+use crate::{Error, Result};
+
+/// What a step needs of a running request.
+#[derive(Debug)]
+pub struct SeqState {
+    /// Its sequence (slot) in the engine.
+    pub seq: usize,
+    pub prompt: Vec<u32>,
+    /// Prompt rows the sequence's cache already held.
+    pub keep: usize,
+    /// Prompt rows run so far (from `keep`).
+    pub fed: usize,
+    pub max_tokens: usize,
+    pub sampler: Option<Sampler>,
+    /// Tokens emitted so far (the last one is the next row to run).
+    pub generated: Vec<u32>,
+    /// The drafter's bookkeeping (sequences with a drafter).
+    pub pending: Option<Pending>,
+    /// Draws sampled drafts.
+    pub draft_rng: Xoshiro256StarStar,
+}
+
+impl SeqState {
+    /// Request `prompt` on sequence `seq` whose cache holds its first `keep` rows; `drafter`:
+    /// the sequence has a drafter (which holds those rows too).
+    pub fn new(
+        seq: usize,
+        prompt: Vec<u32>,
+        keep: usize,
+        max_tokens: usize,
+        sampler: Option<Sampler>,
+        drafter: bool,
+    ) -> SeqState {
+        let seed = sampler.as_ref().map_or(0, |s| s.params().seed);
+        SeqState {
+            seq,
+            prompt,
+            keep,
+            fed: 0,
+            max_tokens,
+            sampler,
+            generated: Vec::new(),
+            pending: drafter.then(Pending::default),
+            draft_rng: Xoshiro256StarStar::new(seed ^ 0x5eed),
+        }
+    }
+
+    pub fn prompt_left(&self) -> usize {
+        self.prompt.len() - self.keep - self.fed
+    }
+}
+
+/// A running request as [`step`] drives it.
+pub trait BatchRequest {
+    /// How a request ends.
+    type End;
+    fn state(&self) -> &SeqState;
+    fn state_mut(&mut self) -> &mut SeqState;
+    /// A new token, which the request pushes to `generated` unless it ends the request (an end
+    /// token); `Some` when the request ends with it. `full`: the sequence's cache has no row
+    /// for another step.
+    fn on_token(&mut self, token: u32, full: bool) -> Result<Option<Self::End>>;
+    /// Whether the request may decode now (a benchmark holds decoding until every prompt ran).
+    fn may_decode(&self) -> bool {
+        true
+    }
+}
+
+/// A request's drafter bookkeeping: committed rows `at..at + n` wait in staging rows `0..n`.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pub at: u32,
+    pub n: u32,
+    /// Drafts proposed and accepted (the outcome's counters).
+    pub drafted: u64,
+    pub accepted: u64,
+}
+
+/// What one request runs in this step.
+struct Planned {
+    /// Index in `active`.
+    i: usize,
+    tokens: Vec<u32>,
+    n_logits: u32,
+    /// The drafts verified (after the anchor) and, when sampling, their distributions.
+    drafts: Vec<u32>,
+    dists: Vec<f32>,
+    /// Cache rows before the step.
+    p0: u32,
+    /// Prompt rows this step runs (0: decoding).
+    prompt_rows: usize,
+}
+
+/// Injects request `i`'s waiting rows.
+fn flush(eng: &mut BatchEngine, a: &mut SeqState) -> Result<()> {
+    if let Some(p) = &mut a.pending {
+        if p.n > 0 {
+            let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
+            d.inject(&eng.ctx, p.n, p.at)?;
+            p.n = 0;
+        }
+    }
+    Ok(())
+}
+
+fn no_drafter() -> Error {
+    Error::Usage("a drafting request's slot has no drafter".into())
+}
+
+/// Room for `rows` more rows at position `p` in request `a`'s staging (flushing the waiting
+/// rows first when they would not fit), and its taps pointed there.
+fn make_room(eng: &mut BatchEngine, a: &mut SeqState, p: u32, rows: u32) -> Result<()> {
+    let Some(pend) = &a.pending else {
+        return Ok(());
+    };
+    let room = eng.fwd.tap_capacity(a.seq);
+    if pend.n > 0 && pend.n.saturating_add(rows) > room {
+        flush(eng, a)?;
+    }
+    if let Some(pend) = &mut a.pending {
+        if pend.n == 0 {
+            pend.at = p;
+        }
+        eng.fwd.set_tap_row(a.seq, pend.n)?;
+    }
+    Ok(())
+}
+
+/// Drafts for every decoding request that can, then their verify lengths.
+fn draft_all<R: BatchRequest>(
+    eng: &mut BatchEngine,
+    active: &mut [R],
+    plans: &mut [Planned],
+) -> Result<()> {
+    let Some(spec) = eng.spec.clone() else {
+        return Ok(());
+    };
+    let capacity = eng.fwd.capacity();
+    let n_vocab = eng.fwd.hp().n_vocab as usize;
+    let mut confs: Vec<Vec<f32>> = Vec::new();
+    let mut who: Vec<usize> = Vec::new();
+    for (k, pl) in plans.iter_mut().enumerate() {
+        let a = active[pl.i].state_mut();
+        if pl.prompt_rows > 0 || a.pending.is_none() {
+            continue;
+        }
+        let remaining = a.max_tokens.saturating_sub(a.generated.len());
+        let max_len = (spec.n_max as usize)
+            .min(remaining.saturating_sub(1))
+            .min(capacity.saturating_sub(pl.p0 + 1) as usize);
+        if max_len == 0 {
+            continue;
+        }
+        flush(eng, a)?;
+        let anchor = pl.tokens[0];
+        let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
+        let draft = match &a.sampler {
+            None => d.draft(&eng.ctx, anchor, pl.p0, None)?,
+            Some(s) => {
+                let temp = s.params().temp;
+                let (rng, dists) = (&mut a.draft_rng, &mut pl.dists);
+                let mut pick = |_: usize, logits: &[f32]| {
+                    let dist = draft_distribution(logits, temp);
+                    let t = draft_sample(&dist, rng);
+                    dists.extend_from_slice(&dist);
+                    t
+                };
+                d.draft(&eng.ctx, anchor, pl.p0, Some(&mut pick))?
+            }
+        };
+        let len = max_len.min(draft.tokens.len());
+        pl.drafts = draft.tokens[..len].to_vec();
+        confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
+        who.push(k);
+    }
+    let lens: Vec<usize> = match &spec.policy {
+        VerifyPolicy::Fixed => confs.iter().map(Vec::len).collect(),
+        VerifyPolicy::Threshold(p) => confs.iter().map(|c| threshold_len(c, *p)).collect(),
+        VerifyPolicy::Schedule(sps) => {
+            let refs: Vec<&[f32]> = confs.iter().map(Vec::as_slice).collect();
+            confidence_schedule(&refs, sps).lens
+        }
+    };
+    for (&k, len) in who.iter().zip(lens) {
+        let pl = &mut plans[k];
+        pl.drafts.truncate(len);
+        pl.dists.truncate(len * n_vocab);
+        pl.tokens.extend_from_slice(&pl.drafts);
+        pl.n_logits = pl.tokens.len() as u32;
+        if let Some(p) = &mut active[pl.i].state_mut().pending {
+            p.drafted += len as u64;
+        }
+    }
+    Ok(())
+}
+
+/// This step's rows: every decoding request's (a row, or a verify after drafting), then prompt
+/// chunks in what is left of the row budget (each at most its drafter's staging).
+fn plan<R: BatchRequest>(eng: &mut BatchEngine, active: &mut [R]) -> Result<Vec<Planned>> {
+    let mut plans: Vec<Planned> = Vec::new();
+    for (i, r) in active.iter().enumerate() {
+        let a = r.state();
+        if a.prompt_left() == 0 && r.may_decode() {
+            let last = a.generated.len().saturating_sub(1);
+            plans.push(Planned {
+                i,
+                tokens: a.generated[last..].to_vec(),
+                n_logits: 1,
+                drafts: Vec::new(),
+                dists: Vec::new(),
+                p0: eng.fwd.kv().len(a.seq)?,
+                prompt_rows: 0,
+            });
+        }
+    }
+    draft_all(eng, active, &mut plans)?;
+    let used: usize = plans.iter().map(|p| p.tokens.len()).sum();
+    let budget = (eng.fwd.max_rows() as usize).saturating_sub(used);
+    let work: Vec<Work> = active
+        .iter()
+        .map(R::state)
+        .filter(|a| a.prompt_left() > 0)
+        .map(|a| Work {
+            seq: a.seq,
+            prompt_left: a.prompt_left().min(eng.fwd.tap_capacity(a.seq) as usize),
+        })
+        .collect();
+    for (seq, m) in plan_step(&work, budget) {
+        let Some(i) = active.iter().position(|a| a.state().seq == seq) else {
+            continue;
+        };
+        let a = active[i].state();
+        let from = a.keep + a.fed;
+        plans.push(Planned {
+            i,
+            tokens: a.prompt[from..from + m].to_vec(),
+            n_logits: u32::from(a.prompt_left() == m),
+            drafts: Vec::new(),
+            dists: Vec::new(),
+            p0: eng.fwd.kv().len(seq)?,
+            prompt_rows: m,
+        });
+    }
+    Ok(plans)
+}
+
+/// One batched step over `active`, then each request's tokens handed to it. Returns the
+/// requests that ended (indices into `active`) and how. A step with nothing to run (every
+/// request held) runs nothing.
+pub fn step<R: BatchRequest>(
+    eng: &mut BatchEngine,
+    active: &mut [R],
+) -> Result<Vec<(usize, R::End)>> {
+    let plans = plan(eng, active)?;
+    if plans.is_empty() {
+        return Ok(Vec::new());
+    }
+    for pl in &plans {
+        make_room(eng, active[pl.i].state_mut(), pl.p0, pl.tokens.len() as u32)?;
+    }
+    let segs: Vec<Segment<'_>> = plans
+        .iter()
+        .map(|pl| Segment {
+            seq: active[pl.i].state().seq,
+            tokens: &pl.tokens,
+            n_logits: pl.n_logits,
+        })
+        .collect();
+    eng.step(&segs)?;
+    drop(segs);
+    let sampling = plans
+        .iter()
+        .any(|pl| pl.n_logits > 0 && active[pl.i].state().sampler.is_some());
+    let ids = eng.fwd.argmax(&eng.ctx)?;
+    let logits = if sampling {
+        eng.fwd.logits(&eng.ctx)?
+    } else {
+        Vec::new()
+    };
+    let n_vocab = eng.fwd.hp().n_vocab as usize;
+    let capacity = eng.fwd.capacity();
+    let mut ended = Vec::new();
+    let mut row = 0usize;
+    for pl in &plans {
+        let r = &mut active[pl.i];
+        let a = r.state_mut();
+        let n = pl.n_logits as usize;
+        let rows = row..row + n;
+        row += n;
+        if pl.prompt_rows > 0 {
+            a.fed += pl.prompt_rows;
+            if let Some(p) = &mut a.pending {
+                p.n += pl.prompt_rows as u32;
+            }
+            if n == 0 {
+                continue;
+            }
+        }
+        // The verdict: `accepted` drafts, then `next`.
+        let (accepted, next) = match &mut a.sampler {
+            None => {
+                let v = accept_greedy(&pl.drafts, &ids[rows])?;
+                (v.accepted, v.next)
+            }
+            Some(s) if pl.drafts.is_empty() => {
+                let t = s.sample(&logits[rows.start * n_vocab..rows.end * n_vocab]);
+                s.accept(t);
+                (0, t)
+            }
+            Some(s) => {
+                let l = &logits[rows.start * n_vocab..rows.end * n_vocab];
+                let v = accept_sampled(s, &pl.drafts, &pl.dists, l, n_vocab)?;
+                (v.accepted, v.next)
+            }
+        };
+        if pl.prompt_rows == 0 {
+            let committed = pl.p0 + accepted as u32 + 1;
+            eng.fwd.kv().truncate_to(a.seq, committed)?;
+            if let Some(p) = &mut a.pending {
+                p.n += accepted as u32 + 1;
+                p.accepted += accepted as u64;
+            }
+        }
+        // A full cache ends the request after this step's tokens (the next needs a row).
+        let full = eng.fwd.kv().len(a.seq)? >= capacity;
+        let tokens: Vec<u32> = pl.drafts[..accepted]
+            .iter()
+            .copied()
+            .chain([next])
+            .collect();
+        for (k, &t) in tokens.iter().enumerate() {
+            let last = k + 1 == tokens.len();
+            if let Some(end) = r.on_token(t, full && last)? {
+                ended.push((pl.i, end));
+                break;
+            }
+        }
+    }
+    Ok(ended)
+}
+
+/// Gives the drafter of a request that ends every committed row (what its sequence's next
+/// request reuses).
+pub fn settle(eng: &mut BatchEngine, a: &mut SeqState) -> Result<()> {
+    flush(eng, a)
+}
