@@ -12,17 +12,19 @@
 //! ```
 //! plus flint's `S_TG / S_TG(B=1)`: the aggregate generation rate over the one-sequence rate of
 //! the same PP and TG measured in the same run (the batching gain). Every step waits for its
-//! results (the argmax read back), as llama-batched-bench synchronizes after each decode. A
+//! results (the argmax read back), as llama-batched-bench synchronizes after each decode; the
+//! steps are the server's (`engine::batch_run`), decode rows held until every prompt ran. A
 //! warm-up run of the first test builds the kernels first; `-r` runs each test that many times
-//! and reports the run with the median T.
+//! and reports the run with the median T. With `-md`, every sequence has its drafter and the
+//! TG phase drafts, verifies and accepts across the B sequences in each step (the server's
+//! step, `engine::batch_run`); `accepted` counts the drafts accepted of those verified.
 
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
 use crate::engine::batch::BatchEngine;
-use crate::engine::batching::{plan_step, Work};
-use crate::model::forward::batch::Segment;
+use crate::engine::batch_run::{settle, step, BatchRequest, SeqState};
 use crate::{Error, Result};
 
 /// One test's figures.
@@ -35,6 +37,8 @@ pub struct BatchedRow {
     pub t_tg: f64,
     /// S_TG over S_TG at B = 1 for the same PP and TG (`None` without a B = 1 test).
     pub gain: Option<f64>,
+    /// With drafters: (drafts verified, accepted) over the run's generation.
+    pub spec: Option<(u64, u64)>,
 }
 
 impl BatchedRow {
@@ -79,64 +83,91 @@ pub fn needs(npp: &[u32], ntg: &[u32], npl: &[u32]) -> Result<(u32, u32)> {
     Ok((seqs, ctx))
 }
 
-/// A prompt of `n` tokens (a fixed, varied sequence of ids below `n_vocab`).
-fn prompt(n: u32, n_vocab: u32) -> Vec<u32> {
-    (0..n).map(|i| (i * 7919 + 13) % n_vocab.max(1)).collect()
+/// Text the prompts are cut from (English prose: a drafter's acceptance means something on it).
+const PROSE: &str = "The lighthouse stood at the end of a long spit of sand, and for forty years \
+    the same family had kept its lamp burning through every storm. Each evening the keeper \
+    climbed the one hundred and twelve steps, trimmed the wick, polished the great lens and \
+    wrote the weather in a leather book. Ships passed in the night, their crews never knowing \
+    the name of the man who kept them off the rocks. When the new electric lamp arrived, the \
+    keeper was told that his work was no longer needed, but he kept climbing the stairs anyway, \
+    because the sea, he said, does not read letters from the government.";
+
+/// A prompt of `n` tokens: [`PROSE`] tokenized, repeated as needed.
+fn prompt(eng: &BatchEngine, n: u32) -> Result<Vec<u32>> {
+    let ids = eng.tok.encode(PROSE, true, false)?;
+    Ok(ids.iter().copied().cycle().take(n as usize).collect())
 }
 
-/// One run of (pp, tg, b): (T_PP, T_TG).
-fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64)> {
-    let n_vocab = eng.fwd.hp().n_vocab;
-    let b = b as usize;
-    for seq in 0..b {
-        eng.fwd.kv().reset(seq)?;
+/// One benchmark sequence: it generates exactly its TG tokens (end tokens included, as
+/// llama-batched-bench does), and decodes only once every prompt ran.
+struct BenchSeq {
+    st: SeqState,
+    decode: bool,
+}
+
+impl BatchRequest for BenchSeq {
+    type End = ();
+    fn state(&self) -> &SeqState {
+        &self.st
     }
-    let prompt = prompt(pp, n_vocab);
-    let mut fed = vec![0usize; b];
+    fn state_mut(&mut self) -> &mut SeqState {
+        &mut self.st
+    }
+    fn on_token(&mut self, token: u32, full: bool) -> Result<Option<()>> {
+        self.st.generated.push(token);
+        Ok((self.st.generated.len() >= self.st.max_tokens || full).then_some(()))
+    }
+    fn may_decode(&self) -> bool {
+        self.decode
+    }
+}
+
+/// One run of (pp, tg, b): (T_PP, T_TG, drafted, accepted). The prompts run as batched steps
+/// (every sequence's first token comes from its last prompt row), then the sequences decode
+/// together (with drafters: draft, verify and accept per sequence in the same steps).
+fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64, u64)> {
+    let prompt = prompt(eng, pp)?;
+    let has_drafter = !eng.drafters.is_empty();
+    let mut seqs: Vec<BenchSeq> = (0..b as usize)
+        .map(|seq| BenchSeq {
+            st: SeqState::new(seq, prompt.clone(), 0, tg as usize, None, has_drafter),
+            decode: false,
+        })
+        .collect();
+    for s in &seqs {
+        eng.fwd.kv().reset(s.st.seq)?;
+        if let Some(d) = eng.drafters.get_mut(s.st.seq) {
+            d.reset();
+        }
+    }
     let t0 = Instant::now();
-    loop {
-        let work: Vec<Work> = (0..b)
-            .filter(|&s| fed[s] < prompt.len())
-            .map(|s| Work {
-                seq: s,
-                prompt_left: prompt.len() - fed[s],
-            })
-            .collect();
-        if work.is_empty() {
-            break;
-        }
-        let rows = plan_step(&work, eng.fwd.max_rows() as usize);
-        let segs: Vec<Segment<'_>> = rows
-            .iter()
-            .map(|&(seq, m)| Segment {
-                seq,
-                tokens: &prompt[fed[seq]..fed[seq] + m],
-                n_logits: u32::from(fed[seq] + m == prompt.len()),
-            })
-            .collect();
-        eng.step(&segs)?;
-        eng.fwd.argmax(&eng.ctx)?;
-        for &(seq, m) in &rows {
-            fed[seq] += m;
-        }
+    while seqs.iter().any(|s| s.st.prompt_left() > 0) {
+        step(eng, &mut seqs)?;
     }
     let t_pp = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let mut next = vec![0u32; b];
-    for _ in 0..tg {
-        let segs: Vec<Segment<'_>> = next
-            .iter()
-            .enumerate()
-            .map(|(seq, t)| Segment {
-                seq,
-                tokens: std::slice::from_ref(t),
-                n_logits: 1,
-            })
-            .collect();
-        eng.step(&segs)?;
-        next = eng.fwd.argmax(&eng.ctx)?;
+    for s in &mut seqs {
+        s.decode = true;
     }
-    Ok((t_pp, t1.elapsed().as_secs_f64()))
+    // The first token came with the prompt; TG - 1 more (a verify may give several).
+    let mut running: Vec<BenchSeq> = seqs
+        .into_iter()
+        .filter(|s| tg > 1 && !s.st.generated.is_empty())
+        .collect();
+    let (mut drafted, mut accepted) = (0, 0);
+    while !running.is_empty() {
+        let mut ended = step(eng, &mut running)?;
+        ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        for (i, ()) in ended {
+            let mut s = running.remove(i);
+            settle(eng, &mut s.st)?;
+            if let Some(p) = &s.st.pending {
+                drafted += p.drafted;
+                accepted += p.accepted;
+            }
+        }
+    }
+    Ok((t_pp, t1.elapsed().as_secs_f64(), drafted, accepted))
 }
 
 /// Every (PP, TG, B) test, in the order llama-batched-bench runs them (PP, then TG, then B).
@@ -166,7 +197,7 @@ pub fn measure(
                     runs.push(run_once(eng, pp, tg, b)?);
                 }
                 runs.sort_by(|x, y| (x.0 + x.1).total_cmp(&(y.0 + y.1)));
-                let (t_pp, t_tg) = runs[runs.len() / 2];
+                let (t_pp, t_tg, drafted, accepted) = runs[runs.len() / 2];
                 rows.push(BatchedRow {
                     pp,
                     tg,
@@ -174,6 +205,7 @@ pub fn measure(
                     t_pp,
                     t_tg,
                     gain: None,
+                    spec: (!eng.drafters.is_empty()).then_some((drafted, accepted)),
                 });
             }
         }
@@ -201,6 +233,7 @@ pub fn records(rows: &[BatchedRow]) -> Vec<Map<String, Value>> {
                 "pp": r.pp, "tg": r.tg, "pl": r.b, "n_kv": r.n_kv(),
                 "t_pp": r.t_pp, "speed_pp": r.s_pp(), "t_tg": r.t_tg, "speed_tg": r.s_tg(),
                 "t": r.t(), "speed": r.s(), "speed_tg_over_b1": r.gain,
+                "draft_n": r.spec.map(|s| s.0), "draft_n_accepted": r.spec.map(|s| s.1),
             });
             match v {
                 Value::Object(m) => m,
@@ -224,6 +257,7 @@ pub fn render_md(rows: &[BatchedRow], adapter: &str) -> String {
         ("T s", true),
         ("S t/s", true),
         ("S_TG / B=1", true),
+        ("accepted", true),
     ];
     let body: Vec<Vec<String>> = rows
         .iter()
@@ -240,6 +274,7 @@ pub fn render_md(rows: &[BatchedRow], adapter: &str) -> String {
                 format!("{:.3}", r.t()),
                 format!("{:.2}", r.s()),
                 r.gain.map_or("-".into(), |g| format!("{g:.2}x")),
+                r.spec.map_or("-".into(), |(d, a)| format!("{a}/{d}")),
             ]
         })
         .collect();

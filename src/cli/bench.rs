@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
 use crate::engine::batch::BatchEngine;
-use crate::engine::{Engine, EngineOptions, DEFAULT_MODEL};
+use crate::engine::{DraftOptions, Engine, EngineOptions, DEFAULT_MODEL};
 use crate::gguf::{GgmlType, GgufFile};
 use crate::model::Hparams;
 use crate::{Error, Result};
@@ -74,11 +74,12 @@ pub struct BenchArgs {
     #[arg(long = "compare")]
     pub compare: Option<PathBuf>,
     /// A DSpark drafter (`-md`): run the speculative benchmark, plain against DSpark decoding
-    /// on the same prompts, instead of the pp/tg tests.
+    /// on the same prompts, instead of the pp/tg tests; with `-npl`, batched decoding with a
+    /// drafter per sequence (`-r` counts only there).
     #[arg(
         long = "model-draft",
         visible_alias = "spec-draft-model",
-        conflicts_with_all = ["n_prompt", "pg", "n_depth", "repetitions", "compare", "bandwidth"]
+        conflicts_with_all = ["n_prompt", "pg", "n_depth", "compare", "bandwidth"]
     )]
     pub model_draft: Option<PathBuf>,
     /// Prompts of the speculative benchmark: `builtin` (chat, code, math, prose) or a JSONL
@@ -257,11 +258,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 
 /// `-npl`: batched decoding, as llama-batched-bench.
 fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
-    if args.model_draft.is_some() {
-        return Err(Error::Usage(
-            "-npl with -md: batched steps run without a drafter for now".into(),
-        ));
-    }
     let npp = if args.npp.is_empty() {
         vec![128]
     } else {
@@ -273,6 +269,12 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
         args.ntg.clone()
     };
     let (seqs, n_ctx) = bench::batched::needs(&npp, &ntg, &args.npl)?;
+    // The drafter verifies its drafts in the sequences' steps (the batch's fixed policy).
+    let draft = args.model_draft.as_ref().map(|path| {
+        let mut d = DraftOptions::new(path.clone());
+        d.n_max = args.spec_n_max.unwrap_or(0);
+        d
+    });
     let opts = EngineOptions {
         model: args.model.clone(),
         n_ctx,
@@ -281,6 +283,7 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
         type_v: kv("-ctv", &args.type_v)?,
         device: args.device,
         gpu_mem: gpu_mem(args)?,
+        draft,
         ..EngineOptions::default()
     };
     let mut eng = BatchEngine::load(&opts, seqs)?;

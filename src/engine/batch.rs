@@ -83,16 +83,17 @@ impl BatchEngine {
                 meta,
                 tensors: &f.tensors,
             });
-        let plan = memory::plan(
-            TargetShape {
-                hp: &hp,
-                tensors: &file.tensors,
-            },
-            dshape,
-            &params,
-            Budget::resolve(opts.gpu_mem, Some(&ctx)),
-            DeviceLimits::from_context(&ctx),
-        );
+        // The batched plan whatever the sequences (`memory::plan` gives it for `-np` > 1).
+        let target = TargetShape {
+            hp: &hp,
+            tensors: &file.tensors,
+        };
+        let limits = DeviceLimits::from_context(&ctx);
+        let plan = Plan {
+            buffers: memory::batch::buffers(target, dshape, &params, &limits),
+            budget: Budget::resolve(opts.gpu_mem, Some(&ctx)),
+            limits,
+        };
         if !plan.fits() {
             return Err(Error::OutOfMemory {
                 requested: plan.total(),
