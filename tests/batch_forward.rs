@@ -152,3 +152,55 @@ fn eight_sequences_batched_give_their_tokens_alone_f16() {
 fn four_sequences_batched_give_their_tokens_alone_q8_0() {
     check(GgmlType::Q8_0, 4);
 }
+
+/// `flint bench -npl`: llama-batched-bench's fields in json and csv, each derived figure
+/// consistent with the measured times (N_KV = B·(PP + TG), S_PP = B·PP / T_PP, …), and the
+/// batching gain relative to the B = 1 row of the same run.
+#[test]
+fn bench_npl_rows_in_json_and_csv() {
+    let run = |fmt: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_flint"))
+            .args(["bench", "-m"])
+            .arg(common::model_path())
+            .args([
+                "-npp", "8", "-ntg", "4", "-npl", "1,2", "-r", "1", "-o", fmt,
+            ])
+            .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let rows: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+    for r in rows {
+        let (pp, tg, b) = (f(r, "pp"), f(r, "tg"), f(r, "pl"));
+        assert_eq!(f(r, "n_kv"), b * (pp + tg));
+        let close =
+            |a: f64, e: f64| assert!((a - e).abs() <= 1e-9 * e.abs().max(1.0), "{a} vs {e}");
+        close(f(r, "speed_pp"), b * pp / f(r, "t_pp"));
+        close(f(r, "speed_tg"), b * tg / f(r, "t_tg"));
+        close(f(r, "t"), f(r, "t_pp") + f(r, "t_tg"));
+        close(f(r, "speed"), f(r, "n_kv") / f(r, "t"));
+    }
+    let gain = f(&rows[1], "speed_tg_over_b1");
+    let want = f(&rows[1], "speed_tg") / f(&rows[0], "speed_tg");
+    assert!((gain - want).abs() < 1e-9 * want, "{gain} vs {want}");
+    let csv = run("csv");
+    let header = csv.lines().next().unwrap();
+    for k in [
+        "pp", "tg", "pl", "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed",
+    ] {
+        assert!(
+            header.split(',').any(|h| h == k),
+            "{k} missing from {header}"
+        );
+    }
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+}

@@ -1,0 +1,107 @@
+//! DSpark across requests: four greedy requests decoded together, each slot with the shipped
+//! drafter, drafting, verifying and accepting in shared steps (`engine::batch_run`, what
+//! `flint serve` and `flint bench -npl -md` run), are held to the single-request speculative
+//! loop on each prompt alone: the same tokens, and the same drafts verified and accepted (the
+//! per-slot drafts are the same computation, so a difference means a slot saw another's rows).
+
+mod common;
+
+use flint::engine::batch::BatchEngine;
+use flint::engine::batch_run::{settle, step, BatchRequest, SeqState};
+use flint::engine::{DraftOptions, Engine, EngineOptions, DEFAULT_DRAFTER};
+use flint::Result;
+
+const N_PREDICT: usize = 24;
+
+const PROMPTS: [&str; 4] = [
+    "The lighthouse stood at the end of a long spit of sand, and for forty years",
+    "1, 2, 3, 4, 5, 6,",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n",
+    "Q: What is the capital of Italy?\nA:",
+];
+
+fn opts() -> EngineOptions {
+    let mut d =
+        DraftOptions::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DRAFTER));
+    d.bypass = false;
+    EngineOptions {
+        model: common::model_path(),
+        n_ctx: 256,
+        draft: Some(d),
+        ..EngineOptions::default()
+    }
+}
+
+/// A request that takes its tokens until `max_tokens` or an end token.
+struct Req {
+    st: SeqState,
+    eog: Vec<u32>,
+}
+
+impl BatchRequest for Req {
+    type End = ();
+    fn state(&self) -> &SeqState {
+        &self.st
+    }
+    fn state_mut(&mut self) -> &mut SeqState {
+        &mut self.st
+    }
+    fn on_token(&mut self, token: u32, full: bool) -> Result<Option<()>> {
+        if self.eog.contains(&token) {
+            return Ok(Some(()));
+        }
+        self.st.generated.push(token);
+        Ok((self.st.generated.len() >= self.st.max_tokens || full).then_some(()))
+    }
+}
+
+#[test]
+fn four_requests_with_drafters_match_the_single_request_loop() {
+    let mut single = Engine::load(&opts()).unwrap();
+    let tok = single.tok.clone();
+    let prompts: Vec<Vec<u32>> = PROMPTS
+        .iter()
+        .map(|p| tok.encode(p, true, false).unwrap())
+        .collect();
+    let eog: Vec<u32> = (0..single.fwd.hp.n_vocab)
+        .filter(|&t| tok.is_eog(t))
+        .collect();
+    let mut want = Vec::new();
+    for p in &prompts {
+        single.reset().unwrap();
+        let stats = single.generate(p, N_PREDICT, None, |_| Ok(true)).unwrap();
+        let spec = stats.spec.expect("the single loop speculated");
+        want.push((stats.generated_token_ids, spec.drafted, spec.accepted));
+    }
+    drop(single);
+
+    let mut eng = BatchEngine::load(&opts(), prompts.len() as u32).unwrap();
+    assert_eq!(eng.drafters.len(), prompts.len());
+    let mut active: Vec<Req> = prompts
+        .iter()
+        .enumerate()
+        .map(|(seq, p)| Req {
+            st: SeqState::new(seq, p.clone(), 0, N_PREDICT, None, true),
+            eog: eog.clone(),
+        })
+        .collect();
+    let mut got = vec![(Vec::new(), 0, 0); prompts.len()];
+    while !active.is_empty() {
+        let mut ended = step(&mut eng, &mut active).unwrap();
+        ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        for (i, ()) in ended {
+            let mut r = active.remove(i);
+            settle(&mut eng, &mut r.st).unwrap();
+            let p = r.st.pending.as_ref().unwrap();
+            got[r.st.seq] = (r.st.generated.clone(), p.drafted, p.accepted);
+        }
+    }
+    for (s, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(g.0, w.0, "request {s}: tokens, batched vs alone");
+        assert_eq!((g.1, g.2), (w.1, w.2), "request {s}: (drafted, accepted)");
+    }
+    let drafted: u64 = got.iter().map(|g| g.1).sum();
+    let accepted: u64 = got.iter().map(|g| g.2).sum();
+    assert!(accepted > 0, "the shipped drafter accepted nothing");
+    eprintln!("4 requests: {accepted} of {drafted} drafts accepted, as each alone");
+}
