@@ -10,6 +10,8 @@
 //! - [`pipelines`]: a cache that builds each (shader, variant) compute pipeline once.
 //! - [`buffers`]: storage/uniform/staging buffers checked against the device limits first,
 //!   uploads, and a blocking readback.
+//! - [`exit`]: [`end_process`], the end of a process whose threads may still be in the driver
+//!   (`flint serve`), without the library teardown that races them.
 //!
 //! Nothing here panics on device results: wgpu errors come back as [`GpuError`] values with the
 //! offending numbers, through error scopes or the recorded uncaptured errors.
@@ -17,11 +19,13 @@
 pub mod adapters;
 pub mod buffers;
 pub mod device;
+pub mod exit;
 pub mod pipelines;
 pub mod shaders;
 
 pub use adapters::{list_adapters, parse_backends, AdapterSummary, KeyLimits};
 pub use device::{CapturedError, Counters, DeviceOptions, GpuContext, LostInfo};
+pub use exit::end_process;
 pub use pipelines::{CachedPipeline, PipelineCache};
 pub use shaders::{preprocess, shader_source, BindingKind, BindingSpec, ShaderVariant};
 
