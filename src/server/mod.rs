@@ -68,10 +68,16 @@ pub fn run(opts: ServeOptions) -> Result<()> {
             context: "starting the async runtime".into(),
             source,
         })?;
-    rt.block_on(serve(opts))
+    // The signal handlers exist before anything else runs: a SIGTERM during the load ends the
+    // server through its shutdown, not the default action.
+    let signals = {
+        let _rt = rt.enter();
+        Signals::new()?
+    };
+    rt.block_on(serve(opts, signals))
 }
 
-async fn serve(opts: ServeOptions) -> Result<()> {
+async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
     let addr = SocketAddr::new(opts.host, opts.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -103,7 +109,7 @@ async fn serve(opts: ServeOptions) -> Result<()> {
     let signal = {
         let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
         async move {
-            shutdown_signal().await;
+            signals.recv().await;
             eprintln!("flint serve: shutting down");
             app.set_phase(Phase::ShuttingDown);
             app.slots.shutdown();
@@ -163,7 +169,8 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("flint serve: {e}");
-                std::process::exit(e.exit_code());
+                // Pipeline builders may still be compiling: no library teardown under them.
+                crate::gpu::end_process(e.exit_code());
             }
         };
         let (tok, n_ctx, n_vocab, drafter, planned, batched) = match &loaded {
@@ -244,24 +251,45 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
     });
 }
 
-/// SIGINT, or SIGTERM on Unix.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT, and SIGTERM on Unix, registered when made (inside the runtime).
+struct Signals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let make = |kind: SignalKind, name: &str| {
+                signal(kind).map_err(|source| Error::Io {
+                    context: format!("installing the {name} handler"),
+                    source,
+                })
+            };
+            Ok(Signals {
+                term: make(SignalKind::terminate(), "SIGTERM")?,
+                int: make(SignalKind::interrupt(), "SIGINT")?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// The first of them.
+    async fn recv(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &mut self;
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
