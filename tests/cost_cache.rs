@@ -1,23 +1,41 @@
 //! The load-time measurements speculation needs (verify step times, a cycle's costs) are kept
 //! between runs in the model directory's `profiles/`: the first load measures and stores them,
 //! the next load with the same device, model, drafter and draft length reads them; a changed
-//! drafter file, a damaged entry or `FLINT_REMEASURE=1` means measuring again. One test (it
-//! sets process-wide environment variables).
+//! drafter file, a damaged entry or `FLINT_REMEASURE=1` means measuring again (and storing
+//! what was measured). Before a load, `unpaying_drafter` judges the stored costs: a drafter
+//! that cannot pay even with every draft accepted is left out. One test (it sets process-wide
+//! environment variables).
 
 mod common;
 
+use flint::engine::cost_cache::unpaying_drafter;
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 
-fn load(drafter: &std::path::Path) -> Engine {
-    Engine::load(&EngineOptions {
+fn options(drafter: &std::path::Path) -> EngineOptions {
+    EngineOptions {
         model: common::model_path(),
         n_ctx: 512,
         draft: Some(DraftOptions::new(drafter.to_path_buf())),
         ..EngineOptions::default()
-    })
-    .unwrap()
+    }
+}
+
+fn load(drafter: &std::path::Path) -> Engine {
+    Engine::load(&options(drafter)).unwrap()
+}
+
+/// Replaces the stored costs in `entry` (descriptor and verify rows kept): a plain step, a
+/// draft, a verify step.
+fn set_costs(entry: &std::path::Path, step: f64, draft: f64, verify: f64) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(entry).unwrap()).unwrap();
+    let rows = v["costs"]["verify_rows"].clone();
+    assert!(rows.is_u64(), "{v}");
+    v["costs"] = serde_json::json!({"step": step, "draft": draft, "inject": 0.0002,
+                                    "verify": verify, "verify_rows": rows});
+    std::fs::write(entry, v.to_string()).unwrap();
 }
 
 fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -59,6 +77,31 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     std::env::set_var("FLINT_REMEASURE", "1");
     assert!(!load(&d).costs_cached);
     std::env::remove_var("FLINT_REMEASURE");
+    // ... and stored what it measured.
+    let engine = load(&d);
+    assert!(engine.costs_cached, "remeasured, stored again");
+    // The verdict before a load, on costs written into the entry: lavapipe's (verify 1.93
+    // steps, a draft 1.09: not even a probe cycle that accepts all of this drafter's few
+    // drafts pays) leave the drafter out; GPU-like ones (verify 1.1 steps) keep it, and so do
+    // --spec-no-bypass and FLINT_REMEASURE.
+    let adapter = engine.ctx.info().clone();
+    drop(engine);
+    set_costs(&files[0], 0.0586, 0.0639, 0.1131);
+    let why = unpaying_drafter(&options(&d), &adapter).expect("lavapipe's costs: left out");
+    let text = why.to_string();
+    assert!(
+        text.contains("cannot pay") && text.contains(" rows "),
+        "{text}"
+    );
+    let mut forced = options(&d);
+    forced.draft.as_mut().unwrap().bypass = false;
+    assert_eq!(unpaying_drafter(&forced, &adapter), None);
+    std::env::set_var("FLINT_REMEASURE", "1");
+    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    std::env::remove_var("FLINT_REMEASURE");
+    set_costs(&files[0], 0.010, 0.002, 0.011);
+    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    assert!(load(&d).costs_cached, "an edited entry is still read");
     // A damaged entry is measured again and rewritten.
     std::fs::write(&files[0], "{ not json").unwrap();
     assert!(!load(&d).costs_cached);

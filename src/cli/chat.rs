@@ -46,8 +46,7 @@ fn io_err(source: std::io::Error) -> Error {
 
 pub fn run(args: &ChatArgs) -> Result<()> {
     let n_predict = super::generate::n_predict(args.n_predict)?;
-    super::model_check::prepare(&args.model.model, args.model.device)?;
-    let mut engine = Engine::load(&args.model.engine_options()?)?;
+    let mut engine = Engine::load(&super::generate::prepare(&args.model)?)?;
     let override_src = match &args.chat_template_file {
         Some(p) => Some(read_template_file(p)?),
         None => None,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::engine::{Engine, EngineOptions, GenStats, DEFAULT_MODEL};
+use crate::engine::{cost_cache, Engine, EngineOptions, GenStats, DEFAULT_MODEL};
 use crate::gguf::GgmlType;
 use crate::memory::parse_bytes;
 use crate::sampling::{Sampler, SamplerParams};
@@ -190,10 +190,34 @@ pub fn stats_line(s: &GenStats) -> String {
     line
 }
 
+/// The engine options of `generate` and `chat`, after the model check and the device line
+/// (`model_check::prepare`): without the drafter when the costs an earlier run measured on
+/// this device show it cannot pay (`cost_cache::unpaying_drafter`), which one stderr line says.
+pub fn prepare(args: &ModelArgs) -> Result<EngineOptions> {
+    super::model_check::check_model(&args.model)?;
+    // The device line, with the adapter kept for the cost cache's key.
+    let adapter = crate::gpu::adapters::selected_adapter(args.device)
+        .ok()
+        .flatten();
+    if let Some(a) = &adapter {
+        eprintln!("{}", crate::gpu::adapters::device_line(a));
+        if let Some(note) = crate::gpu::adapters::gl_note(a) {
+            eprintln!("{note}");
+        }
+    }
+    let mut opts = args.engine_options()?;
+    if let Some(a) = &adapter {
+        if let Some(why) = cost_cache::unpaying_drafter(&opts, a) {
+            eprintln!("flint: {why}: running without the drafter; --spec-no-bypass to force it");
+            opts.draft = None;
+        }
+    }
+    Ok(opts)
+}
+
 pub fn run(args: &GenerateArgs) -> Result<()> {
     let n_predict = n_predict(args.n_predict)?;
-    super::model_check::prepare(&args.model.model, args.model.device)?;
-    let mut engine = Engine::load(&args.model.engine_options()?)?;
+    let mut engine = Engine::load(&prepare(&args.model)?)?;
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
     let prompt = engine.tok.encode(&args.prompt, true, true)?;
     let tok = engine.tok.clone();

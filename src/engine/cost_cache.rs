@@ -7,18 +7,28 @@
 //! One JSON file per key in the model directory's `profiles/` (`FLINT_MODELS`), written
 //! atomically; an entry that does not parse or does not match its key is measured again and
 //! overwritten, and storing an entry drops those whose model or drafter file is gone (a test's
-//! temporary drafter, a deleted model). `FLINT_REMEASURE=1` ignores every entry. Nothing here is
-//! required: any failure to read or write only means measuring.
+//! temporary drafter, a deleted model). `FLINT_REMEASURE=1` reads no entry: the load measures
+//! again and replaces it (a figure measured on a busy machine is not kept for good). Nothing
+//! here is required: any failure to read or write only means measuring.
+//!
+//! Before a load, [`unpaying_drafter`] reads the stored costs: where the bypass would rule
+//! drafting out after its first probe even if every draft were accepted, `generate` and `chat`
+//! do not load the drafter at all (on lavapipe its load was most of the 3 % that the default
+//! drafter cost a short `flint generate`).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::gpu::GpuContext;
-use crate::speculative::bypass::CycleCosts;
+use crate::gguf::GgufFile;
+use crate::gpu::{AdapterSummary, GpuContext};
+use crate::model::DrafterMeta;
+use crate::speculative::bypass::{drafting_can_pay, BypassConfig, CycleCosts};
 
-/// Ignore stored measurements (measure at every load).
+use super::{draft_params, EngineOptions};
+
+/// Ignore stored measurements: measure at this load and replace them.
 pub const REMEASURE_ENV: &str = "FLINT_REMEASURE";
 
 /// What was measured for one key.
@@ -35,8 +45,10 @@ pub struct Measured {
 pub struct CostCache {
     descriptor: String,
     path: PathBuf,
-    /// The model and drafter files the entry is for.
+    /// The model and drafter files the entry is for (absolute: `prune` runs in any directory).
     files: [PathBuf; 2],
+    /// `FLINT_REMEASURE`: [`CostCache::load`] finds nothing.
+    remeasure: bool,
 }
 
 fn file_id(path: &Path) -> Option<String> {
@@ -56,12 +68,19 @@ fn file_id(path: &Path) -> Option<String> {
 
 impl CostCache {
     /// The cache of this run, or `None` where it cannot have one (no model directory, files
-    /// without metadata, `FLINT_REMEASURE` set).
+    /// without metadata).
     pub fn new(ctx: &GpuContext, model: &Path, drafter: &Path, n_draft: u32) -> Option<Self> {
-        if std::env::var_os(REMEASURE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
-            return None;
-        }
-        let a = ctx.info();
+        Self::for_adapter(ctx.info(), model, drafter, n_draft)
+    }
+
+    /// [`CostCache::new`] for the adapter a device would be made on (before making it).
+    pub fn for_adapter(
+        a: &AdapterSummary,
+        model: &Path,
+        drafter: &Path,
+        n_draft: u32,
+    ) -> Option<Self> {
+        let remeasure = std::env::var_os(REMEASURE_ENV).is_some_and(|v| !v.is_empty() && v != "0");
         let descriptor = format!(
             "flint {} | {} | {} | {} {} | model {} | drafter {} | n_draft {n_draft}",
             env!("CARGO_PKG_VERSION"),
@@ -78,12 +97,17 @@ impl CostCache {
         Some(CostCache {
             descriptor,
             path: dir.join(format!("{hex}.json")),
-            files: [model.to_path_buf(), drafter.to_path_buf()],
+            files: [model, drafter].map(|p| std::fs::canonicalize(p).unwrap_or(p.to_path_buf())),
+            remeasure,
         })
     }
 
-    /// What an earlier run stored under this key (empty when nothing usable is there).
+    /// What an earlier run stored under this key (empty when nothing usable is there, or with
+    /// `FLINT_REMEASURE`).
     pub fn load(&self) -> Measured {
+        if self.remeasure {
+            return Measured::default();
+        }
         let Some(v) = std::fs::read(&self.path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -137,6 +161,57 @@ impl CostCache {
             let _ = std::fs::remove_file(&tmp);
         }
         prune(dir);
+    }
+}
+
+/// Why a run leaves its drafter out: the cached costs it was judged on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UnpayingDrafter {
+    pub costs: CycleCosts,
+}
+
+impl std::fmt::Display for UnpayingDrafter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.costs;
+        let ms = |s: f64| s * 1e3;
+        write!(
+            f,
+            "drafting cannot pay on this device (measured: a decode step {:.1} ms, a cycle \
+             {:.1} ms = draft {:.1} + inject {:.1} + verify of {} rows {:.1}; even accepting \
+             every draft, the bypass would stop after one probe cycle)",
+            ms(c.step),
+            ms(c.cycle()),
+            ms(c.draft),
+            ms(c.inject),
+            c.verify_rows,
+            ms(c.verify)
+        )
+    }
+}
+
+/// Whether `opts`' drafter cannot pay on adapter `a`, from the costs an earlier run measured
+/// for this device, model, drafter and draft length ([`drafting_can_pay`], the bypass's own
+/// rule in its best case): then loading it (its weights, caches and pipelines) only costs
+/// start-up time, since the bypass would decode plainly after one probe cycle anyway. `None`
+/// (load it) without a drafter, with the bypass off (`--spec-no-bypass`), or without stored
+/// costs (the load measures them; `FLINT_REMEASURE` too). Reads the drafter's header only.
+pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<UnpayingDrafter> {
+    let d = opts.draft.as_ref().filter(|d| d.bypass)?;
+    let model = super::resolve_model(&opts.model).ok()?;
+    let file = GgufFile::open(&d.model).ok()?;
+    let meta = DrafterMeta::from_gguf(&file).ok()?;
+    let n_draft = draft_params(d, &meta, opts.n_ctx).ok()?.n_draft;
+    let costs = CostCache::for_adapter(a, &model, &d.model, n_draft)?
+        .load()
+        .costs
+        .filter(|c| c.verify_rows == n_draft + 1 && c.is_valid())?;
+    let config = BypassConfig {
+        costs: Some(costs),
+        ..BypassConfig::default()
+    };
+    match drafting_can_pay(config) {
+        Ok(false) => Some(UnpayingDrafter { costs }),
+        Ok(true) | Err(_) => None,
     }
 }
 

@@ -119,6 +119,27 @@ pub fn drafting_pays(costs: &CycleCosts, tau: f64, margin: f64) -> bool {
     expected_speedup(costs, tau) >= margin
 }
 
+/// Whether drafting can pay with `config`'s load-time profile at all: the planner itself is
+/// run through the start of a generation at the profiled costs (a plain step, then cycles) in
+/// the best case, every draft of every cycle accepted (τ = the verify rows). `false` when
+/// even then it rules drafting out after the one probe cycle a profile that loses at the prior
+/// allows, so a drafter can only cost time; `true` without a profile.
+pub fn drafting_can_pay(config: BypassConfig) -> Result<bool, BypassError> {
+    let Some(c) = config.costs else {
+        return Ok(true);
+    };
+    let mut b = Bypass::new(config)?;
+    b.record_plain(c.step);
+    let drafts = c.verify_rows.saturating_sub(1);
+    for _ in 0..=config.probe_cycles {
+        if !b.should_draft() {
+            break;
+        }
+        b.record_cycle(c.draft + c.inject, c.verify, drafts, drafts);
+    }
+    Ok(!b.never_drafts())
+}
+
 /// Thresholds of [`Bypass`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BypassConfig {

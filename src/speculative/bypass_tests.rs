@@ -208,6 +208,50 @@ fn gpu_like_profile_drafts_and_stops_quickly_when_acceptance_is_low() {
     assert!(d.iter().filter(|&&x| x).count() <= 3 * p);
 }
 
+/// What lavapipe measured for the shipped drafter (cached in `profiles/`): verify of 7 rows
+/// 1.93 plain steps, a draft 1.09 (break-even at τ = 3.0, margin 1.05: 3.2).
+const LAVAPIPE_MEASURED: CycleCosts = CycleCosts {
+    step: 0.0586,
+    draft: 0.0639,
+    inject: 0.0002,
+    verify: 0.1131,
+    verify_rows: 7,
+};
+
+#[test]
+fn cached_costs_decide_whether_a_drafter_is_loaded() {
+    let with = |costs| BypassConfig {
+        costs: Some(costs),
+        ..BypassConfig::default()
+    };
+    // lavapipe: even a probe cycle that accepts every draft leaves the estimate (τ 2 → 3.0)
+    // below the margin, so the planner would draft that cycle only: skip the drafter.
+    assert_eq!(drafting_can_pay(with(LAVAPIPE_MEASURED)), Ok(false));
+    let mut b = profiled(LAVAPIPE_MEASURED);
+    let d = run(&mut b, 200, (0.0641, 0.1131, 6, 6), 0.0586);
+    assert!(d[0] && d[1..].iter().all(|&x| !x), "the planner agrees");
+    let slow = CycleCosts {
+        verify: 0.220,
+        ..LAVAPIPE
+    };
+    assert_eq!(drafting_can_pay(with(slow)), Ok(false));
+    // GPU-like (verify of 8 rows 1.1 steps): pays at the prior already: keep it.
+    assert_eq!(drafting_can_pay(with(GPU)), Ok(true));
+    // Loses at the prior, but a perfect probe (τ 2 → 3.2 over 8 rows) would keep drafting:
+    // an upper bound keeps the drafter.
+    assert_eq!(drafting_can_pay(with(LAVAPIPE)), Ok(true));
+    // Nothing measured, or the cost model off: keep it.
+    assert_eq!(drafting_can_pay(BypassConfig::default()), Ok(true));
+    let off = BypassConfig {
+        margin: 0.0,
+        ..with(slow)
+    };
+    assert_eq!(drafting_can_pay(off), Ok(true));
+    // A bad profile is an error, not a verdict.
+    let bad = CycleCosts { step: 0.0, ..GPU };
+    assert!(drafting_can_pay(with(bad)).is_err());
+}
+
 #[test]
 fn config_errors_name_the_value() {
     let bad = [
