@@ -38,6 +38,14 @@ fn set_costs(entry: &std::path::Path, step: f64, draft: f64, verify: f64) {
     std::fs::write(entry, v.to_string()).unwrap();
 }
 
+/// Replaces the acceptance earlier runs stored in `entry`: drafting cycles, tokens committed.
+fn set_observed(entry: &std::path::Path, cycles: u64, committed: u64) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(entry).unwrap()).unwrap();
+    v["observed"] = serde_json::json!({"cycles": cycles, "committed": committed});
+    std::fs::write(entry, v.to_string()).unwrap();
+}
+
 fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     match std::fs::read_dir(dir.join("profiles")) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
@@ -101,6 +109,34 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     std::env::remove_var("FLINT_REMEASURE");
     set_costs(&files[0], 0.010, 0.002, 0.011);
     assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    // Costs where accepting every draft would pay, judged on the acceptance earlier runs saw:
+    // 22 tokens in 20 cycles (τ 1.25 with the prior; 1.88 breaks even) leave the drafter out,
+    // 100 in 20 (τ 4.5) keep it; under 8 cycles observed do not decide.
+    set_costs(&files[0], 0.0586, 0.030, 0.080);
+    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    set_observed(&files[0], 20, 22);
+    let why = unpaying_drafter(&options(&d), &adapter).expect("poor acceptance: left out");
+    assert_eq!(why.observed, Some((20, 22)));
+    assert!(why.to_string().contains("20 cycles"), "{why}");
+    set_observed(&files[0], 20, 100);
+    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    set_observed(&files[0], 4, 4);
+    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    // A generation adds what its drafting achieved.
+    let mut engine = load(&d);
+    let prompt = engine
+        .tok
+        .encode("The capital of France is", true, false)
+        .unwrap();
+    let stats = engine.generate(&prompt, 24, None, |_| Ok(true)).unwrap();
+    let spec = stats.spec.expect("speculated");
+    drop(engine);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let (c, t) = (spec.cycles, spec.accepted + spec.cycles);
+    assert_eq!(v["observed"]["cycles"], 4 + c, "{v}");
+    assert_eq!(v["observed"]["committed"], 4 + t, "{v}");
+    set_costs(&files[0], 0.010, 0.002, 0.011);
     assert!(load(&d).costs_cached, "an edited entry is still read");
     // A damaged entry is measured again and rewritten.
     std::fs::write(&files[0], "{ not json").unwrap();

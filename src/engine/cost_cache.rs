@@ -24,7 +24,9 @@ use sha2::{Digest, Sha256};
 use crate::gguf::GgufFile;
 use crate::gpu::{AdapterSummary, GpuContext};
 use crate::model::DrafterMeta;
-use crate::speculative::bypass::{drafting_can_pay, BypassConfig, CycleCosts};
+use crate::speculative::bypass::{
+    drafting_can_pay, drafting_pays, estimate_tau, BypassConfig, CycleCosts,
+};
 
 use super::{draft_params, EngineOptions};
 
@@ -38,7 +40,17 @@ pub struct Measured {
     pub step_secs: Option<Vec<f64>>,
     /// A speculative cycle's costs.
     pub costs: Option<CycleCosts>,
+    /// What the drafter achieved in earlier generations: (drafting cycles, tokens committed by
+    /// them, the bonus token included), at most [`OBSERVED_CAP`] cycles' worth.
+    pub observed: Option<(u64, u64)>,
 }
+
+/// Cycles of observed acceptance kept at most: older ones are scaled down, so the figure
+/// follows the drafter's recent use.
+pub const OBSERVED_CAP: u64 = 256;
+
+/// Cycles observed before the acceptance they show decides whether a drafter is loaded.
+pub const OBSERVED_MIN: u64 = 8;
 
 /// Where one (device, model, drafter, draft length) keeps its measurements.
 #[derive(Debug, Clone)]
@@ -108,6 +120,29 @@ impl CostCache {
         if self.remeasure {
             return Measured::default();
         }
+        self.read()
+    }
+
+    /// Adds a generation's drafting cycles and the tokens they committed to the stored
+    /// acceptance (nothing without stored costs: acceptance is judged against them).
+    pub fn record_acceptance(&self, cycles: u64, committed: u64) {
+        let mut m = self.read();
+        if m.costs.is_none() || cycles == 0 {
+            return;
+        }
+        let (mut c, mut t) = m.observed.unwrap_or((0, 0));
+        c += cycles;
+        t += committed;
+        if c > OBSERVED_CAP {
+            t = t * OBSERVED_CAP / c;
+            c = OBSERVED_CAP;
+        }
+        m.observed = Some((c, t));
+        self.store(&m);
+    }
+
+    /// The stored entry, whatever `FLINT_REMEASURE` says.
+    fn read(&self) -> Measured {
         let Some(v) = std::fs::read(&self.path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -132,7 +167,13 @@ impl CostCache {
                 verify_rows: u32::try_from(c["verify_rows"].as_u64()?).ok()?,
             })
         })();
-        Measured { step_secs, costs }
+        let o = &v["observed"];
+        let observed = o["cycles"].as_u64().zip(o["committed"].as_u64());
+        Measured {
+            step_secs,
+            costs,
+            observed,
+        }
     }
 
     /// Stores `m` under this key (best effort: a failure leaves the next run measuring).
@@ -146,6 +187,7 @@ impl CostCache {
             "files": [self.files[0].to_string_lossy(), self.files[1].to_string_lossy()],
             "step_secs": m.step_secs,
             "costs": costs,
+            "observed": m.observed.map(|(c, t)| json!({"cycles": c, "committed": t})),
         });
         let Some(dir) = self.path.parent() else {
             return;
@@ -164,10 +206,12 @@ impl CostCache {
     }
 }
 
-/// Why a run leaves its drafter out: the cached costs it was judged on.
+/// Why a run leaves its drafter out: the cached costs it was judged on and, where it was that
+/// which ruled it out, the acceptance it showed in earlier runs (cycles, tokens committed).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UnpayingDrafter {
     pub costs: CycleCosts,
+    pub observed: Option<(u64, u64)>,
 }
 
 impl std::fmt::Display for UnpayingDrafter {
@@ -177,15 +221,27 @@ impl std::fmt::Display for UnpayingDrafter {
         write!(
             f,
             "drafting cannot pay on this device (measured: a decode step {:.1} ms, a cycle \
-             {:.1} ms = draft {:.1} + inject {:.1} + verify of {} rows {:.1}; even accepting \
-             every draft, the bypass would stop after one probe cycle)",
+             {:.1} ms = draft {:.1} + inject {:.1} + verify of {} rows {:.1}; ",
             ms(c.step),
             ms(c.cycle()),
             ms(c.draft),
             ms(c.inject),
             c.verify_rows,
             ms(c.verify)
-        )
+        )?;
+        match self.observed {
+            Some((cycles, committed)) => write!(
+                f,
+                "earlier runs committed {committed} tokens in {cycles} cycles, {:.2} a cycle, \
+                 where {:.2} would break even)",
+                committed as f64 / cycles.max(1) as f64,
+                c.cycle() / c.step
+            ),
+            None => write!(
+                f,
+                "even accepting every draft, the bypass would stop after one probe cycle)"
+            ),
+        }
     }
 }
 
@@ -201,7 +257,8 @@ pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<Unpa
     let file = GgufFile::open(&d.model).ok()?;
     let meta = DrafterMeta::from_gguf(&file).ok()?;
     let n_draft = draft_params(d, &meta, opts.n_ctx).ok()?.n_draft;
-    let costs = CostCache::for_adapter(a, &model, &d.model, n_draft)?
+    let cache = CostCache::for_adapter(a, &model, &d.model, n_draft)?;
+    let costs = cache
         .load()
         .costs
         .filter(|c| c.verify_rows == n_draft + 1 && c.is_valid())?;
@@ -209,10 +266,21 @@ pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<Unpa
         costs: Some(costs),
         ..BypassConfig::default()
     };
-    match drafting_can_pay(config) {
-        Ok(false) => Some(UnpayingDrafter { costs }),
-        Ok(true) | Err(_) => None,
+    if let Ok(false) = drafting_can_pay(config) {
+        return Some(UnpayingDrafter {
+            costs,
+            observed: None,
+        });
     }
+    // The acceptance earlier runs saw, with the bypass's prior, at the bypass's margin.
+    let (cycles, committed) = cache.read().observed?;
+    let tau = estimate_tau(config.prior, cycles, committed);
+    (cycles >= OBSERVED_MIN && !drafting_pays(&costs, tau, config.margin)).then_some(
+        UnpayingDrafter {
+            costs,
+            observed: Some((cycles, committed)),
+        },
+    )
 }
 
 /// Removes the entries in `dir` whose model or drafter file no longer exists.

@@ -97,6 +97,10 @@ pub struct Engine {
     /// The load-time measurements speculation uses (verify step times, a cycle's costs) came
     /// from an earlier run's ([`cost_cache`]) rather than being measured at this load.
     pub costs_cached: bool,
+    /// Where those measurements are kept, and the acceptance each generation's drafting shows
+    /// ([`CostCache::record_acceptance`]): what decides, before a later load, whether the
+    /// drafter can pay at all ([`cost_cache::unpaying_drafter`]).
+    cost_cache: Option<CostCache>,
 }
 
 /// Counters of one generation.
@@ -327,6 +331,7 @@ impl Engine {
                 drafter,
                 allocated,
                 costs_cached: false,
+                cost_cache: cache.clone(),
             });
         }
         // Every measurement taken at this load was already stored: nothing was measured.
@@ -406,6 +411,9 @@ impl Engine {
             None => self.generate_plain(prompt, n_predict, sampler, on_token),
         };
         let mut stats = out?;
+        if let (Some(c), Some(s)) = (&self.cost_cache, &stats.spec) {
+            c.record_acceptance(s.cycles, s.accepted + s.cycles);
+        }
         let end = PipelineCache::thread_wait();
         let split = at_first_token.unwrap_or(end);
         stats.exclude_compile(split.saturating_sub(start), end.saturating_sub(split));
