@@ -9,20 +9,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::gguf::GgufFile;
-use crate::gpu::{DeviceOptions, GpuContext};
+use crate::gpu::GpuContext;
 use crate::memory::{self, Budget, DeviceLimits, Plan, RunParams, TargetShape};
 use crate::model::forward::batch::{BatchForward, Segment};
 use crate::model::forward::Allocator;
-use crate::model::{weights, Hparams};
+use crate::model::weights;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
 use super::compile_progress::CompileProgress;
-use super::{draft_params, resolve_model, EngineOptions};
+use super::{draft_params, refuse_unless_fits, resolve_model, EngineOptions, Opened};
 use crate::memory::batch::slot_name;
 use crate::memory::DrafterShape;
-use crate::model::DrafterMeta;
 use crate::speculative::dspark::{DrafterConfig, Dspark};
 use crate::speculative::schedule::SpsProfile;
 use crate::speculative::{SpecOptions, VerifyPolicy};
@@ -46,25 +44,18 @@ impl BatchEngine {
     /// `n_seq` sequences of `opts.n_ctx` rows each; steps of at most [`memory::batch::max_rows`]
     /// rows; with `opts.draft`, a drafter per sequence.
     pub fn load(opts: &EngineOptions, n_seq: u32) -> Result<BatchEngine> {
-        if n_seq == 0 || opts.n_ctx == 0 || opts.n_ubatch == 0 {
-            return Err(Error::Usage("-np, -c and -ub must be at least 1".into()));
+        if n_seq == 0 {
+            return Err(Error::Usage("-np must be at least 1".into()));
         }
         let model_path = resolve_model(&opts.model)?;
-        let ctx = Arc::new(GpuContext::new(&DeviceOptions {
-            index: opts.device,
-            ..DeviceOptions::default()
-        })?);
-        let file = GgufFile::open(&model_path)?;
-        let hp = Hparams::from_gguf(&file)?;
-        let tok = Tokenizer::from_gguf(&file)?;
-        let dfile = match &opts.draft {
-            Some(d) => Some(GgufFile::open(&d.model)?),
-            None => None,
-        };
-        let dmeta = match &dfile {
-            Some(f) => Some(DrafterMeta::from_gguf(f)?),
-            None => None,
-        };
+        let Opened {
+            ctx,
+            file,
+            hp,
+            tok,
+            dfile,
+            dmeta,
+        } = Opened::new(opts, &model_path)?;
         let mut params = RunParams {
             n_ctx: opts.n_ctx,
             n_seq,
@@ -94,13 +85,7 @@ impl BatchEngine {
             budget: Budget::resolve(opts.gpu_mem, Some(&ctx)),
             limits,
         };
-        if !plan.fits() {
-            return Err(Error::OutOfMemory {
-                requested: plan.total(),
-                limit: plan.budget.usable(),
-                reasons: plan.misfit_summary(),
-            });
-        }
+        refuse_unless_fits(&plan)?;
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
         drop(file);
         let compiling = CompileProgress::start(&ctx, opts.progress);

@@ -167,6 +167,60 @@ pub fn default_drafter_path() -> Result<PathBuf> {
     Ok(crate::store::ensure(DEFAULT_DRAFTER_NAME, false)?)
 }
 
+/// What a load starts from: the device, the model file with its hyperparameters and
+/// tokenizer, and the drafter file with its metadata (`opts.draft`).
+pub(crate) struct Opened {
+    pub ctx: Arc<GpuContext>,
+    pub file: GgufFile,
+    pub hp: Hparams,
+    pub tok: Tokenizer,
+    pub dfile: Option<GgufFile>,
+    pub dmeta: Option<DrafterMeta>,
+}
+
+impl Opened {
+    pub(crate) fn new(opts: &EngineOptions, model_path: &Path) -> Result<Opened> {
+        if opts.n_ctx == 0 || opts.n_ubatch == 0 {
+            return Err(Error::Usage("-c and -ub must be at least 1".into()));
+        }
+        let ctx = Arc::new(GpuContext::new(&DeviceOptions {
+            index: opts.device,
+            ..DeviceOptions::default()
+        })?);
+        let file = GgufFile::open(model_path)?;
+        let hp = Hparams::from_gguf(&file)?;
+        let tok = Tokenizer::from_gguf(&file)?;
+        let dfile = match &opts.draft {
+            Some(d) => Some(GgufFile::open(&d.model)?),
+            None => None,
+        };
+        let dmeta = match &dfile {
+            Some(f) => Some(DrafterMeta::from_gguf(f)?),
+            None => None,
+        };
+        Ok(Opened {
+            ctx,
+            file,
+            hp,
+            tok,
+            dfile,
+            dmeta,
+        })
+    }
+}
+
+/// Refuses a plan that does not fit, with its numbers, before anything is allocated.
+pub(crate) fn refuse_unless_fits(plan: &Plan) -> Result<()> {
+    if plan.fits() {
+        return Ok(());
+    }
+    Err(Error::OutOfMemory {
+        requested: plan.total(),
+        limit: plan.budget.usable(),
+        reasons: plan.misfit_summary(),
+    })
+}
+
 impl Engine {
     pub fn load(opts: &EngineOptions) -> Result<Engine> {
         Engine::load_slots(opts, 1)?
@@ -182,24 +236,14 @@ impl Engine {
         if n_slots == 0 {
             return Err(Error::Usage("-np must be at least 1".into()));
         }
-        let ctx = Arc::new(GpuContext::new(&DeviceOptions {
-            index: opts.device,
-            ..DeviceOptions::default()
-        })?);
-        let file = GgufFile::open(&model_path)?;
-        let hp = Hparams::from_gguf(&file)?;
-        let tok = Tokenizer::from_gguf(&file)?;
-        if opts.n_ctx == 0 || opts.n_ubatch == 0 {
-            return Err(Error::Usage("-c and -ub must be at least 1".into()));
-        }
-        let dfile = match &opts.draft {
-            Some(d) => Some(GgufFile::open(&d.model)?),
-            None => None,
-        };
-        let dmeta = match &dfile {
-            Some(f) => Some(DrafterMeta::from_gguf(f)?),
-            None => None,
-        };
+        let Opened {
+            ctx,
+            file,
+            hp,
+            tok,
+            dfile,
+            dmeta,
+        } = Opened::new(opts, &model_path)?;
         let mut params = RunParams {
             n_ctx: opts.n_ctx,
             n_ubatch: opts.n_ubatch,
@@ -230,13 +274,7 @@ impl Engine {
             DeviceLimits::from_context(&ctx),
         );
         let plan = slot_plan.with_slots(n_slots);
-        if !plan.fits() {
-            return Err(Error::OutOfMemory {
-                requested: plan.total(),
-                limit: plan.budget.usable(),
-                reasons: plan.misfit_summary(),
-            });
-        }
+        refuse_unless_fits(&plan)?;
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
         let model_bytes = file.file_len();
         drop(file);

@@ -64,6 +64,23 @@ struct Inner {
     shutdown: bool,
 }
 
+impl Inner {
+    /// The first waiting job whose client is still there (the others dropped), `slot` marked
+    /// busy with it.
+    fn take(&mut self, slot: usize) -> Option<Job> {
+        while let Some(job) = self.queue.pop_front() {
+            if job.tx.is_closed() {
+                continue;
+            }
+            if let Some(b) = self.busy.get_mut(slot) {
+                *b = true;
+            }
+            return Some(job);
+        }
+        None
+    }
+}
+
 /// The slots' shared state.
 #[derive(Debug)]
 pub struct Slots {
@@ -117,13 +134,7 @@ impl Slots {
             if g.shutdown {
                 return None;
             }
-            while let Some(job) = g.queue.pop_front() {
-                if job.tx.is_closed() {
-                    continue;
-                }
-                if let Some(b) = g.busy.get_mut(slot) {
-                    *b = true;
-                }
+            if let Some(job) = g.take(slot) {
                 return Some(job);
             }
             g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
@@ -138,16 +149,7 @@ impl Slots {
         if g.shutdown {
             return None;
         }
-        while let Some(job) = g.queue.pop_front() {
-            if job.tx.is_closed() {
-                continue;
-            }
-            if let Some(b) = g.busy.get_mut(slot) {
-                *b = true;
-            }
-            return Some(job);
-        }
-        None
+        g.take(slot)
     }
 
     /// Blocks until a job waits or the server shuts down (false then).

@@ -323,18 +323,10 @@ impl BatchForward {
                     self.fwd.hp.n_layer
                 )));
             }
-            let params = CopyParams {
-                n_rows: max_rows,
-                n_cols: d,
-                src_stride: d,
-                dst_stride: width,
-                src_off: 0,
-                dst_off: k as u32 * d,
-                _pad: [0; 2],
-            };
+            let x = &self.fwd.buffers.x;
             taps.push((
                 layer,
-                CopyRows::new(ctx, &self.fwd.buffers.x, staging, params)?,
+                super::tap_copy(ctx, x, staging, d, k, width, max_rows)?,
             ));
         }
         let q = self.seq_mut(seq)?;

@@ -54,6 +54,29 @@ const MAX_REPLAY: usize = 4096;
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
 const MATMUL_CACHE: usize = 16;
 
+/// The copy of tap `k` (of `width / d`) of up to `rows` rows of the residual stream `x`
+/// `[rows, d]` into a drafter's `staging` `[rows, width]`, at columns `k·d..(k+1)·d`.
+fn tap_copy(
+    ctx: &GpuContext,
+    x: &wgpu::Buffer,
+    staging: &wgpu::Buffer,
+    d: u32,
+    k: usize,
+    width: u32,
+    rows: u32,
+) -> Result<CopyRows> {
+    let params = CopyParams {
+        n_rows: rows,
+        n_cols: d,
+        src_stride: d,
+        dst_stride: width,
+        src_off: 0,
+        dst_off: k as u32 * d,
+        _pad: [0; 2],
+    };
+    Ok(CopyRows::new(ctx, x, staging, params)?)
+}
+
 /// Dispatches that depend on the row count: matmuls and the embedding gather, for one (rows,
 /// logit rows) shape.
 #[derive(Debug)]
@@ -122,16 +145,7 @@ impl Forward {
                     self.hp.n_layer, self.hp.n_layer
                 )));
             }
-            let params = CopyParams {
-                n_rows: self.max_rows,
-                n_cols: d,
-                src_stride: d,
-                dst_stride: width,
-                src_off: 0,
-                dst_off: k as u32 * d,
-                _pad: [0; 2],
-            };
-            let mut copy = CopyRows::new(ctx, &self.buffers.x, staging, params)?;
+            let mut copy = tap_copy(ctx, &self.buffers.x, staging, d, k, width, self.max_rows)?;
             copy.set_rows(ctx, self.rows)?;
             taps.push((layer, copy));
         }
