@@ -147,6 +147,27 @@ pub(super) fn gpu_mem(args: &BenchArgs) -> Result<Option<u64>> {
     }
 }
 
+/// The engine of a benchmark: the model, `n_ctx` rows, the ubatch, cache types, device and
+/// memory budget of `args`; no drafter, no progress bar.
+pub(super) fn engine_options(
+    args: &BenchArgs,
+    n_ctx: u32,
+    gpu_mem: Option<u64>,
+) -> Result<EngineOptions> {
+    Ok(EngineOptions {
+        model: args.model.clone(),
+        n_ctx,
+        n_ubatch: args.n_ubatch,
+        type_k: kv("-ctk", &args.type_k)?,
+        type_v: kv("-ctv", &args.type_v)?,
+        device: args.device,
+        gpu_mem,
+        progress: false,
+        draft: None,
+        verify_rows: 1,
+    })
+}
+
 pub fn run(args: &BenchArgs) -> Result<()> {
     super::model_check::prepare(&args.model, args.device)?;
     let format = output::Format::parse(&args.output)?;
@@ -195,16 +216,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .unwrap_or(1)
         .max(sps_ctx);
     let opts = EngineOptions {
-        model: args.model.clone(),
-        n_ctx,
-        n_ubatch: args.n_ubatch,
-        type_k: kv("-ctk", &args.type_k)?,
-        type_v: kv("-ctv", &args.type_v)?,
-        device: args.device,
-        gpu_mem,
-        progress: false,
-        draft: None,
         verify_rows: sps_rows,
+        ..engine_options(args, n_ctx, gpu_mem)?
     };
     let mut engine = Engine::load(&opts)?;
     let config = RunConfig {
@@ -276,15 +289,8 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
         d
     });
     let opts = EngineOptions {
-        model: args.model.clone(),
-        n_ctx,
-        n_ubatch: args.n_ubatch,
-        type_k: kv("-ctk", &args.type_k)?,
-        type_v: kv("-ctv", &args.type_v)?,
-        device: args.device,
-        gpu_mem: gpu_mem(args)?,
         draft,
-        ..EngineOptions::default()
+        ..engine_options(args, n_ctx, gpu_mem(args)?)?
     };
     let mut eng = BatchEngine::load(&opts, seqs)?;
     let rows = bench::batched::measure(&mut eng, &npp, &ntg, &args.npl, args.repetitions)?;

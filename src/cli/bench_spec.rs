@@ -13,7 +13,7 @@ use crate::model::Hparams;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
-use super::bench::{gpu_mem, kv, BenchArgs};
+use super::bench::{engine_options, gpu_mem, BenchArgs};
 
 /// Tokens per prompt and mode: `-n` (one value) or 64.
 fn n_predict(args: &BenchArgs) -> Result<usize> {
@@ -52,17 +52,10 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
     let mut d = DraftOptions::new(draft.to_path_buf());
     d.n_max = args.spec_n_max.unwrap_or(0);
     d.bypass = false;
+    let n_ctx = speculative::ctx_needed(&prepared, opts.n_predict);
     let mut engine = Engine::load(&EngineOptions {
-        model: args.model.clone(),
-        n_ctx: speculative::ctx_needed(&prepared, opts.n_predict),
-        n_ubatch: args.n_ubatch,
-        type_k: kv("-ctk", &args.type_k)?,
-        type_v: kv("-ctv", &args.type_v)?,
-        device: args.device,
-        gpu_mem: gpu_mem(args)?,
-        progress: false,
         draft: Some(d),
-        verify_rows: 1,
+        ..engine_options(args, n_ctx, gpu_mem(args)?)?
     })?;
     let session = rows::SpecSession::from_engine(
         &engine,

@@ -152,11 +152,6 @@ impl BatchEngine {
         })
     }
 
-    /// Rows of a verify step of sequence `seq` (its cache and drafter left as they were).
-    pub fn verify_rows(&self) -> u32 {
-        self.spec.as_ref().map_or(1, |s| s.n_max + 1)
-    }
-
     /// One batched step (see [`BatchForward::step`]).
     pub fn step(&mut self, segs: &[Segment<'_>]) -> Result<()> {
         self.fwd.step(&self.ctx, segs)
