@@ -49,6 +49,10 @@ pub enum Error {
     },
     #[error("invalid argument: {0}")]
     Usage(String),
+    /// A step with no rows to run (an empty prompt, a request with nothing to decode): refused
+    /// before anything reaches the device.
+    #[error("a step with no rows to run: {what}")]
+    EmptyStep { what: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("{path}: is a directory; -m takes a GGUF file")]
@@ -67,6 +71,7 @@ impl Error {
         match self {
             Error::Accept(_) | Error::Schedule(_) => 2,
             Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
+            Error::EmptyStep { .. } => 2,
             Error::ModelIsDirectory { .. } | Error::ModelIsDrafter { .. } => 2,
             Error::ModelHasNoWeights { .. } | Error::ModelHasNoVocab { .. } => 3,
             Error::Gguf(_)

@@ -7,7 +7,7 @@
 mod common;
 
 use flint::engine::batch::BatchEngine;
-use flint::engine::batch_run::{settle, step, BatchRequest, SeqState};
+use flint::engine::batch_run::{settle, step, BatchRequest, Ended, SeqState};
 use flint::engine::{DraftOptions, Engine, EngineOptions, DEFAULT_DRAFTER};
 use flint::Result;
 
@@ -89,7 +89,8 @@ fn four_requests_with_drafters_match_the_single_request_loop() {
     while !active.is_empty() {
         let mut ended = step(&mut eng, &mut active).unwrap();
         ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-        for (i, ()) in ended {
+        for (i, end) in ended {
+            assert!(matches!(end, Ended::End(())), "request {i}: {end:?}");
             let mut r = active.remove(i);
             settle(&mut eng, &mut r.st).unwrap();
             let p = r.st.pending.as_ref().unwrap();

@@ -24,7 +24,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use crate::engine::batch::BatchEngine;
-use crate::engine::batch_run::{settle, step, BatchRequest, SeqState};
+use crate::engine::batch_run::{self, settle, BatchRequest, Ended, SeqState};
 use crate::{Error, Result};
 
 /// One test's figures.
@@ -157,8 +157,8 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
     let (mut drafted, mut accepted) = (0, 0);
     while !running.is_empty() {
         let mut ended = step(eng, &mut running)?;
-        ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-        for (i, ()) in ended {
+        ended.sort_by_key(|i| std::cmp::Reverse(*i));
+        for i in ended {
             let mut s = running.remove(i);
             settle(eng, &mut s.st)?;
             if let Some(p) = &s.st.pending {
@@ -168,6 +168,17 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
         }
     }
     Ok((t_pp, t1.elapsed().as_secs_f64(), drafted, accepted))
+}
+
+/// One batched step; a sequence that fails fails the benchmark. The sequences that ended.
+fn step(eng: &mut BatchEngine, seqs: &mut [BenchSeq]) -> Result<Vec<usize>> {
+    batch_run::step(eng, seqs)?
+        .into_iter()
+        .map(|(i, end)| match end {
+            Ended::End(()) => Ok(i),
+            Ended::Failed(e) => Err(e),
+        })
+        .collect()
 }
 
 /// Every (PP, TG, B) test, in the order llama-batched-bench runs them (PP, then TG, then B).

@@ -13,6 +13,10 @@
 //! Every row a request commits reaches its drafter through its staging (`Pending`, as in the
 //! single-request loop): a step's taps land after the rows already waiting, which go in as one
 //! chunk before the next draft or when the staging would overflow.
+//!
+//! Faults stay with their request: an error while planning, drafting or accepting one request
+//! ends that request alone ([`Ended::Failed`]; the caller resets its sequence) and the step goes
+//! on with the others. Only the forward itself failing fails the step as a whole.
 
 use super::batch::BatchEngine;
 use super::batching::{plan_step, Work};
@@ -149,14 +153,27 @@ fn make_room(eng: &mut BatchEngine, a: &mut SeqState, p: u32, rows: u32) -> Resu
     Ok(())
 }
 
-/// Drafts for every decoding request that can, then their verify lengths.
+/// How a request left a step: its own end, or a failure of its own (its sequence's cache and
+/// drafter are then in no known state: the caller resets them).
+#[derive(Debug)]
+pub enum Ended<E> {
+    End(E),
+    Failed(Error),
+}
+
+/// Requests (indices into `active`) that failed in this step, with why.
+type Failures = Vec<(usize, Error)>;
+
+/// Drafts for every decoding request that can, then their verify lengths. A request whose
+/// drafter fails is recorded in `failed` (its plan stays, without drafts; the caller drops it).
 fn draft_all<R: BatchRequest>(
     eng: &mut BatchEngine,
     active: &mut [R],
     plans: &mut [Planned],
-) -> Result<()> {
+    failed: &mut Failures,
+) {
     let Some(spec) = eng.spec.clone() else {
-        return Ok(());
+        return;
     };
     let capacity = eng.fwd.capacity();
     let n_vocab = eng.fwd.hp().n_vocab as usize;
@@ -171,30 +188,24 @@ fn draft_all<R: BatchRequest>(
         let max_len = (spec.n_max as usize)
             .min(remaining.saturating_sub(1))
             .min(capacity.saturating_sub(pl.p0 + 1) as usize);
+        let Some(&anchor) = pl.tokens.first() else {
+            continue;
+        };
         if max_len == 0 {
             continue;
         }
-        flush(eng, a)?;
-        let anchor = pl.tokens[0];
-        let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
-        let draft = match &a.sampler {
-            None => d.draft(&eng.ctx, anchor, pl.p0, None)?,
-            Some(s) => {
-                let temp = s.params().temp;
-                let (rng, dists) = (&mut a.draft_rng, &mut pl.dists);
-                let mut pick = |_: usize, logits: &[f32]| {
-                    let dist = draft_distribution(logits, temp);
-                    let t = draft_sample(&dist, rng);
-                    dists.extend_from_slice(&dist);
-                    t
-                };
-                d.draft(&eng.ctx, anchor, pl.p0, Some(&mut pick))?
+        match draft_one(eng, a, anchor, pl) {
+            Ok(draft) => {
+                let len = max_len.min(draft.tokens.len());
+                pl.drafts = draft.tokens[..len].to_vec();
+                confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
+                who.push(k);
             }
-        };
-        let len = max_len.min(draft.tokens.len());
-        pl.drafts = draft.tokens[..len].to_vec();
-        confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
-        who.push(k);
+            Err(e) => {
+                pl.dists.clear();
+                failed.push((pl.i, e));
+            }
+        }
     }
     let lens: Vec<usize> = match &spec.policy {
         VerifyPolicy::Fixed => confs.iter().map(Vec::len).collect(),
@@ -214,29 +225,73 @@ fn draft_all<R: BatchRequest>(
             p.drafted += len as u64;
         }
     }
-    Ok(())
+}
+
+/// Request `a`'s drafter, given its waiting rows, drafts a block after `anchor` (sampled drafts
+/// leave their distributions in `pl.dists`).
+fn draft_one(
+    eng: &mut BatchEngine,
+    a: &mut SeqState,
+    anchor: u32,
+    pl: &mut Planned,
+) -> Result<crate::speculative::dspark::Draft> {
+    flush(eng, a)?;
+    let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
+    match &a.sampler {
+        None => d.draft(&eng.ctx, anchor, pl.p0, None),
+        Some(s) => {
+            let temp = s.params().temp;
+            let (rng, dists) = (&mut a.draft_rng, &mut pl.dists);
+            let mut pick = |_: usize, logits: &[f32]| {
+                let dist = draft_distribution(logits, temp);
+                let t = draft_sample(&dist, rng);
+                dists.extend_from_slice(&dist);
+                t
+            };
+            d.draft(&eng.ctx, anchor, pl.p0, Some(&mut pick))
+        }
+    }
+}
+
+/// Request `a`'s decode row: its last token at its cache's next position. An error when it has
+/// no token to run (no prompt row ran and nothing was generated) or its cache is unreadable.
+fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> {
+    let Some(&last) = a.generated.last() else {
+        return Err(Error::EmptyStep {
+            what: format!("sequence {}: no prompt row and no token to decode", a.seq),
+        });
+    };
+    Ok(Planned {
+        i,
+        tokens: vec![last],
+        n_logits: 1,
+        drafts: Vec::new(),
+        dists: Vec::new(),
+        p0: eng.fwd.kv().len(a.seq)?,
+        prompt_rows: 0,
+    })
 }
 
 /// This step's rows: every decoding request's (a row, or a verify after drafting), then prompt
-/// chunks in what is left of the row budget (each at most its drafter's staging).
-fn plan<R: BatchRequest>(eng: &mut BatchEngine, active: &mut [R]) -> Result<Vec<Planned>> {
+/// chunks in what is left of the row budget (each at most its drafter's staging). Requests that
+/// cannot be planned are recorded in `failed` and run nothing.
+fn plan<R: BatchRequest>(
+    eng: &mut BatchEngine,
+    active: &mut [R],
+    failed: &mut Failures,
+) -> Vec<Planned> {
     let mut plans: Vec<Planned> = Vec::new();
     for (i, r) in active.iter().enumerate() {
         let a = r.state();
         if a.prompt_left() == 0 && r.may_decode() {
-            let last = a.generated.len().saturating_sub(1);
-            plans.push(Planned {
-                i,
-                tokens: a.generated[last..].to_vec(),
-                n_logits: 1,
-                drafts: Vec::new(),
-                dists: Vec::new(),
-                p0: eng.fwd.kv().len(a.seq)?,
-                prompt_rows: 0,
-            });
+            match decode_row(eng, i, a) {
+                Ok(pl) => plans.push(pl),
+                Err(e) => failed.push((i, e)),
+            }
         }
     }
-    draft_all(eng, active, &mut plans)?;
+    draft_all(eng, active, &mut plans, failed);
+    plans.retain(|pl| !failed.iter().any(|(i, _)| *i == pl.i));
     let used: usize = plans.iter().map(|p| p.tokens.len()).sum();
     let budget = (eng.fwd.max_rows() as usize).saturating_sub(used);
     let work: Vec<Work> = active
@@ -254,32 +309,88 @@ fn plan<R: BatchRequest>(eng: &mut BatchEngine, active: &mut [R]) -> Result<Vec<
         };
         let a = active[i].state();
         let from = a.keep + a.fed;
-        plans.push(Planned {
-            i,
-            tokens: a.prompt[from..from + m].to_vec(),
-            n_logits: u32::from(a.prompt_left() == m),
-            drafts: Vec::new(),
-            dists: Vec::new(),
-            p0: eng.fwd.kv().len(seq)?,
-            prompt_rows: m,
+        let Some(tokens) = a.prompt.get(from..from + m) else {
+            failed.push((
+                i,
+                Error::EmptyStep {
+                    what: format!(
+                        "sequence {seq}: prompt rows {from}..{} of {}",
+                        from + m,
+                        a.prompt.len()
+                    ),
+                },
+            ));
+            continue;
+        };
+        match eng.fwd.kv().len(seq) {
+            Ok(p0) => plans.push(Planned {
+                i,
+                tokens: tokens.to_vec(),
+                n_logits: u32::from(a.prompt_left() == m),
+                drafts: Vec::new(),
+                dists: Vec::new(),
+                p0,
+                prompt_rows: m,
+            }),
+            Err(e) => failed.push((i, e.into())),
+        }
+    }
+    plans
+}
+
+/// A planned request's rows checked against its sequence before they reach the device: some
+/// rows, each a token of the vocabulary, all within the sequence's cache.
+fn check_rows(eng: &mut BatchEngine, seq: usize, pl: &Planned) -> Result<()> {
+    let n_vocab = eng.fwd.hp().n_vocab;
+    if pl.tokens.is_empty() {
+        return Err(Error::EmptyStep {
+            what: format!("sequence {seq}: a segment of no rows"),
         });
     }
-    Ok(plans)
+    if let Some(bad) = pl.tokens.iter().find(|&&t| t >= n_vocab) {
+        return Err(Error::Usage(format!(
+            "sequence {seq}: token id {bad} is outside the vocabulary of {n_vocab}"
+        )));
+    }
+    let capacity = eng.fwd.capacity();
+    let end = u64::from(pl.p0) + pl.tokens.len() as u64;
+    if end > u64::from(capacity) {
+        return Err(Error::Usage(format!(
+            "sequence {seq}: rows {}..{end} are past its cache's {capacity} rows",
+            pl.p0
+        )));
+    }
+    Ok(())
 }
 
 /// One batched step over `active`, then each request's tokens handed to it. Returns the
-/// requests that ended (indices into `active`) and how. A step with nothing to run (every
-/// request held) runs nothing.
+/// requests that ended (indices into `active`) and how: their own end, or a failure of their
+/// own (the others go on). `Err` only when the forward itself failed, which fails every
+/// request of the step. A step with nothing to run (every request held) runs nothing.
 pub fn step<R: BatchRequest>(
     eng: &mut BatchEngine,
     active: &mut [R],
-) -> Result<Vec<(usize, R::End)>> {
-    let plans = plan(eng, active)?;
+) -> Result<Vec<(usize, Ended<R::End>)>> {
+    let mut failed: Failures = Vec::new();
+    let mut plans = plan(eng, active, &mut failed);
+    plans.retain(|pl| {
+        let a = active[pl.i].state_mut();
+        let checked = check_rows(eng, a.seq, pl)
+            .and_then(|()| make_room(eng, a, pl.p0, pl.tokens.len() as u32));
+        match checked {
+            Ok(()) => true,
+            Err(e) => {
+                failed.push((pl.i, e));
+                false
+            }
+        }
+    });
+    let mut ended: Vec<(usize, Ended<R::End>)> = failed
+        .into_iter()
+        .map(|(i, e)| (i, Ended::Failed(e)))
+        .collect();
     if plans.is_empty() {
-        return Ok(Vec::new());
-    }
-    for pl in &plans {
-        make_room(eng, active[pl.i].state_mut(), pl.p0, pl.tokens.len() as u32)?;
+        return Ok(ended);
     }
     let segs: Vec<Segment<'_>> = plans
         .iter()
@@ -300,66 +411,104 @@ pub fn step<R: BatchRequest>(
     } else {
         Vec::new()
     };
-    let n_vocab = eng.fwd.hp().n_vocab as usize;
-    let capacity = eng.fwd.capacity();
-    let mut ended = Vec::new();
+    let out = StepOut {
+        ids: &ids,
+        logits: &logits,
+    };
     let mut row = 0usize;
     for pl in &plans {
-        let r = &mut active[pl.i];
-        let a = r.state_mut();
-        let n = pl.n_logits as usize;
-        let rows = row..row + n;
-        row += n;
-        if pl.prompt_rows > 0 {
-            a.fed += pl.prompt_rows;
-            if let Some(p) = &mut a.pending {
-                p.n += pl.prompt_rows as u32;
-            }
-            if n == 0 {
-                continue;
-            }
-        }
-        // The verdict: `accepted` drafts, then `next`.
-        let (accepted, next) = match &mut a.sampler {
-            None => {
-                let v = accept_greedy(&pl.drafts, &ids[rows])?;
-                (v.accepted, v.next)
-            }
-            Some(s) if pl.drafts.is_empty() => {
-                let t = s.sample(&logits[rows.start * n_vocab..rows.end * n_vocab]);
-                s.accept(t);
-                (0, t)
-            }
-            Some(s) => {
-                let l = &logits[rows.start * n_vocab..rows.end * n_vocab];
-                let v = accept_sampled(s, &pl.drafts, &pl.dists, l, n_vocab)?;
-                (v.accepted, v.next)
-            }
-        };
-        if pl.prompt_rows == 0 {
-            let committed = pl.p0 + accepted as u32 + 1;
-            eng.fwd.kv().truncate_to(a.seq, committed)?;
-            if let Some(p) = &mut a.pending {
-                p.n += accepted as u32 + 1;
-                p.accepted += accepted as u64;
-            }
-        }
-        // A full cache ends the request after this step's tokens (the next needs a row).
-        let full = eng.fwd.kv().len(a.seq)? >= capacity;
-        let tokens: Vec<u32> = pl.drafts[..accepted]
-            .iter()
-            .copied()
-            .chain([next])
-            .collect();
-        for (k, &t) in tokens.iter().enumerate() {
-            let last = k + 1 == tokens.len();
-            if let Some(end) = r.on_token(t, full && last)? {
-                ended.push((pl.i, end));
-                break;
-            }
+        let rows = row..row + pl.n_logits as usize;
+        row = rows.end;
+        match commit(eng, &mut active[pl.i], pl, &out, rows) {
+            Ok(Some(end)) => ended.push((pl.i, Ended::End(end))),
+            Ok(None) => {}
+            Err(e) => ended.push((pl.i, Ended::Failed(e))),
         }
     }
     Ok(ended)
+}
+
+/// What the step's forward gave: every logits row's argmax and, when a request samples, the
+/// logits (`[rows, n_vocab]`).
+struct StepOut<'a> {
+    ids: &'a [u32],
+    logits: &'a [f32],
+}
+
+/// Request `r`'s part of the step's output (`rows`): its prompt rows counted, its verify
+/// accepted and its cache cut back to the committed rows, and its tokens handed to it.
+fn commit<R: BatchRequest>(
+    eng: &mut BatchEngine,
+    r: &mut R,
+    pl: &Planned,
+    out: &StepOut<'_>,
+    rows: std::ops::Range<usize>,
+) -> Result<Option<R::End>> {
+    let n_vocab = eng.fwd.hp().n_vocab as usize;
+    let a = r.state_mut();
+    if pl.prompt_rows > 0 {
+        a.fed += pl.prompt_rows;
+        if let Some(p) = &mut a.pending {
+            p.n += pl.prompt_rows as u32;
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+    }
+    let ids = out
+        .ids
+        .get(rows.clone())
+        .ok_or_else(|| short_output(&rows))?;
+    let logits = || {
+        out.logits
+            .get(rows.start * n_vocab..rows.end * n_vocab)
+            .ok_or_else(|| short_output(&rows))
+    };
+    // The verdict: `accepted` drafts, then `next`.
+    let (accepted, next) = match &mut a.sampler {
+        None => {
+            let v = accept_greedy(&pl.drafts, ids)?;
+            (v.accepted, v.next)
+        }
+        Some(s) if pl.drafts.is_empty() => {
+            let t = s.sample(logits()?);
+            s.accept(t);
+            (0, t)
+        }
+        Some(s) => {
+            let v = accept_sampled(s, &pl.drafts, &pl.dists, logits()?, n_vocab)?;
+            (v.accepted, v.next)
+        }
+    };
+    if pl.prompt_rows == 0 {
+        let committed = pl.p0 + accepted as u32 + 1;
+        eng.fwd.kv().truncate_to(a.seq, committed)?;
+        if let Some(p) = &mut a.pending {
+            p.n += accepted as u32 + 1;
+            p.accepted += accepted as u64;
+        }
+    }
+    // A full cache ends the request after this step's tokens (the next needs a row).
+    let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
+    let tokens: Vec<u32> = pl.drafts[..accepted]
+        .iter()
+        .copied()
+        .chain([next])
+        .collect();
+    for (k, &t) in tokens.iter().enumerate() {
+        let last = k + 1 == tokens.len();
+        if let Some(end) = r.on_token(t, full && last)? {
+            return Ok(Some(end));
+        }
+    }
+    Ok(None)
+}
+
+fn short_output(rows: &std::ops::Range<usize>) -> Error {
+    Error::Usage(format!(
+        "the step's output has no logits rows {}..{}",
+        rows.start, rows.end
+    ))
 }
 
 /// Gives the drafter of a request that ends every committed row (what its sequence's next

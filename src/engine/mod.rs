@@ -431,6 +431,11 @@ impl Engine {
         sampler: Option<&mut Sampler>,
         mut on_token: impl FnMut(u32) -> Result<bool>,
     ) -> Result<GenStats> {
+        if prompt.is_empty() {
+            return Err(Error::EmptyStep {
+                what: "the prompt has no tokens".into(),
+            });
+        }
         let start = PipelineCache::thread_wait();
         let mut at_first_token = None;
         // The first token is emitted after the prefill's timing, before any decode step.
@@ -471,7 +476,9 @@ impl Engine {
             ..GenStats::default()
         };
         if prompt.is_empty() {
-            return Err(Error::Usage("the prompt has no tokens".into()));
+            return Err(Error::EmptyStep {
+                what: "the prompt has no tokens".into(),
+            });
         }
         let t0 = Instant::now();
         self.prefill(prompt)?;

@@ -229,10 +229,9 @@ impl BatchForward {
             }
             let m_s = u32::try_from(seg.tokens.len()).unwrap_or(u32::MAX);
             if m_s == 0 {
-                return Err(Error::Usage(format!(
-                    "batch segment for sequence {} has no tokens",
-                    seg.seq
-                )));
+                return Err(Error::EmptyStep {
+                    what: format!("the batch segment for sequence {} has no tokens", seg.seq),
+                });
             }
             let range = self.fwd.kv.positions(seg.seq, m_s)?;
             let row0 = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
@@ -253,7 +252,12 @@ impl BatchForward {
             }
             n_logits += seg.n_logits;
         }
-        if m == 0 || m > self.fwd.max_rows() {
+        if m == 0 {
+            return Err(Error::EmptyStep {
+                what: "a batched step of no segments".into(),
+            });
+        }
+        if m > self.fwd.max_rows() {
             return Err(Error::Usage(format!(
                 "a batched step of {m} rows (1..={} rows)",
                 self.fwd.max_rows()

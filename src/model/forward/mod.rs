@@ -398,7 +398,12 @@ impl Forward {
         n_logits: u32,
     ) -> Result<()> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
-        if m == 0 || m > self.max_rows || n_logits > m.min(self.max_logit_rows) {
+        if m == 0 {
+            return Err(Error::EmptyStep {
+                what: "a forward step of no tokens".into(),
+            });
+        }
+        if m > self.max_rows || n_logits > m.min(self.max_logit_rows) {
             return Err(Error::Usage(format!(
                 "a step of {m} rows with {n_logits} logit rows (at most {} rows, {} logit rows)",
                 self.max_rows, self.max_logit_rows
