@@ -39,6 +39,24 @@ pub struct ServeArgs {
     /// Model name clients see (default: the file name without .gguf).
     #[arg(long = "alias")]
     pub alias: Option<String>,
+    /// Seconds a request may wait in the queue for a slot; past them it gets 503 (retry later).
+    #[arg(long = "timeout", default_value_t = 600)]
+    pub timeout: u64,
+    /// Seconds a client has to send a request's head (also the wait for the next request on a
+    /// kept-alive connection).
+    #[arg(long = "timeout-header", default_value_t = 30)]
+    pub timeout_header: u64,
+    /// Seconds a client has to send a request's body (408 past them).
+    #[arg(long = "timeout-body", default_value_t = 30)]
+    pub timeout_body: u64,
+    /// Seconds after which a connection with no request in flight and no traffic, or whose
+    /// response cannot be written (the client stopped reading), is closed.
+    #[arg(long = "timeout-idle", default_value_t = 60)]
+    pub timeout_idle: u64,
+    /// Open connections at most; past them the connection idle the longest is closed (503 when
+    /// every one has a request in flight).
+    #[arg(long = "max-connections", default_value_t = 256)]
+    pub max_connections: usize,
 }
 
 pub fn run(args: &ServeArgs) -> Result<()> {
@@ -68,6 +86,22 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     }
     if args.n_parallel == 0 {
         return Err(Error::Usage("-np must be at least 1".into()));
+    }
+    let secs = |flag: &str, n: u64| {
+        if n == 0 {
+            return Err(Error::Usage(format!("{flag} must be at least 1 second")));
+        }
+        Ok(std::time::Duration::from_secs(n))
+    };
+    let conn = server::conn::Limits {
+        header: secs("--timeout-header", args.timeout_header)?,
+        body: secs("--timeout-body", args.timeout_body)?,
+        idle: secs("--timeout-idle", args.timeout_idle)?,
+        max: args.max_connections,
+    };
+    let queue_timeout = secs("--timeout", args.timeout)?;
+    if conn.max == 0 {
+        return Err(Error::Usage("--max-connections must be at least 1".into()));
     }
     let per_slot = args.model.n_ctx / args.n_parallel;
     if per_slot < 2 {
@@ -112,5 +146,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         insecure: args.insecure,
         alias,
         defaults,
+        conn,
+        queue_timeout,
     })
 }

@@ -5,6 +5,7 @@
 //! under the row budget, so a long prompt never stalls the running streams. Sampling, stop
 //! strings, streaming and finish reasons are per request, as in the turn-taking worker.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use super::metrics::Metrics;
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::batch::BatchEngine;
-use crate::engine::batch_run::{self, BatchRequest, SeqState};
+use crate::engine::batch_run::{self, BatchRequest, Ended, SeqState};
 use crate::engine::{Engine, GenStats};
 use crate::sampling::Sampler;
 use crate::speculative::SpecStats;
@@ -25,6 +26,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Called once when the device is lost.
     pub on_device_lost: Arc<dyn Fn(String) + Send + Sync>,
+    /// Called when the worker cannot go on (the server then reports the failure and exits).
+    pub on_fatal: Arc<dyn Fn(String) + Send + Sync>,
 }
 
 /// One running request: what a step needs ([`SeqState`]) and what its client is sent.
@@ -51,76 +54,136 @@ enum End {
     Shutdown,
 }
 
-/// Serve jobs in batched steps until shutdown.
-pub fn run(mut eng: BatchEngine, shared: Shared) {
+/// Steps in a row that may panic before the worker gives up (a fault that every step hits).
+const MAX_PANICS: u32 = 3;
+
+/// Serve jobs in batched steps until shutdown. A per-request failure ends that request alone; a
+/// panic inside a step fails the requests of that step and the worker goes on; when it cannot
+/// go on (panics in a row, a panic outside a step), `on_fatal` is told why.
+pub fn run(eng: BatchEngine, shared: Shared) {
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| serve(eng, &shared)));
+    let why = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(why)) => why,
+        Err(panic) => format!("the batched worker panicked: {}", panic_text(&*panic)),
+    };
+    (shared.on_fatal)(why);
+}
+
+/// The text of a panic's payload.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// The worker's loop; `Err` when it cannot go on.
+fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), String> {
     let tok = eng.tok.clone();
     let n_seq = eng.fwd.n_seq();
     // Token ids whose K/V rows each slot's cache holds, in order.
     let mut cached: Vec<Vec<u32>> = vec![Vec::new(); n_seq];
     let mut active: Vec<Active<'_>> = Vec::new();
+    let mut panics = 0u32;
     loop {
         if active.is_empty() && !shared.slots.wait_for_job() {
-            return;
+            return Ok(());
         }
         if shared.slots.is_shutting_down() {
             for a in active.drain(..) {
                 let _ = a.job.tx.send(Event::Shutdown);
                 shared.slots.release(a.st.seq);
             }
-            return;
+            return Ok(());
         }
-        admit(&mut eng, &tok, &mut cached, &mut active, &shared);
+        admit(&mut eng, &tok, &mut cached, &mut active, shared);
         if active.is_empty() {
             continue;
         }
-        match batch_run::step(&mut eng, &mut active) {
-            Ok(ended) => retire(&mut eng, &mut cached, &mut active, ended, &shared),
-            Err(e) => {
-                Metrics::inc(&shared.metrics.errors);
-                for a in active.drain(..) {
-                    let _ = a.job.tx.send(Event::Error(e.to_string()));
-                    shared.slots.release(a.st.seq);
-                }
-                for (seq, c) in cached.iter_mut().enumerate() {
-                    c.clear();
-                    let _ = eng.fwd.kv().reset(seq);
-                }
-                for d in &mut eng.drafters {
-                    d.reset();
+        let stepped =
+            std::panic::catch_unwind(AssertUnwindSafe(|| batch_run::step(&mut eng, &mut active)));
+        match stepped {
+            Ok(Ok(ended)) => {
+                panics = 0;
+                retire(&mut eng, &mut cached, &mut active, ended, shared);
+            }
+            Ok(Err(e)) => {
+                // The forward itself failed: every request of the step fails with it.
+                let why = format!("the batched step failed: {e}");
+                for a in std::mem::take(&mut active) {
+                    fail(&mut eng, &mut cached, a, &why, shared);
                 }
                 if let Some(lost) = eng.ctx.lost() {
                     (shared.on_device_lost)(format!("{lost:?}"));
+                }
+            }
+            Err(panic) => {
+                panics += 1;
+                let why = format!(
+                    "internal error in the batched step: {}",
+                    panic_text(&*panic)
+                );
+                eprintln!("flint serve: {why} ({panics} in a row)");
+                for a in std::mem::take(&mut active) {
+                    fail(&mut eng, &mut cached, a, &why, shared);
+                }
+                if panics >= MAX_PANICS {
+                    return Err(format!(
+                        "{MAX_PANICS} batched steps in a row panicked: {why}"
+                    ));
                 }
             }
         }
     }
 }
 
+/// Ends request `a` with an error: the client is told what failed, its slot's cache and drafter
+/// are reset (their rows are in no known state) and the slot is freed.
+fn fail(eng: &mut BatchEngine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str, shared: &Shared) {
+    Metrics::inc(&shared.metrics.errors);
+    let seq = a.st.seq;
+    let _ = a.job.tx.send(Event::Error(why.to_string()));
+    if let Some(c) = cached.get_mut(seq) {
+        c.clear();
+    }
+    let _ = eng.fwd.kv().reset(seq);
+    if let Some(d) = eng.drafters.get_mut(seq) {
+        d.reset();
+    }
+    shared.slots.release(seq);
+}
+
 /// Takes the requests that ended in a step (and those whose client left meanwhile) out of
-/// `active`, each drafter given its committed rows, and finishes them.
+/// `active`, each drafter given its committed rows, and finishes them; a request that failed is
+/// failed alone.
 fn retire(
     eng: &mut BatchEngine,
     cached: &mut [Vec<u32>],
     active: &mut Vec<Active<'_>>,
-    mut ended: Vec<(usize, End)>,
+    mut ended: Vec<(usize, Ended<End>)>,
     shared: &Shared,
 ) {
     for (i, a) in active.iter().enumerate() {
         if a.job.tx.is_closed() && !ended.iter().any(|(k, _)| *k == i) {
-            ended.push((i, End::ClientGone));
+            ended.push((i, Ended::End(End::ClientGone)));
         }
     }
     // Highest index first, so the others stay put; `remove` keeps the admission order.
     ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+    ended.dedup_by_key(|(i, _)| *i);
     for (i, end) in ended {
         let mut a = active.remove(i);
-        if let Err(e) = batch_run::settle(eng, &mut a.st) {
-            Metrics::inc(&shared.metrics.errors);
-            let _ = a.job.tx.send(Event::Error(e.to_string()));
-            shared.slots.release(a.st.seq);
-            if let Some(c) = cached.get_mut(a.st.seq) {
-                c.clear();
+        let end = match end {
+            Ended::End(end) => end,
+            Ended::Failed(e) => {
+                fail(eng, cached, a, &e.to_string(), shared);
+                continue;
             }
+        };
+        if let Err(e) = batch_run::settle(eng, &mut a.st) {
+            fail(eng, cached, a, &e.to_string(), shared);
             continue;
         }
         finish(a, end, cached, shared);
@@ -144,6 +207,12 @@ fn admit<'t>(
             return;
         };
         shared.metrics.record_wait(job.queued_at.elapsed());
+        if job.prompt.is_empty() {
+            // The handler refuses these with a 400; never a step without rows.
+            let _ = job.tx.send(Event::Error("the prompt has no tokens".into()));
+            shared.slots.release(seq);
+            continue;
+        }
         let ids = &job.prompt;
         let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
         let keep = common.min(ids.len().saturating_sub(1));

@@ -87,6 +87,36 @@ impl ApiError {
         }
     }
 
+    /// 408: the body did not arrive within the body deadline.
+    pub fn body_timeout(deadline: std::time::Duration) -> ApiError {
+        ApiError {
+            code: Some("request_timeout"),
+            ..ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                format!(
+                    "the request body did not arrive within {} s",
+                    deadline.as_secs()
+                ),
+            )
+        }
+    }
+
+    /// 503: the request waited for a slot longer than the queue deadline (retry later).
+    pub fn queue_timeout(deadline: std::time::Duration) -> ApiError {
+        ApiError {
+            code: Some("queue_timeout"),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable_error",
+                format!(
+                    "no slot was free within {} s (--timeout): retry later",
+                    deadline.as_secs()
+                ),
+            )
+        }
+    }
+
     /// 503: loading, shutting down, or the device was lost.
     pub fn unavailable(message: impl Into<String>) -> ApiError {
         ApiError::new(

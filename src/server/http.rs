@@ -125,8 +125,13 @@ async fn completions(State(app): State<Arc<App>>, headers: HeaderMap, body: Body
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Read a body of at most [`MAX_BODY`] bytes as UTF-8 JSON nested at most [`MAX_DEPTH`] deep.
-async fn read_json(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+/// Read a body of at most [`MAX_BODY`] bytes, within `deadline`, as UTF-8 JSON nested at most
+/// [`MAX_DEPTH`] deep.
+async fn read_json(
+    headers: &HeaderMap,
+    body: Body,
+    deadline: std::time::Duration,
+) -> Result<Value, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -134,13 +139,33 @@ async fn read_json(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(ApiError::too_large(MAX_BODY));
     }
-    let bytes = axum::body::to_bytes(body, MAX_BODY)
-        .await
-        .map_err(|_| ApiError::too_large(MAX_BODY))?;
+    let read = tokio::time::timeout(deadline, axum::body::to_bytes(body, MAX_BODY));
+    let bytes = match read.await {
+        Err(_) => return Err(ApiError::body_timeout(deadline)),
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) if is_length_limit(&e) => return Err(ApiError::too_large(MAX_BODY)),
+        Ok(Err(e)) => {
+            return Err(ApiError::bad_body(format!(
+                "the body could not be read whole: {e}"
+            )))
+        }
+    };
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| ApiError::bad_body(format!("the body is not UTF-8: {e}")))?;
     check_depth(text.as_bytes(), MAX_DEPTH)?;
     serde_json::from_str(text).map_err(|e| ApiError::bad_body(format!("malformed JSON: {e}")))
+}
+
+/// Whether a body read failed on [`MAX_BODY`] (rather than a connection that ended early).
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 async fn generate(
@@ -149,7 +174,7 @@ async fn generate(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let value = read_json(headers, body).await?;
+    let value = read_json(headers, body, app.timeouts.body).await?;
     let ready = app.ready()?;
     let req = request::parse(endpoint, &value, &ready.limits)?;
     let tokenize = {
@@ -165,6 +190,12 @@ async fn generate(
     } else {
         "prompt"
     };
+    if prompt.is_empty() {
+        return Err(ApiError::invalid(
+            field,
+            format!("the {field} gives no tokens: there is nothing to complete"),
+        ));
+    }
     if prompt.len() >= n_ctx {
         return Err(ApiError::invalid(
             field,
@@ -183,16 +214,22 @@ async fn generate(
         include_usage,
         ..
     } = req;
+    let (told, admitted) = tokio::sync::oneshot::channel();
     let job = Job {
+        id: 0,
         prompt,
         max_tokens,
         sampling,
         stop,
         tx,
         queued_at: std::time::Instant::now(),
+        admitted: Some(told),
     };
-    match app.slots.submit(job) {
-        Ok(()) => Metrics::inc(&app.metrics.requests),
+    let id = match app.slots.submit(job) {
+        Ok(id) => {
+            Metrics::inc(&app.metrics.requests);
+            id
+        }
         Err(Refused::Busy { slots, queue }) => {
             Metrics::inc(&app.metrics.rejected);
             return Err(ApiError::busy(slots, queue));
@@ -200,6 +237,13 @@ async fn generate(
         Err(Refused::ShuttingDown) => {
             return Err(ApiError::unavailable("the server is shutting down"))
         }
+    };
+    // The queue deadline: a job no slot took in time leaves the queue with a 503 to retry. (A
+    // sender dropped unsent means the job was failed or the server is stopping: its events say.)
+    let deadline = app.timeouts.queue;
+    if tokio::time::timeout(deadline, admitted).await.is_err() && app.slots.withdraw(id) {
+        Metrics::inc(&app.metrics.rejected);
+        return Err(ApiError::queue_timeout(deadline));
     }
     let meta = Meta {
         id: app.next_id(endpoint),

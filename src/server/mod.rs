@@ -5,8 +5,10 @@
 //! server. Routes: `docs/SERVER.md`.
 
 mod batch_worker;
+pub mod conn;
 mod error;
 mod http;
+mod inflight;
 mod metrics;
 pub mod request;
 mod response;
@@ -47,10 +49,18 @@ pub struct ServeOptions {
     pub alias: String,
     /// Sampling defaults of requests.
     pub defaults: SamplerParams,
+    /// Connection deadlines and the connection cap.
+    pub conn: conn::Limits,
+    /// How long a request may wait in the queue for a slot before it is answered 503.
+    pub queue_timeout: Duration,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long a server whose worker cannot go on answers (503) before it exits.
+const FATAL_GRACE: Duration = Duration::from_secs(2);
+/// The exit status then (`EX_SOFTWARE`).
+const EXIT_WORKER_FAILED: i32 = 70;
 
 /// Run the server until SIGINT / SIGTERM.
 pub fn run(opts: ServeOptions) -> Result<()> {
@@ -103,7 +113,12 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
         opts.keys.clone(),
         opts.alias.clone(),
         Arc::clone(&slots),
+        state::Timeouts {
+            body: opts.conn.body,
+            queue: opts.queue_timeout,
+        },
     ));
+    let limits = opts.conn;
     spawn_loader(Arc::clone(&app), opts);
     let stop = Arc::new(tokio::sync::Notify::new());
     let signal = {
@@ -116,14 +131,18 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
             stop.notify_one();
         }
     };
-    let server = axum::serve(listener, http::router(app)).with_graceful_shutdown(signal);
-    tokio::select! {
-        r = server => r.map_err(|source| Error::Io { context: "serving".into(), source }),
-        _ = async { stop.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
-            eprintln!("flint serve: requests still open after {SHUTDOWN_GRACE:?}: exiting");
-            Ok(())
-        }
-    }
+    tokio::spawn(signal);
+    let table = Arc::new(conn::Table::default());
+    conn::serve(
+        listener,
+        http::router(app),
+        limits,
+        table,
+        stop,
+        SHUTDOWN_GRACE,
+    )
+    .await;
+    Ok(())
 }
 
 /// The last four characters of a key (all a log may show).
@@ -178,7 +197,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
                 b.tok.clone(),
                 b.fwd.capacity(),
                 b.fwd.hp().n_vocab,
-                false,
+                !b.drafters.is_empty(),
                 b.plan.total(),
                 true,
             ),
@@ -211,12 +230,22 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> =
             Arc::new(move |why| lost_app.set_phase(Phase::DeviceLost(why)));
+        let fatal_app = Arc::clone(&app);
+        let on_fatal: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
+            eprintln!("flint serve: cannot go on: {why}");
+            fatal_app.set_phase(Phase::Failed(why.clone()));
+            fatal_app.slots.fail_all(&why);
+            // The failed requests' answers and `/health`'s 503 get a moment to go out.
+            std::thread::sleep(FATAL_GRACE);
+            crate::gpu::end_process(EXIT_WORKER_FAILED);
+        });
         match loaded {
             Loaded::Batched(engine) => {
                 let shared = batch_worker::Shared {
                     slots: Arc::clone(&app.slots),
                     metrics: Arc::clone(&app.metrics),
                     on_device_lost: Arc::clone(&on_lost),
+                    on_fatal: Arc::clone(&on_fatal),
                 };
                 std::thread::spawn(move || batch_worker::run(*engine, shared));
             }
@@ -227,6 +256,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
                         device: Arc::clone(&device),
                         metrics: Arc::clone(&app.metrics),
                         on_device_lost: Arc::clone(&on_lost),
+                        on_fatal: Arc::clone(&on_fatal),
                     };
                     std::thread::spawn(move || worker::run(slot, engine, shared));
                 }

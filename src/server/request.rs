@@ -140,7 +140,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
     }
     let prompt = match endpoint {
         Endpoint::Chat => Prompt::Chat(messages(o)?),
-        Endpoint::Completion => completion_prompt(o)?,
+        Endpoint::Completion => completion_prompt(o, limits.n_vocab)?,
     };
     let max_tokens = match integer(o, "max_completion_tokens", i64::MIN, i64::MAX)? {
         Some(v) => Some(("max_completion_tokens", v)),
@@ -372,7 +372,29 @@ fn content(v: Option<&Value>, field: &str) -> Result<String, ApiError> {
     }
 }
 
-fn completion_prompt(o: &Obj) -> Result<Prompt, ApiError> {
+/// A token id of a prompt: an integer in `0..n_vocab` (the refusal names its place and value).
+fn token_id(v: &Value, at: usize, n_vocab: u32) -> Result<u32, ApiError> {
+    let id = match v.as_i64() {
+        Some(id) => id,
+        None => {
+            return Err(ApiError::invalid(
+                "prompt",
+                format!("prompt[{at}] is {v}: a token id is an integer"),
+            ))
+        }
+    };
+    u32::try_from(id)
+        .ok()
+        .filter(|&t| t < n_vocab)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "prompt",
+                format!("prompt[{at}] is token id {id}: the vocabulary holds ids 0..{n_vocab}"),
+            )
+        })
+}
+
+fn completion_prompt(o: &Obj, n_vocab: u32) -> Result<Prompt, ApiError> {
     let bad = || {
         ApiError::invalid(
             "prompt",
@@ -380,12 +402,12 @@ fn completion_prompt(o: &Obj) -> Result<Prompt, ApiError> {
         )
     };
     let tokens = |a: &[Value]| -> Result<Prompt, ApiError> {
+        if a.is_empty() {
+            return Err(ApiError::invalid("prompt", "`prompt` holds no token ids"));
+        }
         a.iter()
-            .map(|t| {
-                t.as_u64()
-                    .and_then(|t| u32::try_from(t).ok())
-                    .ok_or_else(bad)
-            })
+            .enumerate()
+            .map(|(at, t)| token_id(t, at, n_vocab))
             .collect::<Result<Vec<u32>, _>>()
             .map(Prompt::Tokens)
     };

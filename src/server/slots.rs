@@ -42,12 +42,16 @@ pub struct Outcome {
 /// One generation to run.
 #[derive(Debug)]
 pub struct Job {
+    /// Set by [`Slots::submit`]; what [`Slots::withdraw`] names.
+    pub id: u64,
     pub prompt: Vec<u32>,
     pub max_tokens: usize,
     pub sampling: Option<SamplerParams>,
     pub stop: Vec<String>,
     pub tx: UnboundedSender<Event>,
     pub queued_at: Instant,
+    /// Told when a slot takes the job (the handler's queue deadline stops then).
+    pub admitted: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Why a job was not queued.
@@ -62,6 +66,7 @@ struct Inner {
     queue: VecDeque<Job>,
     busy: Vec<bool>,
     shutdown: bool,
+    next_id: u64,
 }
 
 impl Inner {
@@ -74,6 +79,10 @@ impl Inner {
             }
             if let Some(b) = self.busy.get_mut(slot) {
                 *b = true;
+            }
+            let mut job = job;
+            if let Some(told) = job.admitted.take() {
+                let _ = told.send(());
             }
             return Some(job);
         }
@@ -96,6 +105,7 @@ impl Slots {
                 queue: VecDeque::new(),
                 busy: vec![false; n_slots],
                 shutdown: false,
+                next_id: 0,
             }),
             wake: Condvar::new(),
             max_queue,
@@ -106,8 +116,9 @@ impl Slots {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue a job, or refuse it when every slot is busy and `max_queue` jobs already wait.
-    pub fn submit(&self, job: Job) -> Result<(), Refused> {
+    /// Queue a job (its id set), or refuse it when every slot is busy and `max_queue` jobs
+    /// already wait. Returns the job's id.
+    pub fn submit(&self, mut job: Job) -> Result<u64, Refused> {
         let mut g = self.lock();
         if g.shutdown {
             return Err(Refused::ShuttingDown);
@@ -120,10 +131,22 @@ impl Slots {
                 queue: g.queue.len(),
             });
         }
+        job.id = g.next_id;
+        g.next_id += 1;
+        let id = job.id;
         g.queue.push_back(job);
         drop(g);
         self.wake.notify_one();
-        Ok(())
+        Ok(id)
+    }
+
+    /// Takes job `id` out of the queue if no slot has taken it yet (its queue deadline passed):
+    /// whether it was still waiting.
+    pub fn withdraw(&self, id: u64) -> bool {
+        let mut g = self.lock();
+        let before = g.queue.len();
+        g.queue.retain(|j| j.id != id);
+        g.queue.len() < before
     }
 
     /// The next job for `slot` (marking it busy); `None` once the server shuts down. Jobs whose
@@ -185,6 +208,18 @@ impl Slots {
         self.lock().shutdown
     }
 
+    /// The server cannot go on: refuse new jobs, fail the waiting ones with `why` and wake every
+    /// worker.
+    pub fn fail_all(&self, why: &str) {
+        let mut g = self.lock();
+        g.shutdown = true;
+        for job in g.queue.drain(..) {
+            let _ = job.tx.send(Event::Error(why.to_string()));
+        }
+        drop(g);
+        self.wake.notify_all();
+    }
+
     /// Refuse new jobs, fail the waiting ones and wake every worker (running jobs see the flag
     /// at their next token).
     pub fn shutdown(&self) {
@@ -205,12 +240,14 @@ mod tests {
     fn job() -> (Job, tokio::sync::mpsc::UnboundedReceiver<Event>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let job = Job {
+            id: 0,
             prompt: vec![1],
             max_tokens: 1,
             sampling: None,
             stop: Vec::new(),
             tx,
             queued_at: Instant::now(),
+            admitted: None,
         };
         (job, rx)
     }
@@ -222,7 +259,7 @@ mod tests {
         for _ in 0..3 {
             let (j, rx) = job();
             keep.push(rx);
-            assert_eq!(s.submit(j), Ok(()));
+            assert!(s.submit(j).is_ok());
         }
         let (j, _rx) = job();
         assert_eq!(s.submit(j), Err(Refused::Busy { slots: 2, queue: 3 }));
@@ -236,7 +273,7 @@ mod tests {
         s.release(0);
         let (j, rx) = job();
         keep.push(rx);
-        assert_eq!(s.submit(j), Ok(()));
+        assert!(s.submit(j).is_ok());
     }
 
     #[test]
@@ -256,5 +293,25 @@ mod tests {
         assert!(matches!(waiting.try_recv(), Ok(Event::Shutdown)));
         assert!(rx.try_recv().is_err());
         drop(got);
+    }
+
+    #[test]
+    fn a_waiting_job_can_be_withdrawn_and_admission_is_told() {
+        let s = Slots::new(1, 4);
+        let (mut first, _rx1) = job();
+        let (told, mut admitted) = tokio::sync::oneshot::channel();
+        first.admitted = Some(told);
+        let a = s.submit(first).unwrap();
+        let (second, _rx2) = job();
+        let b = s.submit(second).unwrap();
+        assert_ne!(a, b);
+        let got = s.next(0).unwrap();
+        assert_eq!(got.id, a);
+        assert_eq!(admitted.try_recv(), Ok(()));
+        assert!(!s.withdraw(a), "a job a slot took is not in the queue");
+        assert!(s.withdraw(b));
+        assert!(!s.withdraw(b));
+        s.release(0);
+        assert!(s.try_next(0).is_none());
     }
 }

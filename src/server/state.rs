@@ -19,6 +19,8 @@ pub enum Phase {
     Loading,
     Ready,
     DeviceLost(String),
+    /// A worker could not go on (the process is about to exit).
+    Failed(String),
     ShuttingDown,
 }
 
@@ -28,6 +30,15 @@ pub struct Ready {
     /// `None` when the model has no chat template.
     pub template: Option<ChatTemplate>,
     pub limits: Limits,
+}
+
+/// The handlers' deadlines.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// For reading a request's body.
+    pub body: std::time::Duration,
+    /// For a request waiting in the queue for a slot.
+    pub queue: std::time::Duration,
 }
 
 /// State shared by every handler.
@@ -40,6 +51,7 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     ready: OnceLock<Arc<Ready>>,
     ids: AtomicU64,
+    pub timeouts: Timeouts,
 }
 
 pub fn now_secs() -> u64 {
@@ -49,7 +61,7 @@ pub fn now_secs() -> u64 {
 }
 
 impl App {
-    pub fn new(keys: Vec<String>, alias: String, slots: Arc<Slots>) -> App {
+    pub fn new(keys: Vec<String>, alias: String, slots: Arc<Slots>, timeouts: Timeouts) -> App {
         App {
             phase: Mutex::new(Phase::Loading),
             keys,
@@ -59,6 +71,7 @@ impl App {
             metrics: Arc::new(Metrics::default()),
             ready: OnceLock::new(),
             ids: AtomicU64::new(0),
+            timeouts,
         }
     }
 
@@ -86,6 +99,7 @@ impl App {
             Phase::Loading => "loading",
             Phase::Ready => "ok",
             Phase::DeviceLost(_) => "device lost",
+            Phase::Failed(_) => "failed",
             Phase::ShuttingDown => "shutting down",
         }
     }
@@ -97,6 +111,9 @@ impl App {
             Phase::Loading => Err(ApiError::unavailable("loading the model")),
             Phase::DeviceLost(why) => Err(ApiError::unavailable(format!(
                 "the GPU device was lost ({why}): restart the server"
+            ))),
+            Phase::Failed(why) => Err(ApiError::unavailable(format!(
+                "the server failed ({why}) and is exiting"
             ))),
             Phase::ShuttingDown => Err(ApiError::unavailable("the server is shutting down")),
         }

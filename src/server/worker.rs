@@ -3,6 +3,7 @@
 //! a worker hands over after every token (`bump`), so concurrent requests advance in turn.
 //! A slot keeps the K/V rows of its last request and reuses the longest common token prefix.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -23,29 +24,58 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Called once when the device is lost.
     pub on_device_lost: Arc<dyn Fn(String) + Send + Sync>,
+    /// Called when the slot cannot go on (the server then reports the failure and exits).
+    pub on_fatal: Arc<dyn Fn(String) + Send + Sync>,
 }
 
-/// Serve jobs on `engine` as slot `slot` until shutdown.
+/// Serve jobs on `engine` as slot `slot` until shutdown. A job that fails (or panics) ends with
+/// an error and a reset session; the slot goes on, unless jobs panic [`MAX_PANICS`] times in a
+/// row (then `on_fatal`).
 pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
     // Token ids whose K/V rows the slot's cache holds, in order.
     let mut cached: Vec<u32> = Vec::new();
     // The generation borrows the engine mutably; the detokenizer needs its own tokenizer.
     let tok = engine.tok.clone();
+    let mut panics = 0u32;
     while let Some(job) = shared.slots.next(slot) {
         let tx = job.tx.clone();
-        let result = run_job(&mut engine, &tok, &mut cached, job, &shared);
-        if let Err(e) = result {
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_job(&mut engine, &tok, &mut cached, job, &shared)
+        }));
+        let failed = match result {
+            Ok(Ok(())) => {
+                panics = 0;
+                None
+            }
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(panic) => {
+                panics += 1;
+                Some(format!(
+                    "internal error in slot {slot}: {}",
+                    super::batch_worker::panic_text(&*panic)
+                ))
+            }
+        };
+        if let Some(why) = failed {
             Metrics::inc(&shared.metrics.errors);
             cached.clear();
             let _ = engine.reset();
             if let Some(lost) = engine.ctx.lost() {
                 (shared.on_device_lost)(format!("{lost:?}"));
             }
-            let _ = tx.send(Event::Error(e.to_string()));
+            let _ = tx.send(Event::Error(why.clone()));
+            if panics >= MAX_PANICS {
+                shared.slots.release(slot);
+                (shared.on_fatal)(format!("{MAX_PANICS} jobs in a row panicked: {why}"));
+                return;
+            }
         }
         shared.slots.release(slot);
     }
 }
+
+/// Jobs in a row that may panic before the slot gives up.
+const MAX_PANICS: u32 = 3;
 
 /// Why a generation stopped early from the token callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,108 @@
+//! Counting a connection's requests in flight: from the moment the router is called until the
+//! response's body has ended or been dropped (a stream counts while it streams, a request counts
+//! while it waits in the queue), so the idle rules of [`super::conn`] never cut a connection
+//! that is waiting for its answer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::response::Response;
+use axum::Router;
+use http_body::Frame;
+
+use super::conn::Activity;
+
+/// The router, counting its requests on a connection's [`Activity`].
+#[derive(Clone)]
+pub struct InFlight {
+    router: Router,
+    act: Arc<Activity>,
+}
+
+impl InFlight {
+    pub fn new(router: Router, act: Arc<Activity>) -> InFlight {
+        InFlight { router, act }
+    }
+}
+
+/// One request in flight; dropping it ends the count.
+struct Guard(Arc<Activity>);
+
+impl Guard {
+    fn new(act: &Arc<Activity>) -> Guard {
+        act.in_flight.fetch_add(1, Ordering::Relaxed);
+        Guard(Arc::clone(act))
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that holds its request's [`Guard`] until it ends.
+struct Guarded {
+    body: Body,
+    guard: Option<Guard>,
+}
+
+impl http_body::Body for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let r = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.guard = None;
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+type Pending = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
+
+impl<B> tower_service::Service<Request<B>> for InFlight
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Pending;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let guard = Guard::new(&self.act);
+        let req = req.map(Body::new);
+        let mut router = self.router.clone();
+        Box::pin(async move {
+            let res = tower_service::Service::call(&mut router, req).await?;
+            Ok(res.map(|body| {
+                Body::new(Guarded {
+                    body,
+                    guard: Some(guard),
+                })
+            }))
+        })
+    }
+}
