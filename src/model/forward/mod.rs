@@ -48,9 +48,6 @@ use super::hparams::Hparams;
 use super::weights::{Mixer, ModelWeights};
 use layer::{LayerOps, MixerOps};
 
-/// Rows a rollback replays at most: past this many rows since the checkpoint it is dropped.
-const MAX_REPLAY: usize = 4096;
-
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
 const MATMUL_CACHE: usize = 16;
 
@@ -347,21 +344,13 @@ impl Forward {
     ) -> Result<Vec<Vec<f32>>> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         let start = self.kv.positions(0, m)?.start;
-        if self.is_recurrent() {
-            if start == 0 {
-                self.zero_state();
-            } else if self.state_log.ckpt_pos.is_some() {
-                if self.state_log.since.len() + tokens.len() > MAX_REPLAY {
-                    self.state_log = recurrent::StateLog::default();
-                } else {
-                    self.state_log.since.extend_from_slice(tokens);
-                }
-            }
-        }
+        // What the step does to the recurrent log, applied once it is committed: a step refused
+        // or failed leaves the log, its pending state operations included, as it was.
+        let log_step = self.log_step(start, tokens.len());
         self.prepare(ctx, tokens, start, n_logits)?;
         let (list, layer_ends) = self.record_with(m, n_logits, taps, None)?;
         // The recurrent state's pending copies and clears lead the step's command buffer.
-        let prelude = self.prelude();
+        let prelude = self.prelude(log_step);
         let mut captured = Vec::new();
         if capture {
             let mut start = 0;
@@ -382,8 +371,8 @@ impl Forward {
         }
         drop(prelude);
         drop(list);
-        self.state_log.pending.clear();
         self.kv.commit(0, m)?;
+        self.commit_log(log_step, tokens);
         Ok(captured)
     }
 

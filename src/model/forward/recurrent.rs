@@ -11,12 +11,21 @@
 //! the state first. The copies and clears are recorded at the head of the next step's own
 //! command buffer ([`Forward::step`]; no submit of their own): a caller that records a step's
 //! dispatches itself (`prepare` + `record`) runs without them.
+//!
+//! The log changes only with a committed step: the pending operations are done, the step's
+//! rows join the replay list (or, past [`MAX_REPLAY`] rows since the checkpoint, the checkpoint
+//! is dropped). A step refused or failed before its submit leaves the log as it was, the
+//! pending operations included, so the next step still runs them and a later rollback replays
+//! only rows the cache holds.
 
 use crate::gpu::GpuContext;
 use crate::kernels::launch::{PreOp, Prelude};
 use crate::{Error, Result};
 
 use super::Forward;
+
+/// Rows a rollback replays at most: past this many rows since the checkpoint it is dropped.
+pub(crate) const MAX_REPLAY: usize = 4096;
 
 /// A state operation waiting for the next step's command buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +36,19 @@ pub(crate) enum StateOp {
     Checkpoint,
     /// Copy the checkpoint back into every state.
     Restore,
+}
+
+/// What a step does to the log once it is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogStep {
+    /// Nothing beyond the pending operations (a dense model, or no checkpoint to replay from).
+    Keep,
+    /// A step from row 0: the sequence starts over, the state zeroed at the step's head.
+    StartOver,
+    /// The step's rows join those a rollback replays.
+    Extend,
+    /// Past [`MAX_REPLAY`] rows since the checkpoint: the checkpoint is dropped.
+    Drop,
 }
 
 /// Where the state stands relative to a checkpoint.
@@ -56,8 +78,26 @@ impl Forward {
         };
     }
 
-    /// The recorded form of the pending state operations (for the next step's submit).
-    pub(crate) fn prelude(&self) -> Prelude<'_> {
+    /// What a step of `m` rows from row `start` does to the log (applied by
+    /// [`Forward::commit_log`] once the step is committed).
+    pub(crate) fn log_step(&self, start: u32, m: usize) -> LogStep {
+        let log = &self.state_log;
+        if !self.is_recurrent() {
+            LogStep::Keep
+        } else if start == 0 {
+            LogStep::StartOver
+        } else if log.ckpt_pos.is_none() {
+            LogStep::Keep
+        } else if log.since.len().saturating_add(m) > MAX_REPLAY {
+            LogStep::Drop
+        } else {
+            LogStep::Extend
+        }
+    }
+
+    /// The recorded form of the pending state operations, then the zeroing of a step that
+    /// starts over (for the submit of a step that does `step`).
+    pub(crate) fn prelude(&self, step: LogStep) -> Prelude<'_> {
         let mut ops = Vec::new();
         let Some(hb) = &self.buffers.hybrid else {
             return Prelude { ops };
@@ -67,7 +107,8 @@ impl Forward {
             .iter()
             .flatten()
             .zip(hb.checkpoint.iter().flatten());
-        for op in &self.state_log.pending {
+        let zero = (step == LogStep::StartOver).then_some(StateOp::Zero);
+        for op in self.state_log.pending.iter().copied().chain(zero) {
             match op {
                 StateOp::Zero => ops.extend(hb.states.iter().flatten().map(PreOp::Clear)),
                 StateOp::Checkpoint => ops.extend(pairs.clone().map(|(s, c)| PreOp::Copy(s, c))),
@@ -75,6 +116,18 @@ impl Forward {
             }
         }
         Prelude { ops }
+    }
+
+    /// After a committed step of `tokens` that did `step`: its prelude ran, and the log follows
+    /// the rows.
+    pub(crate) fn commit_log(&mut self, step: LogStep, tokens: &[u32]) {
+        let log = &mut self.state_log;
+        log.pending.clear();
+        match step {
+            LogStep::Keep => {}
+            LogStep::StartOver | LogStep::Drop => *log = StateLog::default(),
+            LogStep::Extend => log.since.extend_from_slice(tokens),
+        }
     }
 
     /// Copies the recurrent state aside (with the next step) so that [`Forward::truncate`] can
@@ -129,8 +182,8 @@ impl Forward {
             }
         };
         let keep: Vec<u32> = self.state_log.since[..(pos - ckpt) as usize].to_vec();
-        self.state_log.pending.push(StateOp::Restore);
         self.kv.truncate_to(0, ckpt)?;
+        self.state_log.pending.push(StateOp::Restore);
         self.state_log.since.clear();
         // Replay the kept rows without logits or taps; the last step's logits stay readable.
         let n_logits = self.n_logits;
