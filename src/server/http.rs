@@ -178,8 +178,8 @@ async fn generate(
     let ready = app.ready()?;
     let req = request::parse(endpoint, &value, &ready.limits)?;
     let tokenize = {
-        let (ready, prompt) = (Arc::clone(&ready), req.prompt.clone());
-        tokio::task::spawn_blocking(move || tokens(&ready, &prompt))
+        let (ready, prompt, special) = (Arc::clone(&ready), req.prompt.clone(), req.parse_special);
+        tokio::task::spawn_blocking(move || tokens(&ready, &prompt, special))
     };
     let prompt = tokenize
         .await
@@ -259,15 +259,17 @@ async fn generate(
     }
 }
 
-/// The prompt's token ids (chat: through the chat template).
-fn tokens(ready: &Ready, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+/// The prompt's token ids. Special-token text a client writes stays text: in chat message
+/// contents always (only the template's markup gives control tokens), in a completion prompt
+/// unless the request sets `parse_special`.
+fn tokens(ready: &Ready, prompt: &Prompt, parse_special: bool) -> Result<Vec<u32>, ApiError> {
     let tok_err = |field: &str, e: crate::tokenizer::TokenizerError| {
         ApiError::invalid(field, format!("cannot tokenize the {field}: {e}"))
     };
     match prompt {
         Prompt::Text(t) => ready
             .tok
-            .encode(t, true, true)
+            .encode(t, true, parse_special)
             .map_err(|e| tok_err("prompt", e)),
         Prompt::Tokens(ids) => {
             let n_vocab = ready.limits.n_vocab;
@@ -287,12 +289,13 @@ fn tokens(ready: &Ready, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
                     "the model has no chat template: use /v1/completions",
                 )
             })?;
-            let text = template
-                .render(messages, true)
+            let chat = ready
+                .tok
+                .render_chat(template, messages, true)
                 .map_err(|e| ApiError::invalid("messages", format!("chat template: {e}")))?;
             ready
                 .tok
-                .encode(&text, true, true)
+                .encode_rendered(&chat)
                 .map_err(|e| tok_err("messages", e))
         }
     }

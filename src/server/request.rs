@@ -41,6 +41,9 @@ pub struct GenRequest {
     pub stream: bool,
     /// `stream_options.include_usage`.
     pub include_usage: bool,
+    /// `parse_special` (completions only, default false): special-token text in `prompt`
+    /// (`<|im_end|>`) becomes control tokens. Chat message contents are always plain text.
+    pub parse_special: bool,
 }
 
 /// What the server allows.
@@ -160,6 +163,10 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         None => None,
     };
     let stream = boolean(o, "stream")?;
+    let parse_special = match endpoint {
+        Endpoint::Completion => boolean(o, "parse_special")?,
+        Endpoint::Chat => false,
+    };
     let include_usage = match o.get("stream_options") {
         None | Some(Value::Null) => false,
         Some(Value::Object(so)) => boolean(so, "include_usage")?,
@@ -178,6 +185,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         stop: stops(o)?,
         stream,
         include_usage,
+        parse_special,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The tokenizer: built from GGUF metadata (`tokenizer.ggml.*`), it encodes text to token ids
 //! and decodes ids back, bit-compatible with llama.cpp's `llama_tokenize` / `llama_detokenize`,
-//! and renders chat templates.
+//! and renders chat templates (`chat`), with client text kept from forming control tokens
+//! (`literal`).
 //!
 //! Encoding, in llama.cpp's order: (1) split the text at special tokens (`special`), (2) for
 //! byte-level BPE, pre-tokenize each text fragment with the pre-tokenizer's regexes
@@ -13,6 +14,7 @@ pub(crate) mod bpe;
 mod chat;
 mod decode;
 mod error;
+mod literal;
 mod pretokenize;
 mod pycompat;
 mod special;
@@ -22,6 +24,7 @@ mod vocab;
 pub use chat::{read_template_file, ChatMessage, ChatTemplate};
 pub use decode::{StreamDecoder, Utf8Stream};
 pub use error::TokenizerError;
+pub use literal::RenderedChat;
 pub use pycompat::strftime;
 pub use vocab::{ModelKind, SpecialIds, TokenId, TokenType};
 
@@ -142,11 +145,24 @@ impl Tokenizer {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<TokenId>, TokenizerError> {
+        self.encode_parts(text, add_special, parse_special, &[])
+    }
+
+    /// [`Tokenizer::encode`] with byte ranges of `text` read as plain text whatever
+    /// `parse_special` says (sorted, disjoint, on character boundaries).
+    fn encode_parts(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+        literal: &[std::ops::Range<usize>],
+    ) -> Result<Vec<TokenId>, TokenizerError> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.vocab.add_bos {
             out.extend(self.vocab.special.bos);
         }
-        let frags = special::partition(&self.vocab, &self.special_order, text, parse_special);
+        let order = &self.special_order;
+        let frags = special::partition(&self.vocab, order, text, parse_special, literal);
         match &self.algo {
             Algo::Bpe { bpe, pre, .. } => {
                 for f in frags {

@@ -6,6 +6,10 @@
 //! first), so a special token is never split or merged by the regex or the BPE. Without
 //! `parse_special`, control and unknown tokens are left as text and only user-defined tokens are
 //! matched (as Hugging Face tokenizers do for added tokens).
+//!
+//! Byte ranges marked literal (special-token text a client wrote into a chat message) are read
+//! as if `parse_special` were off, and no special token is matched across their edges; the text
+//! around them joins them again before the BPE, so the ids are those of the plain-text encoding.
 
 use std::ops::Range;
 
@@ -18,46 +22,100 @@ pub(crate) enum Fragment {
     Token(TokenId),
 }
 
-/// Split `text` at the special tokens of `order` (longest first).
+/// A piece while partitioning: text knows whether control tokens may be matched in it.
+enum Part {
+    Text { range: Range<usize>, parse: bool },
+    Token(TokenId),
+}
+
+/// Split `text` at the special tokens of `order` (longest first). `literal` holds sorted,
+/// disjoint byte ranges on character boundaries that are read without `parse_special`.
 pub(crate) fn partition(
     vocab: &Vocab,
     order: &[TokenId],
     text: &str,
     parse_special: bool,
+    literal: &[Range<usize>],
 ) -> Vec<Fragment> {
-    let mut frags = if text.is_empty() {
-        Vec::new()
-    } else {
-        vec![Fragment::Text(0..text.len())]
-    };
+    let mut parts = initial(text.len(), parse_special, literal);
     for &id in order {
         let Some(special) = vocab.text(id) else {
             continue;
         };
-        let skip = !parse_special && vocab.token_type(id).is_some_and(|t| t.is_special());
-        if skip || special.is_empty() || !text.contains(special) {
+        let control = vocab.token_type(id).is_some_and(|t| t.is_special());
+        if special.is_empty() || !text.contains(special) {
             continue;
         }
-        let mut next = Vec::with_capacity(frags.len() + 2);
-        for f in frags {
-            let Fragment::Text(r) = f else {
-                next.push(f);
-                continue;
+        let mut next = Vec::with_capacity(parts.len() + 2);
+        for p in parts {
+            let (r, parse) = match p {
+                Part::Text { range, parse } if parse || !control => (range, parse),
+                other => {
+                    next.push(other);
+                    continue;
+                }
             };
             let piece = text.get(r.clone()).unwrap_or_default();
             let mut last = 0;
             for (pos, m) in piece.match_indices(special) {
                 if pos > last {
-                    next.push(Fragment::Text(r.start + last..r.start + pos));
+                    let range = r.start + last..r.start + pos;
+                    next.push(Part::Text { range, parse });
                 }
-                next.push(Fragment::Token(id));
+                next.push(Part::Token(id));
                 last = pos + m.len();
             }
             if last < piece.len() {
-                next.push(Fragment::Text(r.start + last..r.end));
+                let range = r.start + last..r.end;
+                next.push(Part::Text { range, parse });
             }
         }
-        frags = next;
+        parts = next;
     }
-    frags
+    merge(parts)
+}
+
+/// The text cut at the edges of the literal ranges.
+fn initial(len: usize, parse_special: bool, literal: &[Range<usize>]) -> Vec<Part> {
+    let mut parts = Vec::with_capacity(2 * literal.len() + 1);
+    let mut at = 0;
+    for r in literal {
+        let (start, end) = (r.start.clamp(at, len), r.end.min(len));
+        if start >= end {
+            continue;
+        }
+        if start > at {
+            parts.push(Part::Text {
+                range: at..start,
+                parse: parse_special,
+            });
+        }
+        parts.push(Part::Text {
+            range: start..end,
+            parse: false,
+        });
+        at = end;
+    }
+    if at < len {
+        parts.push(Part::Text {
+            range: at..len,
+            parse: parse_special,
+        });
+    }
+    parts
+}
+
+/// Adjacent text pieces become one fragment again.
+fn merge(parts: Vec<Part>) -> Vec<Fragment> {
+    let mut out: Vec<Fragment> = Vec::with_capacity(parts.len());
+    for p in parts {
+        match (p, out.last_mut()) {
+            (Part::Text { range, .. }, Some(Fragment::Text(prev))) if prev.end == range.start => {
+                prev.end = range.end;
+            }
+            (Part::Text { range, .. }, _) => out.push(Fragment::Text(range)),
+            (Part::Token(id), _) => out.push(Fragment::Token(id)),
+        }
+    }
+    out
 }
