@@ -292,7 +292,10 @@ fn huge_widths_are_refused_not_wrapped() {
     let g = with_u32(llama(), &key("attention.key_length"), 1 << 30);
     assert_overflow(
         check(&g),
-        &["llama.attention.head_count", "llama.attention.key_length"],
+        &[
+            "llama.attention.head_count × llama.attention.key_length",
+            "4 × 1073741824",
+        ],
     );
     // 2 KV heads × 2^31 = 2^32 (the query width, 4 × 16, fits).
     let g = with_u32(llama(), &key("attention.value_length"), 1 << 31);

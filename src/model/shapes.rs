@@ -173,73 +173,57 @@ fn check_delta_net(c: &Checker<'_>, hp: &Hparams, il: u32) -> Result<(), Hparams
 /// [`HparamsError::Overflow`] instead of wrapping ([`Hparams::from_gguf`] calls it).
 pub(super) fn check_widths(hp: &Hparams) -> Result<(), HparamsError> {
     let p = hp.arch.name();
-    let key = |k: &str| format!("{p}.{k}");
+    let keys = |a: &str, b: &str| format!("{p}.{a} × {p}.{b}");
     let gate = if hp.attn_gated() { 2 } else { 1 };
-    product(
-        &format!(
-            "{} × {}",
-            key("attention.head_count"),
-            key("attention.key_length")
+    for (what, factors) in [
+        (
+            keys("attention.head_count", "attention.key_length"),
+            [hp.n_head, hp.head_dim, gate],
         ),
-        &[hp.n_head, hp.head_dim, gate],
-    )?;
-    product(
-        &format!(
-            "{} × {}",
-            key("attention.head_count_kv"),
-            key("attention.key_length")
+        (
+            keys("attention.head_count_kv", "attention.key_length"),
+            [hp.n_head_kv, hp.head_dim, 1],
         ),
-        &[hp.n_head_kv, hp.head_dim],
-    )?;
-    product(
-        &format!(
-            "{} × {}",
-            key("attention.head_count_kv"),
-            key("attention.value_length")
+        (
+            keys("attention.head_count_kv", "attention.value_length"),
+            [hp.n_head_kv, hp.head_dim_v, 1],
         ),
-        &[hp.n_head_kv, hp.head_dim_v],
-    )?;
-    product(
-        &format!(
-            "{} × {}",
-            key("attention.head_count"),
-            key("attention.value_length")
+        (
+            keys("attention.head_count", "attention.value_length"),
+            [hp.n_head, hp.head_dim_v, 1],
         ),
-        &[hp.n_head, hp.head_dim_v],
-    )?;
-    product(
-        &format!("vocabulary × {}", key("embedding_length")),
-        &[hp.n_vocab, hp.n_embd],
-    )?;
-    product(
-        &format!(
-            "{} × {}",
-            key("feed_forward_length"),
-            key("embedding_length")
+        (
+            format!("vocabulary × {p}.embedding_length"),
+            [hp.n_vocab, hp.n_embd, 1],
         ),
-        &[hp.n_ff, hp.n_embd],
-    )?;
+        (
+            keys("feed_forward_length", "embedding_length"),
+            [hp.n_ff, hp.n_embd, 1],
+        ),
+    ] {
+        product(&what, &factors)?;
+    }
     if let Some(h) = &hp.hybrid {
-        let key_dim = product(
-            &format!("{} × {}", key("ssm.group_count"), key("ssm.state_size")),
-            &[h.n_k_heads, h.head_k_dim],
+        let qk = product(
+            &format!("2 × {}", keys("ssm.group_count", "ssm.state_size")),
+            &[2, h.n_k_heads, h.head_k_dim],
         )?;
-        let conv = product(&format!("2 × {key_dim} (q and k)"), &[2, key_dim])?;
-        let conv = conv
+        let conv = qk
             .checked_add(h.value_dim())
             .ok_or_else(|| HparamsError::Overflow {
-                what: "conv1d channels (2 × key dim + ssm.inner_size)".into(),
-                value: format!("{conv} + {}", h.value_dim()),
+                what: format!("conv1d channels (q and k + {p}.ssm.inner_size)"),
+                value: format!("{qk} + {}", h.value_dim()),
             })?;
         product(
-            &format!("conv1d channels {conv} × {}", key("ssm.conv_kernel")),
+            &format!("conv1d channels × {p}.ssm.conv_kernel"),
             &[conv, h.d_conv],
         )?;
     }
     Ok(())
 }
 
-/// The product of `factors` in 32 bits, or [`HparamsError::Overflow`] naming `what`.
+/// The product of `factors` in 32 bits, or [`HparamsError::Overflow`] naming `what` and the
+/// factors (1s left out).
 fn product(what: &str, factors: &[u32]) -> Result<u32, HparamsError> {
     factors
         .iter()
@@ -248,6 +232,7 @@ fn product(what: &str, factors: &[u32]) -> Result<u32, HparamsError> {
             what: what.to_string(),
             value: factors
                 .iter()
+                .filter(|&&f| f != 1)
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(" × "),
