@@ -12,7 +12,7 @@ use crate::gguf::{GgmlType, GgufFile};
 use crate::gpu::{DeviceOptions, GpuContext, PipelineCache};
 use crate::memory::{self, Budget, DeviceLimits, DrafterShape, Plan, RunParams, TargetShape};
 use crate::model::forward::{Allocator, Forward};
-use crate::model::{weights, DrafterMeta, Hparams};
+use crate::model::{shapes, weights, DrafterMeta, Hparams};
 
 pub mod batch;
 pub mod batch_run;
@@ -189,13 +189,19 @@ impl Opened {
         })?);
         let file = GgufFile::open(model_path)?;
         let hp = Hparams::from_gguf(&file)?;
+        // Every weight held to the hyperparameters before the plan reads its bytes.
+        shapes::check_shapes(&file, &hp)?;
         let tok = Tokenizer::from_gguf(&file)?;
         let dfile = match &opts.draft {
             Some(d) => Some(GgufFile::open(&d.model)?),
             None => None,
         };
         let dmeta = match &dfile {
-            Some(f) => Some(DrafterMeta::from_gguf(f)?),
+            Some(f) => {
+                let meta = DrafterMeta::from_gguf(f)?;
+                shapes::check_drafter_shapes(f, &meta)?;
+                Some(meta)
+            }
             None => None,
         };
         Ok(Opened {

@@ -69,6 +69,16 @@ pub enum HparamsError {
         value: String,
         why: &'static str,
     },
+    /// A product (or sum) of metadata values that does not fit the 32 bits flint's shapes use.
+    #[error("{what} = {value} overflows 32 bits: the file's hyperparameters are too large")]
+    Overflow { what: String, value: String },
+    /// A tensor whose shape (ggml order, `[inputs, outputs]`) is not the hyperparameters'.
+    #[error("tensor {tensor} has shape {found:?}, but the hyperparameters make it {expected:?}")]
+    TensorShape {
+        tensor: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
 }
 
 /// `{arch}.rope.scaling.type`, as llama.cpp reads it (`llama_rope_scaling_type_from_string`;
@@ -173,8 +183,12 @@ impl Hparams {
             .unwrap_or(n_head);
         if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(HparamsError::Invalid {
-                what: format!("{p} heads {n_head} / kv heads"),
-                value: n_head_kv.to_string(),
+                what: format!(
+                    "{} / {}",
+                    key("attention.head_count"),
+                    key("attention.head_count_kv")
+                ),
+                value: format!("{n_head} / {n_head_kv}"),
                 why: "query heads must be a non-zero multiple of KV heads",
             });
         }
@@ -255,6 +269,7 @@ impl Hparams {
         if hp.hybrid.is_some() {
             check_rope_sections(g, p, hp.n_rot)?;
         }
+        super::shapes::check_widths(&hp)?;
         Ok(hp)
     }
 

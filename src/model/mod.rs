@@ -10,6 +10,7 @@ pub mod hybrid;
 pub mod mixer;
 pub mod presets;
 pub mod random_weights;
+pub mod shapes;
 pub mod weights;
 
 pub use drafter_meta::{tensor_name as drafter_tensor_name, DrafterMeta, DRAFTER_TENSORS};

@@ -302,13 +302,15 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// Upload every weight `hp` needs from `file`; `progress` shows a bar on stderr.
+/// Upload every weight `hp` needs from `file`, each shape checked first
+/// ([`super::shapes::check_shapes`]); `progress` shows a bar on stderr.
 pub fn load(
     ctx: &GpuContext,
     file: &GgufFile,
     hp: &Hparams,
     progress: bool,
 ) -> Result<ModelWeights> {
+    super::shapes::check_shapes(file, hp)?;
     let mut l = Loader::new(ctx, file, progress);
     l.stack = Some(Family::for_context(ctx));
     if file.shape_only {

@@ -96,6 +96,7 @@ impl Dspark {
         alloc: &mut Allocator<'_>,
     ) -> Result<Dspark> {
         let meta = DrafterMeta::from_gguf(file)?;
+        crate::model::shapes::check_drafter_shapes(file, &meta)?;
         weights::check_meta(&meta, target_hp, target.lm_head().n)?;
         let (model, heads) = weights::load(ctx, file, &meta, target)?;
         let allocations = model.allocations.clone();
