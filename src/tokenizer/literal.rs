@@ -166,6 +166,7 @@ impl Tokenizer {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use crate::gguf::{MetaArray, MetaValue, Metadata};
