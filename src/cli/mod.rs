@@ -124,6 +124,7 @@ const LLAMA_FLAGS: &[(&str, &str)] = &[
     ("-ctvd", "--cache-type-v-draft"),
     ("-ub", "--ubatch-size"),
     ("-np", "--parallel"),
+    ("-to", "--timeout"),
     ("-pg", "--pg"),
     ("-ngl", "--n-gpu-layers"),
     ("-cd", "--ctx-size-draft"),

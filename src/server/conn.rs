@@ -195,15 +195,17 @@ impl Table {
         if open < max {
             return true;
         }
-        let mut idle: Vec<&Arc<Activity>> = conns
+        // Each idle time read once: the clock moves while this sorts.
+        let mut idle: Vec<(Duration, &Arc<Activity>)> = conns
             .values()
             .filter(|a| a.is_idle() && !a.close.load(Ordering::Relaxed))
+            .map(|a| (a.idle_for(), a))
             .collect();
         if idle.is_empty() {
             return false;
         }
-        idle.sort_by_key(|a| std::cmp::Reverse(a.idle_for()));
-        for a in idle.into_iter().take(open + 1 - max) {
+        idle.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
+        for (_, a) in idle.into_iter().take(open + 1 - max) {
             a.ask_close();
         }
         true
@@ -230,10 +232,20 @@ impl Table {
 }
 
 /// What a connection refused at the cap is sent before it is closed.
-const FULL: &str = "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-connection: close\r\nretry-after: 1\r\ncontent-length: 133\r\n\r\n\
-{\"error\":{\"message\":\"too many open connections, each with a request in flight\",\
-\"type\":\"unavailable_error\",\"param\":null,\"code\":null}}\n";
+fn full_response() -> String {
+    let body = serde_json::json!({"error": {
+        "message": "too many open connections, each with a request in flight: retry later",
+        "type": "unavailable_error",
+        "param": null,
+        "code": "too_many_connections",
+    }})
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         connection: close\r\nretry-after: 1\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
 
 /// Serves `router` on `listener` until `stop` is notified, then lets the open connections end
 /// their requests for up to `grace`.
@@ -288,7 +300,8 @@ pub async fn serve(
 }
 
 async fn refuse(mut stream: TcpStream) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(FULL.as_bytes())).await;
+    let answer = full_response();
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(answer.as_bytes())).await;
 }
 
 /// One connection and its watchdog.
@@ -346,5 +359,46 @@ async fn watch(act: &Activity, limits: Limits, graceful: bool) -> Watch {
             return Watch::Cut;
         }
         let _ = tokio::time::timeout(tick, act.wake.notified()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_closes_the_idlest_idle_connection_and_refuses_only_when_all_are_busy() {
+        let t = Table::default();
+        let (_, a) = t.add();
+        let (_, b) = t.add();
+        std::thread::sleep(Duration::from_millis(30));
+        a.touch();
+        // Both idle: room is made by closing the idlest (b: a just moved a byte).
+        assert!(t.make_room(2));
+        assert!(b.close.load(Ordering::Relaxed));
+        assert!(!a.close.load(Ordering::Relaxed));
+        // Under the cap once b is on its way out.
+        assert!(t.make_room(2));
+        assert!(!a.close.load(Ordering::Relaxed));
+        // Every open connection busy: no room.
+        let (_, c) = t.add();
+        a.in_flight.fetch_add(1, Ordering::Relaxed);
+        c.in_flight.fetch_add(1, Ordering::Relaxed);
+        assert!(!t.make_room(2));
+        assert!(!a.close.load(Ordering::Relaxed) && !c.close.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn the_refusal_at_the_cap_is_a_whole_http_response() {
+        let r = full_response();
+        let (head, body) = r.split_once("\r\n\r\n").expect("a head and a body");
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|n| n.parse().ok())
+            .expect("a content-length");
+        assert_eq!(len, body.len());
+        let v: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(v["error"]["code"], "too_many_connections");
     }
 }
