@@ -6,10 +6,9 @@
 
 mod common;
 
+use common::batch::Req;
 use flint::engine::batch::BatchEngine;
-use flint::engine::batch_run::{settle, step, BatchRequest, Ended, SeqState};
-use flint::engine::{DraftOptions, Engine, EngineOptions, DEFAULT_DRAFTER};
-use flint::{Error, Result};
+use flint::engine::batch_run::{settle, step, Ended, SeqState};
 
 const N_PREDICT: usize = 16;
 
@@ -18,48 +17,6 @@ const PROMPTS: [&str; 3] = [
     "1, 2, 3, 4, 5, 6,",
     "Q: What is the capital of Italy?\nA:",
 ];
-
-fn opts() -> EngineOptions {
-    let mut d =
-        DraftOptions::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DRAFTER));
-    d.bypass = false;
-    EngineOptions {
-        model: common::model_path(),
-        n_ctx: 256,
-        draft: Some(d),
-        ..EngineOptions::default()
-    }
-}
-
-/// A request that takes its tokens until `max_tokens` or an end token, or fails when it is
-/// handed its `fail_at`-th token.
-struct Req {
-    st: SeqState,
-    eog: Vec<u32>,
-    fail_at: Option<usize>,
-}
-
-impl BatchRequest for Req {
-    type End = ();
-    fn state(&self) -> &SeqState {
-        &self.st
-    }
-    fn state_mut(&mut self) -> &mut SeqState {
-        &mut self.st
-    }
-    fn on_token(&mut self, token: u32, full: bool) -> Result<Option<()>> {
-        if self.fail_at == Some(self.st.generated.len()) {
-            return Err(Error::Usage(
-                "the client's stop-string matcher failed".into(),
-            ));
-        }
-        if self.eog.contains(&token) {
-            return Ok(Some(()));
-        }
-        self.st.generated.push(token);
-        Ok((self.st.generated.len() >= self.st.max_tokens || full).then_some(()))
-    }
-}
 
 /// What a request gave: its tokens and (drafted, accepted), or its failure.
 type Got = std::result::Result<(Vec<u32>, u64, u64), String>;
@@ -96,26 +53,10 @@ fn run(eng: &mut BatchEngine, mut active: Vec<Req>, n_seq: usize) -> Vec<Option<
 
 #[test]
 fn a_failing_request_ends_alone_and_its_slot_serves_again() {
-    let mut single = Engine::load(&opts()).unwrap();
-    let tok = single.tok.clone();
-    let prompts: Vec<Vec<u32>> = PROMPTS
-        .iter()
-        .map(|p| tok.encode(p, true, false).unwrap())
-        .collect();
-    let eog: Vec<u32> = (0..single.fwd.hp.n_vocab)
-        .filter(|&t| tok.is_eog(t))
-        .collect();
-    let mut want = Vec::new();
-    for p in &prompts {
-        single.reset().unwrap();
-        let stats = single.generate(p, N_PREDICT, None, |_| Ok(true)).unwrap();
-        let spec = stats.spec.expect("the single loop speculated");
-        want.push((stats.generated_token_ids, spec.drafted, spec.accepted));
-    }
-    drop(single);
+    let common::batch::Alone { prompts, eog, want } = common::batch::alone(&PROMPTS, N_PREDICT);
 
     let n_seq = 4;
-    let mut eng = BatchEngine::load(&opts(), n_seq as u32).unwrap();
+    let mut eng = BatchEngine::load(&common::batch::spec_opts(256), n_seq as u32).unwrap();
     let req = |seq: usize, prompt: Vec<u32>, fail_at| Req {
         st: SeqState::new(seq, prompt, 0, N_PREDICT, None, true),
         eog: eog.clone(),

@@ -6,10 +6,9 @@
 
 mod common;
 
+use common::batch::Req;
 use flint::engine::batch::BatchEngine;
-use flint::engine::batch_run::{settle, step, BatchRequest, Ended, SeqState};
-use flint::engine::{DraftOptions, Engine, EngineOptions, DEFAULT_DRAFTER};
-use flint::Result;
+use flint::engine::batch_run::{settle, step, Ended, SeqState};
 
 const N_PREDICT: usize = 24;
 
@@ -20,62 +19,11 @@ const PROMPTS: [&str; 4] = [
     "Q: What is the capital of Italy?\nA:",
 ];
 
-fn opts() -> EngineOptions {
-    let mut d =
-        DraftOptions::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DRAFTER));
-    d.bypass = false;
-    EngineOptions {
-        model: common::model_path(),
-        n_ctx: 256,
-        draft: Some(d),
-        ..EngineOptions::default()
-    }
-}
-
-/// A request that takes its tokens until `max_tokens` or an end token.
-struct Req {
-    st: SeqState,
-    eog: Vec<u32>,
-}
-
-impl BatchRequest for Req {
-    type End = ();
-    fn state(&self) -> &SeqState {
-        &self.st
-    }
-    fn state_mut(&mut self) -> &mut SeqState {
-        &mut self.st
-    }
-    fn on_token(&mut self, token: u32, full: bool) -> Result<Option<()>> {
-        if self.eog.contains(&token) {
-            return Ok(Some(()));
-        }
-        self.st.generated.push(token);
-        Ok((self.st.generated.len() >= self.st.max_tokens || full).then_some(()))
-    }
-}
-
 #[test]
 fn four_requests_with_drafters_match_the_single_request_loop() {
-    let mut single = Engine::load(&opts()).unwrap();
-    let tok = single.tok.clone();
-    let prompts: Vec<Vec<u32>> = PROMPTS
-        .iter()
-        .map(|p| tok.encode(p, true, false).unwrap())
-        .collect();
-    let eog: Vec<u32> = (0..single.fwd.hp.n_vocab)
-        .filter(|&t| tok.is_eog(t))
-        .collect();
-    let mut want = Vec::new();
-    for p in &prompts {
-        single.reset().unwrap();
-        let stats = single.generate(p, N_PREDICT, None, |_| Ok(true)).unwrap();
-        let spec = stats.spec.expect("the single loop speculated");
-        want.push((stats.generated_token_ids, spec.drafted, spec.accepted));
-    }
-    drop(single);
+    let common::batch::Alone { prompts, eog, want } = common::batch::alone(&PROMPTS, N_PREDICT);
 
-    let mut eng = BatchEngine::load(&opts(), prompts.len() as u32).unwrap();
+    let mut eng = BatchEngine::load(&common::batch::spec_opts(256), prompts.len() as u32).unwrap();
     assert_eq!(eng.drafters.len(), prompts.len());
     let mut active: Vec<Req> = prompts
         .iter()
@@ -83,6 +31,7 @@ fn four_requests_with_drafters_match_the_single_request_loop() {
         .map(|(seq, p)| Req {
             st: SeqState::new(seq, p.clone(), 0, N_PREDICT, None, true),
             eog: eog.clone(),
+            fail_at: None,
         })
         .collect();
     let mut got = vec![(Vec::new(), 0, 0); prompts.len()];

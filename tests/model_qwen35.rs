@@ -19,7 +19,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use flint::gguf::GgmlType;
@@ -28,29 +28,6 @@ use flint::gpu::GpuContext;
 use flint::model::forward::Forward;
 use flint::reference::forward::{Capture, Rows};
 use flint::reference::hybrid::RefHybridModel;
-
-/// A random `qwen35-tiny-f32` (8 layers: DeltaNet but 3 and 7; n_k 2 ≠ n_v 4; 16 of 32 rotary
-/// dims) written by `flint gguf preset`.
-fn tiny_model(dir: &Path, seed: u64) -> PathBuf {
-    let out = dir.join(format!("qwen35-tiny-{seed}.gguf"));
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen35-tiny-f32"])
-        .arg(&out)
-        .args(["--weights", "random", "--seed", &seed.to_string()])
-        .output()
-        .expect("run flint");
-    assert!(
-        st.status.success(),
-        "flint gguf preset: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    out
-}
-
-fn tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
-    let mut rng = common::Rng::new(seed);
-    (0..n).map(|_| rng.below(u64::from(vocab)) as u32).collect()
-}
 
 /// A forward with room for verify batches of 8 rows (ubatch 16).
 fn forward(ctx: &GpuContext, file: &GgufFile) -> Forward {
@@ -69,11 +46,11 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn a_verify_batch_rolled_back_matches_decoding_bit_for_bit() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-verify");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 7)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 7)).unwrap();
     let mut fwd = forward(&ctx, &file);
     assert!(fwd.is_recurrent());
     let v = fwd.hp.n_vocab as usize;
-    let ids = tokens(11, 12, fwd.hp.n_vocab);
+    let ids = common::random_tokens(11, 12, fwd.hp.n_vocab);
     let (prompt, rows) = ids.split_at(5);
     fwd.step(&ctx, prompt, 1).unwrap();
     fwd.checkpoint().unwrap();
@@ -105,11 +82,11 @@ fn a_verify_batch_rolled_back_matches_decoding_bit_for_bit() {
 fn twenty_forced_rejections_leak_nothing() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-reject");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 3)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 3)).unwrap();
     let mut spec = forward(&ctx, &file);
     let mut plain = forward(&ctx, &file);
     let v = spec.hp.n_vocab as usize;
-    let ids = tokens(5, 26, spec.hp.n_vocab);
+    let ids = common::random_tokens(5, 26, spec.hp.n_vocab);
     let (prompt, rest) = ids.split_at(6);
     spec.step(&ctx, prompt, 1).unwrap();
     plain.step(&ctx, prompt, 1).unwrap();
@@ -143,9 +120,9 @@ fn twenty_forced_rejections_leak_nothing() {
 fn the_state_cannot_be_cut_where_no_checkpoint_covers() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-cut");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 5)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 5)).unwrap();
     let mut fwd = forward(&ctx, &file);
-    let ids = tokens(8, 10, fwd.hp.n_vocab);
+    let ids = common::random_tokens(8, 10, fwd.hp.n_vocab);
     fwd.step(&ctx, &ids[..6], 1).unwrap();
     fwd.step(&ctx, &ids[6..], 1).unwrap();
     assert!(fwd.can_truncate(10) && fwd.can_truncate(0) && !fwd.can_truncate(6));
@@ -174,7 +151,7 @@ fn against_oracle(ctx: &GpuContext, path: &Path) {
     let mut state = oracle.new_state(GgmlType::F16).unwrap();
     let name = path.file_name().unwrap().to_string_lossy().to_string();
     let d = fwd.hp.n_embd as usize;
-    let mut tokens = tokens(31, 6, fwd.hp.n_vocab);
+    let mut tokens = common::random_tokens(31, 6, fwd.hp.n_vocab);
     let mut pos = 0;
     let (mut worst_logits, mut worst_layer) = (0f64, 0f32);
     for step in 0..4 {
@@ -213,7 +190,7 @@ fn against_oracle(ctx: &GpuContext, path: &Path) {
 fn every_layer_and_the_logits_match_the_cpu_oracle() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-oracle");
-    against_oracle(&ctx, &tiny_model(tmp.path(), 9));
+    against_oracle(&ctx, &common::qwen35_tiny(tmp.path(), 9));
     // Q8_0, and the seed's 1-bit / ternary types (Q1_0, PrismML's legacy 128-element Q2_0).
     for preset in [
         "qwen35-tiny-q8_0",
@@ -248,7 +225,7 @@ fn the_hybrid_allocates_exactly_its_plan() {
     use flint::model::{weights, Hparams};
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-plan");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 2)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 2)).unwrap();
     let hp = Hparams::from_gguf(&file).unwrap();
     let params = flint::memory::RunParams {
         verify_rows: 8,

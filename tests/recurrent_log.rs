@@ -16,8 +16,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
@@ -31,28 +30,6 @@ const UBATCH: u32 = 4160;
 const LONG: usize = 4100;
 /// Context rows: a short prefix and the long step.
 const N_CTX: u32 = 4352;
-
-/// A random `qwen35-tiny-f32` (d 64, 8 layers, vocab 512) written by `flint gguf preset`.
-fn tiny_model(dir: &Path, seed: u64) -> PathBuf {
-    let out = dir.join(format!("qwen35-tiny-{seed}.gguf"));
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen35-tiny-f32"])
-        .arg(&out)
-        .args(["--weights", "random", "--seed", &seed.to_string()])
-        .output()
-        .expect("run flint");
-    assert!(
-        st.status.success(),
-        "flint gguf preset: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    out
-}
-
-fn tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
-    let mut rng = common::Rng::new(seed);
-    (0..n).map(|_| rng.below(u64::from(vocab)) as u32).collect()
-}
 
 /// A forward with ubatches of [`UBATCH`] rows and verify batches of 8.
 fn forward(ctx: &GpuContext, file: &GgufFile) -> Forward {
@@ -85,10 +62,10 @@ fn first_difference(a: &[Vec<f32>], b: &[Vec<f32>], d: usize) -> Option<(usize, 
 fn a_long_step_after_a_rollback_to_the_checkpoint_starts_from_the_checkpoint() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("rlog-long");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 7)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 7)).unwrap();
     let mut fwd = forward(&ctx, &file);
     let d = fwd.hp.n_embd as usize;
-    let ids = tokens(11, 16 + 5 + LONG, fwd.hp.n_vocab);
+    let ids = common::random_tokens(11, 16 + 5 + LONG, fwd.hp.n_vocab);
     let (prompt, rest) = ids.split_at(16);
     let (rejected, long) = rest.split_at(5);
     fwd.step(&ctx, prompt, 1).unwrap();
@@ -120,15 +97,15 @@ fn a_long_step_after_a_rollback_to_the_checkpoint_starts_from_the_checkpoint() {
 fn a_refused_step_never_joins_the_replay() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("rlog-refused");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 3)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 3)).unwrap();
     let mut fwd = forward(&ctx, &file);
     let mut fresh = forward(&ctx, &file);
     let d = fwd.hp.n_embd as usize;
     let v = fwd.hp.n_vocab;
-    let ids = tokens(5, 16 + 4 + 3, v);
+    let ids = common::random_tokens(5, 16 + 4 + 3, v);
     let (prompt, rest) = ids.split_at(16);
     let (verify, next) = rest.split_at(4);
-    let junk = tokens(77, 2, v);
+    let junk = common::random_tokens(77, 2, v);
     // A step refused after the checkpoint (more logit rows than rows) runs no row, so a
     // rollback into the next step's rows replays that step's rows, not the refused ones.
     fwd.step(&ctx, prompt, 1).unwrap();
@@ -154,11 +131,11 @@ fn a_refused_step_never_joins_the_replay() {
 fn a_restore_waits_through_a_refused_step() {
     let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("rlog-restore");
-    let file = GgufFile::open(&tiny_model(tmp.path(), 4)).unwrap();
+    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 4)).unwrap();
     let (mut fwd, mut fresh) = (forward(&ctx, &file), forward(&ctx, &file));
     let d = fwd.hp.n_embd as usize;
     let v = fwd.hp.n_vocab;
-    let ids = tokens(6, 16 + 4 + 3, v);
+    let ids = common::random_tokens(6, 16 + 4 + 3, v);
     let (prompt, rest) = ids.split_at(16);
     let (verify, next) = rest.split_at(4);
     // A step of more than the replay limit refused right after a rollback to the checkpoint:
@@ -167,7 +144,7 @@ fn a_restore_waits_through_a_refused_step() {
     fwd.checkpoint().unwrap();
     fwd.step(&ctx, verify, 4).unwrap();
     fwd.truncate(&ctx, 16).unwrap();
-    let long = tokens(9, LONG, v);
+    let long = common::random_tokens(9, LONG, v);
     assert!(fwd.step(&ctx, &long, LONG as u32).is_err());
     let got = fwd.step_captured(&ctx, next, 3).unwrap();
     fresh.step(&ctx, prompt, 1).unwrap();
@@ -199,7 +176,7 @@ fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
 #[test]
 fn a_long_prompt_after_prefix_reuse_at_the_checkpoint_with_a_drafter() {
     let tmp = common::temp_dir("rlog-engine");
-    let model = tiny_model(tmp.path(), 21);
+    let model = common::qwen35_tiny(tmp.path(), 21);
     let dpath = tmp.path().join("drafter.gguf");
     let opts = InitOptions {
         block: 4,
@@ -229,7 +206,7 @@ fn a_long_prompt_after_prefix_reuse_at_the_checkpoint_with_a_drafter() {
         .find(|&p| eng.fwd.can_truncate(p))
         .expect("a checkpoint inside the cached rows") as usize;
     // The next prompt diverges right at the checkpoint and runs 4100 rows in one step.
-    let mut tail = tokens(13, LONG, eng.fwd.hp.n_vocab);
+    let mut tail = common::random_tokens(13, LONG, eng.fwd.hp.n_vocab);
     if let Some(&c) = cached.get(ckpt) {
         if tail[0] == c {
             tail[0] = (c + 1) % eng.fwd.hp.n_vocab;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod alloc;
+pub mod batch;
 pub mod drive;
 pub mod dspark;
 pub mod dspark_check;
@@ -156,4 +157,28 @@ pub fn spec_bench_rows(
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("a json array of objects")
+}
+
+/// A random `qwen35-tiny-f32` (d 64, 8 layers: DeltaNet but 3 and 7; n_k 2 ≠ n_v 4; 16 of 32
+/// rotary dims; vocab 512) written into `dir` by `flint gguf preset`.
+pub fn qwen35_tiny(dir: &std::path::Path, seed: u64) -> std::path::PathBuf {
+    let out = dir.join(format!("qwen35-tiny-{seed}.gguf"));
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["gguf", "preset", "qwen35-tiny-f32"])
+        .arg(&out)
+        .args(["--weights", "random", "--seed", &seed.to_string()])
+        .output()
+        .expect("run flint");
+    assert!(
+        st.status.success(),
+        "flint gguf preset: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out
+}
+
+/// `n` seeded random token ids below `vocab`.
+pub fn random_tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.below(u64::from(vocab)) as u32).collect()
 }
