@@ -163,3 +163,63 @@ impl DeviceLimits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn driver(device_local: u64, budget: Option<u64>, usage: Option<u64>) -> Budget {
+        Budget::resolve_for(
+            None,
+            false,
+            Some(DriverMemory {
+                device_local,
+                budget,
+                usage,
+            }),
+        )
+    }
+
+    #[test]
+    fn heap_less_headroom_without_a_budget() {
+        let b = driver(16 * GIB, None, None);
+        assert_eq!(b.source, BudgetSource::Heap);
+        assert_eq!(b.usable(), 16 * GIB - 16 * GIB / 20);
+    }
+
+    #[test]
+    fn a_smaller_live_budget_wins() {
+        // Another program holds 6 GiB: the driver's budget says 10, of which we use 1.
+        let b = driver(16 * GIB, Some(10 * GIB), Some(GIB));
+        assert_eq!(
+            (b.source, b.usable()),
+            (BudgetSource::DriverBudget, 9 * GIB)
+        );
+    }
+
+    #[test]
+    fn a_constant_budget_above_the_heap_less_headroom_is_bounded_by_the_heap() {
+        // total − 768 MiB with usage 0, as one driver reports whatever is in use.
+        let b = driver(16 * GIB, Some(16 * GIB - (768 << 20)), Some(0));
+        assert_eq!(b.source, BudgetSource::Heap);
+        // A budget above the heap is not live.
+        assert_eq!(
+            driver(8 * GIB, Some(9 * GIB), Some(0)).source,
+            BudgetSource::Heap
+        );
+    }
+
+    #[test]
+    fn the_default_only_when_the_driver_tells_nothing() {
+        let none = Budget::resolve_for(None, false, None);
+        assert_eq!(
+            (none.source, none.bytes),
+            (BudgetSource::Default, DEFAULT_BUDGET)
+        );
+        assert_eq!(driver(0, None, None).source, BudgetSource::Default);
+        let flag = Budget::resolve_for(Some(GIB), false, None);
+        assert_eq!(flag.source, BudgetSource::Flag);
+    }
+}
