@@ -51,9 +51,17 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// The device-local heaps of every Vulkan physical device, by name: (heap bytes, budget and
-/// usage where the extension is present), read with ash.
-fn vulkan_heaps() -> Vec<(String, u64, Option<(u64, u64)>)> {
+/// A Vulkan physical device's device-local heaps as the driver reports them.
+#[derive(Debug)]
+struct Heaps {
+    name: String,
+    bytes: u64,
+    /// Budget and usage, where `VK_EXT_memory_budget` is present.
+    budget: Option<(u64, u64)>,
+}
+
+/// The device-local heaps of every Vulkan physical device, read with ash.
+fn vulkan_heaps() -> Vec<Heaps> {
     use ash::vk;
     // SAFETY: the loader is loaded once and the instance destroyed before returning.
     let entry = unsafe { ash::Entry::load() }.expect("no Vulkan loader");
@@ -93,7 +101,11 @@ fn vulkan_heaps() -> Vec<(String, u64, Option<(u64, u64)>)> {
                 local.iter().map(|&i| budget.heap_usage[i]).sum(),
             )
         });
-        out.push((name, heap, b));
+        out.push(Heaps {
+            name,
+            bytes: heap,
+            budget: b,
+        });
     }
     unsafe { instance.destroy_instance(None) };
     out
@@ -107,7 +119,12 @@ fn devices_report_the_drivers_heaps() {
     assert_eq!(code, Some(0), "{err}");
     let adapters = v.as_array().unwrap();
     let mut matched = 0;
-    for (name, heap, budget) in &driver {
+    for Heaps {
+        name,
+        bytes: heap,
+        budget,
+    } in &driver
+    {
         let Some(a) = adapters.iter().find(|a| a["name"] == name.as_str()) else {
             continue;
         };
