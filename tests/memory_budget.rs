@@ -8,6 +8,8 @@
 //! - Without `-c`, the Qwen3-8B Q4_K_M preset plans its trained 40960 under 16 GiB, and under
 //!   6 GiB the largest multiple of 256 whose plan fits: the next multiple's plan, computed by an
 //!   explicit `-c`, does not. An explicit `-c 131072` is refused with alternatives.
+//! - `flint generate` without `-c` takes SmolLM2's trained context (as gguf-py reads it) and says
+//!   so; with a `-c` that does not fit it is refused naming the largest that does, which runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -249,4 +251,56 @@ fn under_4096_the_floor_is_refused() {
         (4096, Some("floor"))
     );
     assert!(!v["suggestions"].as_array().unwrap().is_empty(), "{v}");
+}
+
+const SMOLLM2: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// SmolLM2's trained context as gguf-py reads the file (`tests/data/smollm2_gguf_py.json`).
+fn smollm2_trained() -> u64 {
+    let text = std::fs::read_to_string("tests/data/smollm2_gguf_py.json").unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    u(&v["metadata"]["llama.context_length"])
+}
+
+#[test]
+fn generate_takes_the_trained_context_and_says_so() {
+    let trained = smollm2_trained();
+    let args = [
+        "generate", "-m", SMOLLM2, "-p", "Hi", "-n", "1", "--temp", "0",
+    ];
+    let (code, _, err) = flint(&[&args[..], &["--no-spec"]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("flint: -c {trained} (trained), fits in ")),
+        "{err}"
+    );
+}
+
+#[test]
+fn generate_refuses_an_explicit_context_naming_what_fits() {
+    let args = [
+        "generate",
+        "-m",
+        SMOLLM2,
+        "-p",
+        "Hi",
+        "-n",
+        "1",
+        "--no-spec",
+    ];
+    let (code, _, err) = flint(&[&args[..], &["-c", "131072", "--gpu-mem", "1GiB"]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    let at = err
+        .find("alternatives: largest -c with f16 KV: ")
+        .expect(&err);
+    let n: u32 = err[at..]
+        .split(": ")
+        .nth(2)
+        .and_then(|s| s.trim().split([',', '\n']).next())
+        .and_then(|s| s.parse().ok())
+        .expect(&err);
+    assert!(n % 256 == 0 && n < 131072, "{n}");
+    // The context it names loads and runs.
+    let (code, _, err) = flint(&[&args[..], &["-c", &n.to_string(), "--gpu-mem", "1GiB"]].concat());
+    assert_eq!(code, Some(0), "{err}");
 }

@@ -222,12 +222,13 @@ pub fn prepare(args: &ModelArgs) -> Result<EngineOptions> {
 
 /// Without `-c` (`explicit`), sets `opts.n_ctx` to each of `n_slots` slots' share of the
 /// context that fits ([`crate::engine::fit`]) and says so in one stderr line; with it, each
-/// slot's share of `-c`, unchanged whether it fits or not (the load refuses what does not). A
+/// slot's share of `-c`, never changed: a plan that does not fit is refused naming what would. A
 /// line also says when the budget is the stated default because the driver tells nothing.
 pub fn settle_ctx(opts: &mut EngineOptions, explicit: Option<u32>, n_slots: u32) -> Result<()> {
     let budget = match explicit {
         Some(c) => {
             opts.n_ctx = c / n_slots.max(1);
+            crate::engine::fit::refuse_unless_fits(opts, n_slots)?;
             crate::engine::fit::budget_and_limits(opts).0
         }
         None => {
