@@ -1,8 +1,12 @@
 //! `flint devices`: every adapter wgpu finds (respecting `FLINT_BACKEND`), with the index that
 //! `--device N` takes, backend, type, driver, features and the limits flint cares about.
-//! `--json` prints one JSON array instead.
+//! and the memory: the device-local memory the driver reports, its budget and usage where it
+//! reports them, and the budget flint would plan against (`memory::budget`). `--json` prints one
+//! JSON array instead.
 
-use crate::gpu::{list_adapters, AdapterSummary};
+use crate::gpu::adapters::list_adapters_with_memory;
+use crate::gpu::{AdapterSummary, DriverMemory};
+use crate::memory::{fmt_bytes, Budget};
 
 /// Arguments of `flint devices`.
 #[derive(Debug, clap::Args)]
@@ -14,9 +18,9 @@ pub struct DevicesArgs {
 
 /// Lists the adapters; an empty list is not an error (the text says so).
 pub fn run(json: bool) -> crate::Result<()> {
-    let adapters = list_adapters()?;
+    let adapters = list_adapters_with_memory()?;
     if json {
-        let array: Vec<serde_json::Value> = adapters.iter().map(to_json).collect();
+        let array: Vec<serde_json::Value> = adapters.iter().map(|(a, m)| to_json(a, *m)).collect();
         let text = serde_json::to_string_pretty(&serde_json::Value::Array(array))
             .map_err(|e| crate::Error::Usage(format!("serializing the device list: {e}")))?;
         println!("{text}");
@@ -26,15 +30,22 @@ pub fn run(json: bool) -> crate::Result<()> {
         println!("no GPU adapter found (FLINT_BACKEND restricts the backends searched)");
         return Ok(());
     }
-    for a in &adapters {
-        print!("{}", to_text(a));
+    for (a, m) in &adapters {
+        print!("{}", to_text(a, *m));
     }
     Ok(())
 }
 
-/// One adapter as JSON (field names as in [`AdapterSummary`]).
-pub fn to_json(a: &AdapterSummary) -> serde_json::Value {
+/// The budget flint would plan against on `a` without `--gpu-mem`.
+fn plan_budget(a: &AdapterSummary, m: Option<DriverMemory>) -> Budget {
+    Budget::resolve_for(None, a.device_type == "Cpu", m)
+}
+
+/// One adapter as JSON (field names as in [`AdapterSummary`]; `memory`: the driver's figures in
+/// bytes, `null` where it reports none, and the budget flint would plan against).
+pub fn to_json(a: &AdapterSummary, m: Option<DriverMemory>) -> serde_json::Value {
     let l = &a.limits;
+    let b = plan_budget(a, m);
     serde_json::json!({
         "index": a.index,
         "name": a.name,
@@ -56,11 +67,20 @@ pub fn to_json(a: &AdapterSummary) -> serde_json::Value {
             "min_subgroup_size": l.min_subgroup_size,
             "max_subgroup_size": l.max_subgroup_size,
         },
+        "memory": {
+            "device_local_bytes": m.map(|m| m.device_local),
+            "driver_budget_bytes": m.and_then(|m| m.budget),
+            "driver_usage_bytes": m.and_then(|m| m.usage),
+            "budget_bytes": b.bytes,
+            "headroom_bytes": b.headroom,
+            "usable_bytes": b.usable(),
+            "budget_source": b.source.name(),
+        },
     })
 }
 
 /// One adapter as indented text.
-pub fn to_text(a: &AdapterSummary) -> String {
+pub fn to_text(a: &AdapterSummary, m: Option<DriverMemory>) -> String {
     let l = &a.limits;
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let mut s = format!(
@@ -86,5 +106,31 @@ pub fn to_text(a: &AdapterSummary) -> String {
         l.max_subgroup_size,
     ));
     s.push_str(&format!("    features: {}\n", a.features.join(", ")));
+    s.push_str(&format!("    {}\n", memory_line(a, m)));
     s
+}
+
+/// `memory: device-local 15.99 GiB (driver budget 15.2 GiB, usage 0 B); plans against 15.19 GiB
+/// (device-local heap)`.
+fn memory_line(a: &AdapterSummary, m: Option<DriverMemory>) -> String {
+    let b = plan_budget(a, m);
+    let driver = match m {
+        Some(m) => {
+            let mut s = format!("device-local {}", fmt_bytes(m.device_local));
+            if let (Some(budget), Some(usage)) = (m.budget, m.usage) {
+                s.push_str(&format!(
+                    " (driver budget {}, usage {})",
+                    fmt_bytes(budget),
+                    fmt_bytes(usage)
+                ));
+            }
+            s
+        }
+        None => "the driver reports no device memory".to_string(),
+    };
+    format!(
+        "memory: {driver}; plans against {} ({})",
+        fmt_bytes(b.usable()),
+        b.source.name()
+    )
 }

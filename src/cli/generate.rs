@@ -11,6 +11,8 @@ use serde_json::json;
 
 use crate::engine::{cost_cache, Engine, EngineOptions, GenStats, DEFAULT_MODEL};
 use crate::gguf::GgmlType;
+use crate::memory::budget::BudgetSource;
+use crate::memory::context::MIN_DEFAULT_CTX;
 use crate::memory::parse_bytes;
 use crate::sampling::{Sampler, SamplerParams};
 use crate::{Error, Result};
@@ -21,9 +23,10 @@ pub struct ModelArgs {
     /// GGUF model (default: the SmolLM2-135M-Instruct Q4_1 of models/, fetched on first use).
     #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
     pub model: PathBuf,
-    /// Context length.
-    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
-    pub n_ctx: u32,
+    /// Context length (default: the model's trained context, or the largest that fits the
+    /// device's memory, at least 4096).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub n_ctx: Option<u32>,
     /// Logical batch (llama.cpp's `-b`): accepted for compatibility; prompts run in ubatches of
     /// `-ub` rows, one submit each.
     #[arg(short = 'b', long = "batch-size", default_value_t = 2048)]
@@ -94,7 +97,8 @@ impl ModelArgs {
         };
         Ok(EngineOptions {
             model: self.model.clone(),
-            n_ctx: self.n_ctx,
+            // Without -c, `settle_ctx` fits the context before the load.
+            n_ctx: self.n_ctx.unwrap_or(MIN_DEFAULT_CTX),
             n_ubatch: self.n_ubatch,
             type_k: Self::kv("-ctk", &self.type_k)?,
             type_v: Self::kv("-ctv", &self.type_v)?,
@@ -206,6 +210,7 @@ pub fn prepare(args: &ModelArgs) -> Result<EngineOptions> {
         }
     }
     let mut opts = args.engine_options()?;
+    settle_ctx(&mut opts, args.n_ctx, 1)?;
     if let Some(a) = &adapter {
         if let Some(why) = cost_cache::unpaying_drafter(&opts, a) {
             eprintln!("flint: {why}: running without the drafter; --spec-no-bypass to force it");
@@ -213,6 +218,41 @@ pub fn prepare(args: &ModelArgs) -> Result<EngineOptions> {
         }
     }
     Ok(opts)
+}
+
+/// Without `-c` (`explicit`), sets `opts.n_ctx` to each of `n_slots` slots' share of the
+/// context that fits ([`crate::engine::fit`]) and says so in one stderr line; with it, each
+/// slot's share of `-c`, never changed: a plan that does not fit is refused naming what would. A
+/// line also says when the budget is the stated default because the driver tells nothing.
+pub fn settle_ctx(opts: &mut EngineOptions, explicit: Option<u32>, n_slots: u32) -> Result<()> {
+    let budget = match explicit {
+        Some(c) => {
+            opts.n_ctx = c / n_slots.max(1);
+            crate::engine::fit::refuse_unless_fits(opts, n_slots)?;
+            crate::engine::fit::budget_and_limits(opts).0
+        }
+        None => {
+            let (choice, budget) = crate::engine::fit::fit_ctx(opts, n_slots)?;
+            opts.n_ctx = choice.per_slot;
+            if let Some(line) = choice.line(&budget) {
+                eprintln!("flint: {line}");
+            }
+            budget
+        }
+    };
+    if budget.source == BudgetSource::Default {
+        eprintln!("flint: {}", default_budget_note(&budget));
+    }
+    Ok(())
+}
+
+/// What a plan says first when its budget is the stated default.
+pub fn default_budget_note(budget: &crate::memory::Budget) -> String {
+    format!(
+        "the driver tells nothing about this device's memory: planning against the {} default \
+         (--gpu-mem SIZE sets it)",
+        crate::memory::fmt_bytes(budget.bytes)
+    )
 }
 
 pub fn run(args: &GenerateArgs) -> Result<()> {

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::gguf::{GgmlType, GgufFile};
 use crate::gpu::{DeviceOptions, GpuContext};
 use crate::memory::budget::BudgetSource;
+use crate::memory::context::{default_ctx, CtxChoice, CtxSource};
 use crate::memory::suggest::suggestions;
 use crate::memory::{
     fmt_bytes, parse_bytes, plan, Budget, DeviceLimits, DrafterShape, Kind, Owner, RunParams,
@@ -28,9 +29,10 @@ pub struct PlanArgs {
     /// DSpark drafter (`-md`).
     #[arg(long = "model-draft")]
     pub model_draft: Option<PathBuf>,
-    /// Context length per sequence.
-    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
-    pub n_ctx: u32,
+    /// Context length per sequence (default: the model's trained context, or the largest that
+    /// fits the budget, at least 4096; with `-np`, shared by the slots as `flint serve` does).
+    #[arg(short = 'c', long = "ctx-size")]
+    pub n_ctx: Option<u32>,
     /// Target K cache type (`-ctk`): f16, q8_0, q4_0.
     #[arg(long = "cache-type-k", default_value = "f16")]
     pub type_k: String,
@@ -95,16 +97,15 @@ fn size(flag: &str, value: &str) -> Result<u64> {
         .ok_or_else(|| Error::Usage(format!("{flag} {value:?}: not a size (e.g. 16GiB)")))
 }
 
-/// The parsed target/drafter and run parameters of `args`.
+/// The parsed target/drafter of `args`.
 struct Inputs {
     target: GgufFile,
     hp: Hparams,
     drafter: Option<(GgufFile, DrafterMeta)>,
-    params: RunParams,
 }
 
 fn inputs(args: &PlanArgs) -> Result<Inputs> {
-    if args.n_ctx == 0 || args.n_ubatch == 0 || args.n_seq == 0 {
+    if args.n_ctx == Some(0) || args.n_ubatch == 0 || args.n_seq == 0 {
         return Err(Error::Usage("-c, -ub and -np must be at least 1".into()));
     }
     let target = GgufFile::open(&args.model)?;
@@ -117,7 +118,16 @@ fn inputs(args: &PlanArgs) -> Result<Inputs> {
         }
         None => None,
     };
-    let draft = match &drafter {
+    Ok(Inputs {
+        target,
+        hp,
+        drafter,
+    })
+}
+
+/// The run parameters of `args` at a context of `n_ctx` rows per sequence.
+fn params(args: &PlanArgs, inp: &Inputs, n_ctx: u32) -> Result<RunParams> {
+    let draft = match &inp.drafter {
         Some((_, meta)) => {
             let max = meta.max_drafts();
             if let Some(n) = args.n_draft.filter(|&n| n == 0 || n > max) {
@@ -134,12 +144,12 @@ fn inputs(args: &PlanArgs) -> Result<Inputs> {
                 window: !args.no_window,
                 ..crate::engine::DraftOptions::new(args.model_draft.clone().unwrap_or_default())
             };
-            Some(crate::engine::draft_params(&d, meta, args.n_ctx)?)
+            Some(crate::engine::draft_params(&d, meta, n_ctx)?)
         }
         None => None,
     };
-    let params = RunParams {
-        n_ctx: args.n_ctx,
+    Ok(RunParams {
+        n_ctx,
         n_seq: args.n_seq,
         type_k: kv_type("-ctk", &args.type_k)?,
         type_v: kv_type("-ctv", &args.type_v)?,
@@ -149,17 +159,13 @@ fn inputs(args: &PlanArgs) -> Result<Inputs> {
             .map_or(args.n_ubatch, |d| args.n_ubatch.min(d.inject_chunk)),
         draft,
         verify_rows: 1,
-    };
-    Ok(Inputs {
-        target,
-        hp,
-        drafter,
-        params,
     })
 }
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let inp = inputs(args)?;
+    // The options are checked once at the smallest context, whatever -c turns out to be.
+    params(args, &inp, args.n_ctx.unwrap_or(1))?;
     let flag = args
         .gpu_mem
         .as_deref()
@@ -190,8 +196,23 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         meta,
         tensors: &f.tensors,
     });
-    let p = plan(target, drafter, &inp.params, budget, limits);
-    let alts = suggestions(target, drafter, &inp.params, &p);
+    let choice = match args.n_ctx {
+        Some(n) => CtxChoice {
+            per_slot: n,
+            n_slots: args.n_seq,
+            source: CtxSource::Flag,
+            trained: inp.hp.n_ctx_train,
+        },
+        None => default_ctx(inp.hp.n_ctx_train, args.n_seq, |n| {
+            params(args, &inp, n).is_ok_and(|q| plan(target, drafter, &q, budget, limits).fits())
+        }),
+    };
+    if let Some(line) = choice.line(&budget) {
+        eprintln!("flint: {line}");
+    }
+    let params = params(args, &inp, choice.per_slot)?;
+    let p = plan(target, drafter, &params, budget, limits);
+    let alts = suggestions(target, drafter, &params, &p);
     let text = if args.json {
         let buffers: Vec<_> = p
             .buffers
@@ -200,6 +221,27 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             .collect();
         let v = json!({
             "fits": p.fits(),
+            "budget": {
+                "source": p.budget.source.name(),
+                "bytes": p.budget.bytes,
+                "headroom_bytes": p.budget.headroom,
+                "usable_bytes": p.budget.usable(),
+            },
+            "n_ctx": params.n_ctx,
+            "n_ctx_total": choice.total(),
+            "ctx_source": choice.source.name(),
+            "n_ctx_train": inp.hp.n_ctx_train,
+            "n_slots": params.n_seq,
+            "type_k": params.type_k.name().to_lowercase(),
+            "type_v": params.type_v.name().to_lowercase(),
+            "n_ubatch": params.n_ubatch,
+            "draft": params.draft.as_ref().map(|d| json!({
+                "n_draft": d.n_draft,
+                "inject_chunk": d.inject_chunk,
+                "type_k": d.type_k.name().to_lowercase(),
+                "type_v": d.type_v.name().to_lowercase(),
+                "window": d.window,
+            })),
             "budget_bytes": p.budget.usable(),
             "total_bytes": p.total(),
             "buffers": buffers,
@@ -207,7 +249,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         });
         serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
     } else {
-        render(&inp, &p, &alts, ctx.is_some())
+        render(&inp, &params, &p, &alts, ctx.is_some())
     };
     super::info::write_stdout(&text)?;
     if p.fits() {
@@ -221,13 +263,24 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     }
 }
 
-fn render(inp: &Inputs, p: &crate::memory::Plan, alts: &[String], on_device: bool) -> String {
+fn render(
+    inp: &Inputs,
+    r: &RunParams,
+    p: &crate::memory::Plan,
+    alts: &[String],
+    on_device: bool,
+) -> String {
     let mut out = String::new();
     let mut line = |s: String| {
         out.push_str(&s);
         out.push('\n');
     };
-    let r = &inp.params;
+    if p.budget.source == BudgetSource::Default {
+        line(format!(
+            "note: {}",
+            super::generate::default_budget_note(&p.budget)
+        ));
+    }
     line(format!(
         "plan: {} ({}{}), -c {} -np {} -ctk {} -ctv {} -ub {}",
         inp.target.path.display(),

@@ -103,16 +103,19 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     if conn.max == 0 {
         return Err(Error::Usage("--max-connections must be at least 1".into()));
     }
-    let per_slot = args.model.n_ctx / args.n_parallel;
-    if per_slot < 2 {
-        return Err(Error::Usage(format!(
-            "-c {} over -np {} slots leaves {per_slot} tokens per slot",
-            args.model.n_ctx, args.n_parallel
-        )));
+    if let Some(c) = args.model.n_ctx {
+        let per_slot = c / args.n_parallel;
+        if per_slot < 2 {
+            return Err(Error::Usage(format!(
+                "-c {c} over -np {} slots leaves {per_slot} tokens per slot",
+                args.n_parallel
+            )));
+        }
     }
     let mut engine = args.model.engine_options_with(false)?;
     super::model_check::prepare(&args.model.model, args.model.device)?;
-    engine.n_ctx = per_slot;
+    super::generate::settle_ctx(&mut engine, args.model.n_ctx, args.n_parallel)?;
+    let per_slot = engine.n_ctx;
     if let Some(d) = &mut engine.draft {
         d.ctx = d.ctx.map(|c| c.min(per_slot));
     }

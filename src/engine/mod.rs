@@ -20,6 +20,7 @@ pub mod batching;
 mod compile_progress;
 pub mod cost_cache;
 mod draft;
+pub mod fit;
 mod measure;
 use crate::sampling::Sampler;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};

@@ -161,6 +161,17 @@ pub fn list_adapters() -> Result<Vec<AdapterSummary>, GpuError> {
     Ok(adapters.map(|(i, a)| summarize(i, a)).collect())
 }
 
+/// Every adapter with the memory figures its driver reports ([`super::memory`]), in
+/// `--device N` order.
+pub fn list_adapters_with_memory(
+) -> Result<Vec<(AdapterSummary, Option<super::DriverMemory>)>, GpuError> {
+    let found = find_adapters(None)?;
+    let adapters = found.adapters.iter().enumerate();
+    Ok(adapters
+        .map(|(i, a)| (summarize(i, a), super::driver_memory(a)))
+        .collect())
+}
+
 /// Lower is better: device type first, then backend.
 pub(crate) fn preference(info: &wgpu::AdapterInfo) -> (u8, u8) {
     let ty = match info.device_type {
@@ -183,6 +194,13 @@ pub(crate) fn preference(info: &wgpu::AdapterInfo) -> (u8, u8) {
 /// The adapter [`super::GpuContext::new`] would pick for `index` (`--device N`; `None`: the
 /// preferred one), or `None` when there is none (the context reports that error itself).
 pub fn selected_adapter(index: Option<usize>) -> Result<Option<AdapterSummary>, GpuError> {
+    Ok(selected_adapter_with_memory(index)?.map(|(a, _)| a))
+}
+
+/// [`selected_adapter`] with the memory figures its driver reports ([`super::memory`]).
+pub fn selected_adapter_with_memory(
+    index: Option<usize>,
+) -> Result<Option<(AdapterSummary, Option<super::DriverMemory>)>, GpuError> {
     let found = find_adapters(None)?;
     let adapters = &found.adapters;
     let chosen = match index {
@@ -191,7 +209,9 @@ pub fn selected_adapter(index: Option<usize>) -> Result<Option<AdapterSummary>, 
             .min_by_key(|&i| (preference(&adapters[i].get_info()), i))
             .unwrap_or(0),
     };
-    Ok(adapters.get(chosen).map(|a| summarize(chosen, a)))
+    Ok(adapters
+        .get(chosen)
+        .map(|a| (summarize(chosen, a), super::driver_memory(a))))
 }
 
 /// The device line run commands print at start, like llama.cpp's:

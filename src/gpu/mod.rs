@@ -20,12 +20,14 @@ pub mod adapters;
 pub mod buffers;
 pub mod device;
 pub mod exit;
+pub mod memory;
 pub mod pipelines;
 pub mod shaders;
 
 pub use adapters::{list_adapters, parse_backends, AdapterSummary, KeyLimits};
 pub use device::{CapturedError, Counters, DeviceOptions, GpuContext, LostInfo};
 pub use exit::end_process;
+pub use memory::{driver_memory, DriverMemory};
 pub use pipelines::{CachedPipeline, PipelineCache};
 pub use shaders::{preprocess, shader_source, BindingKind, BindingSpec, ShaderVariant};
 

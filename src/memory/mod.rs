@@ -10,6 +10,7 @@
 pub mod alloc;
 pub mod batch;
 pub mod budget;
+pub mod context;
 pub mod drafter;
 pub mod layout;
 pub mod suggest;

@@ -17,7 +17,7 @@ fn replan(t: TargetShape<'_>, d: Option<DrafterShape<'_>>, base: &Plan, p: &RunP
 
 /// The largest context (a multiple of 256, at least 256, at most `upper`) for which `fits`
 /// holds, assuming fitting is monotone in the context.
-fn largest_ctx(upper: u32, fits: impl Fn(u32) -> bool) -> Option<u32> {
+pub(crate) fn largest_ctx(upper: u32, fits: impl Fn(u32) -> bool) -> Option<u32> {
     let mut hi = upper / 256;
     if hi == 0 || !fits(256) {
         return None;
