@@ -21,6 +21,7 @@ mod compile_progress;
 pub mod cost_cache;
 mod draft;
 mod measure;
+pub mod verdict;
 use crate::sampling::Sampler;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
 use crate::speculative::dspark::{DrafterConfig, Dspark};
@@ -290,7 +291,7 @@ impl Engine {
         let mut costs: Option<CycleCosts> = None;
         // Measurements an earlier run made for this device, model and drafter.
         let cache = match (&opts.draft, &params.draft) {
-            (Some(d), Some(dp)) => CostCache::new(&ctx, &model_path, &d.model, dp.n_draft),
+            (Some(_), Some(dp)) => CostCache::new(&ctx, &model_path, opts, dp.n_draft),
             _ => None,
         };
         let stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
@@ -347,6 +348,12 @@ impl Engine {
                                 c
                             }
                         };
+                        // Charged at the verify length the policy runs.
+                        let fixed = matches!(policy, VerifyPolicy::Fixed);
+                        let observed = measured.history.observed.as_ref();
+                        let rows = verdict::policy_rows(fixed, dp.n_draft, observed);
+                        let secs = measured.step_secs.as_deref();
+                        let c = verdict::charged_costs(&c, rows, secs);
                         Some(BypassConfig {
                             costs: c.is_valid().then_some(c),
                             ..BypassConfig::default()
@@ -461,7 +468,7 @@ impl Engine {
         };
         let mut stats = out?;
         if let (Some(c), Some(s)) = (&self.cost_cache, &stats.spec) {
-            c.record_acceptance(s.cycles, s.accepted + s.cycles);
+            c.record_acceptance(s.cycles, s.accepted + s.cycles, s.drafted + s.cycles);
         }
         let end = PipelineCache::thread_wait();
         let split = at_first_token.unwrap_or(end);
