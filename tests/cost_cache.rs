@@ -86,6 +86,9 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
         text.contains("\"costs\"") && text.contains("\"verify_rows\""),
         "{text}"
     );
+    // A step and a verify timed again deeper in the cache, for charging at depth.
+    let v = read_entry(&files[0]);
+    assert!(v["deep"]["pos"].as_u64().is_some_and(|p| p >= 16), "{v}");
     assert!(load(&d).costs_cached, "the same files: read back");
     // FLINT_REMEASURE: measured (and nothing read).
     std::env::set_var("FLINT_REMEASURE", "1");
@@ -176,6 +179,10 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     assert!(near(&v["observed"]["cycles"], 4.0 * k + c), "{v}");
     assert!(near(&v["observed"]["committed"], 4.0 * k + t), "{v}");
     assert_eq!(v["observed"]["runs"], 2, "{v}");
+    // ... and the mean position its cycles drafted at (after the prompt, within the context;
+    // the entry's earlier cycles had none).
+    let mean = v["observed"]["position"].as_f64().unwrap() / c;
+    assert!(mean >= prompt.len() as f64 && mean < 512.0, "{v}");
     assert!(spec.cycles > 0);
     // The key holds what changes the costs: the cache types, the ubatch, the drafter's cache
     // types and injection chunk.

@@ -29,7 +29,9 @@ use crate::model::DrafterMeta;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
 
 pub use super::verdict::PROBE_EVERY;
-use super::verdict::{decide, record_run, History, Observed, RunObserved, Unpaying, Verdict};
+use super::verdict::{
+    decide, record_run, DeepCosts, History, Observed, Profile, RunObserved, Unpaying, Verdict,
+};
 use super::{draft_params, EngineOptions};
 
 /// Ignore stored measurements: measure at this load and replace them.
@@ -42,6 +44,8 @@ pub struct Measured {
     pub step_secs: Option<Vec<f64>>,
     /// A speculative cycle's costs.
     pub costs: Option<CycleCosts>,
+    /// A step and a full verify at a deeper position (measured with the costs).
+    pub deep: Option<DeepCosts>,
     /// What the drafter achieved in earlier generations, and the probe schedule.
     pub history: History,
 }
@@ -137,28 +141,21 @@ impl CostCache {
     }
 
     /// Adds a generation's drafting (its cycles, the tokens they committed, the bonus
-    /// included, and the rows they verified) to the stored acceptance ([`record_run`]; nothing
+    /// included, the rows they verified and their mean position) to the stored acceptance ([`record_run`]; nothing
     /// without stored costs: acceptance is judged against them).
-    pub fn record_acceptance(&self, cycles: u64, committed: u64, verify_rows: u64) {
+    pub fn record_acceptance(&self, run: RunObserved) {
         let mut m = self.read();
         let Some(costs) = m.costs else {
             return;
         };
         let before = m.history.clone();
-        let run = RunObserved {
-            cycles,
-            committed,
-            verify_rows,
+        let profile = Profile {
+            costs,
+            step_secs: m.step_secs.as_deref(),
+            deep: m.deep,
+            fixed: self.fixed,
         };
-        let config = BypassConfig::default();
-        record_run(
-            &mut m.history,
-            run,
-            &costs,
-            m.step_secs.as_deref(),
-            self.fixed,
-            &config,
-        );
+        record_run(&mut m.history, run, &profile, &BypassConfig::default());
         if m.history != before {
             self.store(&m);
         }
@@ -197,7 +194,16 @@ impl CostCache {
                 cycles: num(&o["cycles"])?,
                 committed: num(&o["committed"])?,
                 verify_rows: num(&o["verify_rows"])?,
+                position: num(&o["position"]).unwrap_or(0.0),
                 runs: u32::try_from(o["runs"].as_u64()?).ok()?,
+            })
+        })();
+        let d = &v["deep"];
+        let deep = (|| {
+            Some(DeepCosts {
+                pos: u32::try_from(d["pos"].as_u64()?).ok()?,
+                step: finite(&d["step"])?,
+                verify: finite(&d["verify"])?,
             })
         })();
         let history = History {
@@ -211,6 +217,7 @@ impl CostCache {
         Measured {
             step_secs,
             costs,
+            deep,
             history,
         }
     }
@@ -227,7 +234,9 @@ impl CostCache {
             "step_secs": m.step_secs,
             "costs": costs,
             "observed": m.history.observed.map(|o| json!({"cycles": o.cycles,
-                "committed": o.committed, "verify_rows": o.verify_rows, "runs": o.runs})),
+                "committed": o.committed, "verify_rows": o.verify_rows,
+                "position": o.position, "runs": o.runs})),
+            "deep": m.deep.map(|d| json!({"pos": d.pos, "step": d.step, "verify": d.verify})),
             "left_out": m.history.left_out,
             "probe": m.history.probe,
         });
@@ -306,13 +315,13 @@ pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<Unpa
         .costs
         .filter(|c| c.verify_rows == n_draft + 1 && c.is_valid())?;
     let config = BypassConfig::default();
-    match decide(
-        &costs,
-        m.step_secs.as_deref(),
-        cache.fixed,
-        &m.history,
-        config,
-    ) {
+    let profile = Profile {
+        costs,
+        step_secs: m.step_secs.as_deref(),
+        deep: m.deep,
+        fixed: cache.fixed,
+    };
+    match decide(&profile, &m.history, config) {
         Verdict::Load => None,
         Verdict::LeaveOut(why) => {
             m.history.left_out = m.history.left_out.saturating_add(1);
@@ -323,6 +332,7 @@ pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<Unpa
             m.history.left_out = 0;
             m.history.probe = true;
             m.costs = None;
+            m.deep = None;
             cache.store(&m);
             None
         }

@@ -31,7 +31,7 @@ use crate::{Error, Result};
 use compile_progress::CompileProgress;
 use cost_cache::CostCache;
 pub use draft::{draft_params, DraftOptions};
-use measure::{cycle_costs, verify_policy};
+use measure::{cycle_costs, deep_costs, verify_policy};
 
 /// The default model: this path when it exists relative to the current directory (the
 /// repository, after `models/fetch.sh`), else [`DEFAULT_MODEL_NAME`] in the model store
@@ -341,19 +341,26 @@ impl Engine {
                             None => {
                                 let c = match measured.costs {
                                     Some(c) if c.verify_rows == dp.n_draft + 1 => c,
-                                    _ => cycle_costs(&ctx, &mut fwd, &mut dspark, dp.n_draft)?,
+                                    _ => {
+                                        let n = dp.n_draft;
+                                        measured.deep = deep_costs(&ctx, &mut fwd, n)?;
+                                        cycle_costs(&ctx, &mut fwd, &mut dspark, n)?
+                                    }
                                 };
                                 measured.costs = Some(c);
                                 costs = Some(c);
                                 c
                             }
                         };
-                        // Charged at the verify length the policy runs.
-                        let fixed = matches!(policy, VerifyPolicy::Fixed);
-                        let observed = measured.history.observed.as_ref();
-                        let rows = verdict::policy_rows(fixed, dp.n_draft, observed);
-                        let secs = measured.step_secs.as_deref();
-                        let c = verdict::charged_costs(&c, rows, secs);
+                        // Charged at the verify length the policy runs and at the depth
+                        // earlier cycles drafted at.
+                        let profile = verdict::Profile {
+                            costs: c,
+                            step_secs: measured.step_secs.as_deref(),
+                            deep: measured.deep,
+                            fixed: matches!(policy, VerifyPolicy::Fixed),
+                        };
+                        let c = profile.charged(measured.history.observed.as_ref());
                         Some(BypassConfig {
                             costs: c.is_valid().then_some(c),
                             ..BypassConfig::default()
@@ -468,7 +475,14 @@ impl Engine {
         };
         let mut stats = out?;
         if let (Some(c), Some(s)) = (&self.cost_cache, &stats.spec) {
-            c.record_acceptance(s.cycles, s.accepted + s.cycles, s.drafted + s.cycles);
+            // The cycles' mean position: about the middle of what the generation added.
+            let end = self.fwd.kv.len(0).unwrap_or(0) as f64;
+            c.record_acceptance(verdict::RunObserved {
+                cycles: s.cycles,
+                committed: s.accepted + s.cycles,
+                verify_rows: s.drafted + s.cycles,
+                position: (end - stats.generated_tokens as f64 / 2.0).max(0.0),
+            });
         }
         let end = PipelineCache::thread_wait();
         let split = at_first_token.unwrap_or(end);

@@ -43,6 +43,8 @@ pub struct Observed {
     pub committed: f64,
     /// Rows those cycles verified (drafts verified plus the bonus row), same weights.
     pub verify_rows: f64,
+    /// Positions those cycles drafted at, same weights.
+    pub position: f64,
     /// Generations recorded.
     pub runs: u32,
 }
@@ -56,6 +58,11 @@ impl Observed {
     /// Rows verified per cycle.
     pub fn mean_rows(&self) -> f64 {
         self.verify_rows / self.cycles.max(f64::MIN_POSITIVE)
+    }
+
+    /// The mean position cycles drafted at.
+    pub fn mean_position(&self) -> f64 {
+        self.position / self.cycles.max(f64::MIN_POSITIVE)
     }
 
     /// The posterior-mean τ with the bypass's prior (`config.prior`).
@@ -73,12 +80,14 @@ impl Observed {
     }
 }
 
-/// One generation's drafting: its cycles, the tokens they committed and the rows verified.
+/// One generation's drafting: its cycles, the tokens they committed, the rows verified and
+/// the mean position of its cycles.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunObserved {
     pub cycles: u64,
     pub committed: u64,
     pub verify_rows: u64,
+    pub position: f64,
 }
 
 impl RunObserved {
@@ -94,7 +103,40 @@ impl RunObserved {
             cycles: c * scale,
             committed: self.committed as f64 * scale,
             verify_rows: self.verify_rows as f64 * scale,
+            position: self.position.max(0.0) * c * scale,
             runs: 1,
+        }
+    }
+}
+
+/// A plain step and a full verify timed again at position `pos` (the [`CycleCosts`] are at
+/// position 0): attention grows with the rows before, so a cycle costs more deeper in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeepCosts {
+    pub pos: u32,
+    pub step: f64,
+    pub verify: f64,
+}
+
+impl DeepCosts {
+    /// `costs` (at position 0, their verify possibly charged at fewer rows already) at
+    /// position `at`: the step and the verify each scaled by the growth measured between 0 and
+    /// `pos`, linearly in the position (and beyond `pos` too). Unchanged at 0 or when the
+    /// figures are not usable.
+    pub fn at(&self, costs: &CycleCosts, full_verify: f64, at: f64) -> CycleCosts {
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        if self.pos == 0 || !(at.is_finite() && at > 0.0) {
+            return *costs;
+        }
+        if !(ok(self.step) && ok(self.verify) && ok(costs.step) && ok(full_verify)) {
+            return *costs;
+        }
+        let f = at / f64::from(self.pos);
+        let grow = |deep: f64, base: f64| (1.0 + (deep / base - 1.0) * f).max(0.0);
+        CycleCosts {
+            step: costs.step * grow(self.step, costs.step),
+            verify: costs.verify * grow(self.verify, full_verify),
+            ..*costs
         }
     }
 }
@@ -151,6 +193,34 @@ pub fn charged_costs(costs: &CycleCosts, rows: f64, step_secs: Option<&[f64]>) -
     }
 }
 
+/// What was measured for a drafter on this device, and its policy: what a cycle is charged
+/// from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Profile<'a> {
+    /// A cycle's costs at position 0, a verify of the full block.
+    pub costs: CycleCosts,
+    /// The SPS(B) step times, where measured.
+    pub step_secs: Option<&'a [f64]>,
+    /// A step and a full verify at a deeper position, where measured.
+    pub deep: Option<DeepCosts>,
+    /// The policy verifies the full block every cycle.
+    pub fixed: bool,
+}
+
+impl Profile<'_> {
+    /// A cycle charged at the verify rows the policy runs ([`policy_rows`], [`charged_costs`])
+    /// and at the mean position the observed cycles drafted at ([`DeepCosts::at`]).
+    pub fn charged(&self, observed: Option<&Observed>) -> CycleCosts {
+        let n_draft = self.costs.verify_rows.saturating_sub(1);
+        let rows = policy_rows(self.fixed, n_draft, observed);
+        let c = charged_costs(&self.costs, rows, self.step_secs);
+        match (self.deep, observed) {
+            (Some(d), Some(o)) if o.cycles > 0.0 => d.at(&c, self.costs.verify, o.mean_position()),
+            _ => c,
+        }
+    }
+}
+
 /// Why a run would leave its drafter out: the costs it was charged and, where the observed
 /// acceptance ruled it out, that acceptance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -171,24 +241,13 @@ pub enum Verdict {
     Probe(Unpaying),
 }
 
-/// The decision from `costs` (measured for `n_draft` drafts, a verify of `n_draft + 1` rows),
-/// the SPS(B) step times if any, and the history: left out where even accepting every draft
+/// The decision from `profile` (charged at the rows and depth earlier cycles ran) and the
+/// history: left out where even accepting every draft
 /// the bypass would stop after its first probe cycle ([`drafting_can_pay`]), or where enough
 /// observed acceptance ([`Observed::decides`], with the prior) does not pay at the charged
 /// costs; every [`PROBE_EVERY`]th such run probes instead.
-pub fn decide(
-    costs: &CycleCosts,
-    step_secs: Option<&[f64]>,
-    fixed: bool,
-    history: &History,
-    config: BypassConfig,
-) -> Verdict {
-    let rows = policy_rows(
-        fixed,
-        costs.verify_rows.saturating_sub(1),
-        history.observed.as_ref(),
-    );
-    let charged = charged_costs(costs, rows, step_secs);
+pub fn decide(profile: &Profile, history: &History, config: BypassConfig) -> Verdict {
+    let charged = profile.charged(history.observed.as_ref());
     let config = BypassConfig {
         costs: Some(charged),
         ..config
@@ -220,14 +279,12 @@ pub fn decide(
 }
 
 /// Adds one generation to `history`. A probe's generation whose acceptance (with the prior)
-/// pays at the charged `costs` replaces the history (the verdict is reversed: the next runs
+/// pays at the costs `profile` charges replaces the history (the verdict is reversed: the next runs
 /// load the drafter until enough is observed again); any other is added to the decaying sums.
 pub fn record_run(
     history: &mut History,
     run: RunObserved,
-    costs: &CycleCosts,
-    step_secs: Option<&[f64]>,
-    fixed: bool,
+    profile: &Profile,
     config: &BypassConfig,
 ) {
     let probe = std::mem::take(&mut history.probe);
@@ -236,8 +293,7 @@ pub fn record_run(
     }
     let new = run.weighed();
     if probe {
-        let rows = policy_rows(fixed, costs.verify_rows.saturating_sub(1), Some(&new));
-        let charged = charged_costs(costs, rows, step_secs);
+        let charged = profile.charged(Some(&new));
         if drafting_pays(&charged, new.tau_with_prior(config), config.margin) {
             history.observed = Some(new);
             history.left_out = 0;
@@ -250,6 +306,7 @@ pub fn record_run(
         cycles: old.cycles * k + new.cycles,
         committed: old.committed * k + new.committed,
         verify_rows: old.verify_rows * k + new.verify_rows,
+        position: old.position * k + new.position,
         runs: old.runs.saturating_add(1),
     });
 }

@@ -19,12 +19,22 @@ fn run(cycles: u64, committed: u64) -> RunObserved {
         cycles,
         committed,
         verify_rows: cycles * 8,
+        position: 0.0,
+    }
+}
+
+fn fixed(costs: &CycleCosts) -> Profile<'static> {
+    Profile {
+        costs: *costs,
+        step_secs: None,
+        deep: None,
+        fixed: true,
     }
 }
 
 /// What `unpaying_drafter` does with a verdict: counts a run left out, arms a probe.
 fn next_run(h: &mut History, costs: &CycleCosts) -> Verdict {
-    let v = decide(costs, None, true, h, BypassConfig::default());
+    let v = decide(&fixed(costs), h, BypassConfig::default());
     match v {
         Verdict::Load => {}
         Verdict::LeaveOut(_) => h.left_out += 1,
@@ -37,7 +47,7 @@ fn next_run(h: &mut History, costs: &CycleCosts) -> Verdict {
 }
 
 fn record(h: &mut History, r: RunObserved, costs: &CycleCosts) {
-    record_run(h, r, costs, None, true, &BypassConfig::default());
+    record_run(h, r, &fixed(costs), &BypassConfig::default());
 }
 
 #[test]
@@ -150,6 +160,7 @@ fn the_verify_is_charged_at_the_rows_the_policy_runs() {
         cycles: 10.0,
         committed: 20.0,
         verify_rows: 30.0,
+        position: 0.0,
         runs: 1,
     };
     assert_eq!(policy_rows(true, 7, Some(&o)), 8.0);
@@ -161,14 +172,66 @@ fn the_verify_is_charged_at_the_rows_the_policy_runs() {
             cycles: 64.0,
             committed: 64.0 * 1.9,
             verify_rows: 64.0 * 3.0,
+            position: 0.0,
             runs: 4,
         }),
         ..History::default()
     };
     let config = BypassConfig::default();
     assert!(matches!(
-        decide(&c, None, true, &h, config),
+        decide(&fixed(&c), &h, config),
         Verdict::LeaveOut(_)
     ));
-    assert_eq!(decide(&c, None, false, &h, config), Verdict::Load);
+    let threshold = Profile {
+        fixed: false,
+        ..fixed(&c)
+    };
+    assert_eq!(decide(&threshold, &h, config), Verdict::Load);
+}
+
+#[test]
+fn a_cycle_is_charged_at_the_depth_the_runs_drafted_at() {
+    let c = close_costs();
+    // At position 512 a step costs 1.5× and a full verify 2× what they cost at 0.
+    let deep = DeepCosts {
+        pos: 512,
+        step: c.step * 1.5,
+        verify: c.verify * 2.0,
+    };
+    let at = deep.at(&c, c.verify, 256.0);
+    assert!((at.step - c.step * 1.25).abs() < 1e-12, "{at:?}");
+    assert!((at.verify - c.verify * 1.5).abs() < 1e-12, "{at:?}");
+    assert_eq!(deep.at(&c, c.verify, 0.0), c);
+    // Friendly runs at τ 2.1: they pay near the start, not where they drafted 1000 rows deep.
+    let observed = |position: f64| Observed {
+        cycles: 64.0,
+        committed: 64.0 * 2.1,
+        verify_rows: 64.0 * 8.0,
+        position: 64.0 * position,
+        runs: 4,
+    };
+    let profile = Profile {
+        deep: Some(deep),
+        ..fixed(&c)
+    };
+    let config = BypassConfig::default();
+    let at = |p: f64| History {
+        observed: Some(observed(p)),
+        ..History::default()
+    };
+    assert_eq!(decide(&profile, &at(10.0), config), Verdict::Load);
+    assert!(matches!(
+        decide(&profile, &at(1000.0), config),
+        Verdict::LeaveOut(_)
+    ));
+    // Recorded runs keep their mean position under the decaying weights.
+    let mut h = History::default();
+    let r = |position| RunObserved {
+        position,
+        ..run(32, 64)
+    };
+    record_run(&mut h, r(100.0), &profile, &config);
+    record_run(&mut h, r(300.0), &profile, &config);
+    let p = h.observed.unwrap().mean_position();
+    assert!(p > 200.0 && p < 300.0, "{p}");
 }
