@@ -84,9 +84,14 @@ pub(super) fn cycle_costs(
     })
 }
 
+/// Rows of filler the deeper measurement is taken after (less where the ubatch or half the
+/// cache is less). On lavapipe it adds about 1.5 s to a load that measures (mostly building the
+/// filler's and the deeper attention's pipelines; 512 rows cost 8 s), once per cost-cache key.
+const DEEP_POS: u32 = 128;
+
 /// A plain step and a verify of `n_draft + 1` rows timed again at a deeper position (the cache
-/// filled with one prefill ubatch of token 0, a shape the load already built, or half the
-/// cache where that is less; emptied afterwards; medians of 3 rounds after an untimed one), so that a cycle can be charged at the depth a run drafts at
+/// filled with [`DEEP_POS`] rows of token 0; emptied afterwards; medians of 3 rounds after an
+/// untimed one), so that a cycle can be charged at the depth a run drafts at
 /// ([`super::verdict::DeepCosts`]). `None` where the cache is too short to go deeper.
 pub(super) fn deep_costs(
     ctx: &GpuContext,
@@ -95,8 +100,8 @@ pub(super) fn deep_costs(
 ) -> Result<Option<super::verdict::DeepCosts>> {
     use crate::bench::stats::median;
     let verify_rows = n_draft + 1;
-    let pos = fwd
-        .max_rows()
+    let pos = DEEP_POS
+        .min(fwd.max_rows())
         .min(fwd.kv.capacity().saturating_sub(verify_rows) / 2);
     if pos < 16 || fwd.kv.len(0)? != 0 {
         return Ok(None);
