@@ -213,7 +213,11 @@ pub fn prepare(args: &ModelArgs) -> Result<EngineOptions> {
     settle_ctx(&mut opts, args.n_ctx, 1)?;
     if let Some(a) = &adapter {
         if let Some(why) = cost_cache::unpaying_drafter(&opts, a) {
-            eprintln!("flint: {why}: running without the drafter; --spec-no-bypass to force it");
+            eprintln!(
+                "flint: {why}: running without the drafter (every {}th run tries it again; \
+                 FLINT_REMEASURE=1 measures and decides now, --spec-no-bypass forces it)",
+                cost_cache::PROBE_EVERY
+            );
             opts.draft = None;
         }
     }

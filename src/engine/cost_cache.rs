@@ -2,20 +2,22 @@
 //! and a speculative cycle's costs the bypass reads. Measuring them costs seconds per start on a
 //! CPU driver (about 3 s of a 20 s `flint generate` on lavapipe); a run that finds them for the
 //! same adapter (name, backend, driver), the same model and drafter files (path, size,
-//! modification time), the same draft length and the same flint version uses them instead.
+//! modification time), the same draft length, cache types (`-ctk/-ctv`, `-ctkd/-ctvd`),
+//! ubatch and drafter ubatch, and the same flint version uses them instead.
 //!
 //! One JSON file per key in the model directory's `profiles/` (`FLINT_MODELS`), written
-//! atomically; an entry that does not parse or does not match its key is measured again and
-//! overwritten, and storing an entry drops those whose model or drafter file is gone (a test's
-//! temporary drafter, a deleted model). `FLINT_REMEASURE=1` reads no entry: the load measures
-//! again and replaces it (a figure measured on a busy machine is not kept for good). Nothing
-//! here is required: any failure to read or write only means measuring.
+//! atomically; an entry that does not parse or does not match its key (an entry of an older
+//! key format among them) is measured again and overwritten, and storing an entry drops those
+//! whose model or drafter file is gone (a test's temporary drafter, a deleted model).
+//! `FLINT_REMEASURE=1` reads no entry: the load measures again and replaces it, the observed
+//! acceptance starting afresh (a figure measured on a busy machine is not kept for good).
+//! Nothing here is required: any failure to read or write only means measuring.
 //!
-//! Before a load, [`unpaying_drafter`] reads the stored costs: where the bypass would rule
-//! drafting out after its first probe even if every draft were accepted, `generate` and `chat`
-//! do not load the drafter at all (on lavapipe its load was most of the 3 % that the default
-//! drafter cost a short `flint generate`).
-
+//! Before a load, [`unpaying_drafter`] reads the entry and applies [`super::verdict`]: where
+//! the drafter cannot pay at the stored costs (in the best case, or at the acceptance earlier
+//! runs showed), `generate` and `chat` do not load it at all (on lavapipe its load was most of
+//! the 3 % that the default drafter cost a short `flint generate`), except every
+//! [`PROBE_EVERY`]th such run, which probes it.
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -24,10 +26,12 @@ use sha2::{Digest, Sha256};
 use crate::gguf::GgufFile;
 use crate::gpu::{AdapterSummary, GpuContext};
 use crate::model::DrafterMeta;
-use crate::speculative::bypass::{
-    drafting_can_pay, drafting_pays, estimate_tau, BypassConfig, CycleCosts,
-};
+use crate::speculative::bypass::{BypassConfig, CycleCosts};
 
+pub use super::verdict::PROBE_EVERY;
+use super::verdict::{
+    decide, record_run, DeepCosts, History, Observed, Profile, RunObserved, Unpaying, Verdict,
+};
 use super::{draft_params, EngineOptions};
 
 /// Ignore stored measurements: measure at this load and replace them.
@@ -40,17 +44,11 @@ pub struct Measured {
     pub step_secs: Option<Vec<f64>>,
     /// A speculative cycle's costs.
     pub costs: Option<CycleCosts>,
-    /// What the drafter achieved in earlier generations: (drafting cycles, tokens committed by
-    /// them, the bonus token included), at most [`OBSERVED_CAP`] cycles' worth.
-    pub observed: Option<(u64, u64)>,
+    /// A step and a full verify at a deeper position (measured with the costs).
+    pub deep: Option<DeepCosts>,
+    /// What the drafter achieved in earlier generations, and the probe schedule.
+    pub history: History,
 }
-
-/// Cycles of observed acceptance kept at most: older ones are scaled down, so the figure
-/// follows the drafter's recent use.
-pub const OBSERVED_CAP: u64 = 256;
-
-/// Cycles observed before the acceptance they show decides whether a drafter is loaded.
-pub const OBSERVED_MIN: u64 = 8;
 
 /// Where one (device, model, drafter, draft length) keeps its measurements.
 #[derive(Debug, Clone)]
@@ -61,6 +59,8 @@ pub struct CostCache {
     files: [PathBuf; 2],
     /// `FLINT_REMEASURE`: [`CostCache::load`] finds nothing.
     remeasure: bool,
+    /// The drafter verifies its whole block every cycle (neither threshold nor schedule).
+    fixed: bool,
 }
 
 fn file_id(path: &Path) -> Option<String> {
@@ -79,29 +79,40 @@ fn file_id(path: &Path) -> Option<String> {
 }
 
 impl CostCache {
-    /// The cache of this run, or `None` where it cannot have one (no model directory, files
-    /// without metadata).
-    pub fn new(ctx: &GpuContext, model: &Path, drafter: &Path, n_draft: u32) -> Option<Self> {
-        Self::for_adapter(ctx.info(), model, drafter, n_draft)
+    /// The cache of this run, or `None` where it cannot have one (no drafter, no model
+    /// directory, files without metadata).
+    pub fn new(ctx: &GpuContext, model: &Path, opts: &EngineOptions, n_draft: u32) -> Option<Self> {
+        Self::for_adapter(ctx.info(), model, opts, n_draft)
     }
 
-    /// [`CostCache::new`] for the adapter a device would be made on (before making it).
+    /// [`CostCache::new`] for the adapter a device would be made on (before making it). The
+    /// key holds everything that changes the costs: the adapter, the model and drafter files,
+    /// the draft length, the target's and the drafter's cache types, the ubatch and the
+    /// drafter's injection chunk, and the flint version.
     pub fn for_adapter(
         a: &AdapterSummary,
         model: &Path,
-        drafter: &Path,
+        opts: &EngineOptions,
         n_draft: u32,
     ) -> Option<Self> {
+        let d = opts.draft.as_ref()?;
         let remeasure = std::env::var_os(REMEASURE_ENV).is_some_and(|v| !v.is_empty() && v != "0");
         let descriptor = format!(
-            "flint {} | {} | {} | {} {} | model {} | drafter {} | n_draft {n_draft}",
+            "flint {} | {} | {} | {} {} | model {} | drafter {} | n_draft {n_draft} | \
+             ctk {} ctv {} ub {} | ctkd {} ctvd {} ubd {}",
             env!("CARGO_PKG_VERSION"),
             a.name,
             a.backend,
             a.driver,
             a.driver_info,
             file_id(model)?,
-            file_id(drafter)?,
+            file_id(&d.model)?,
+            opts.type_k.name(),
+            opts.type_v.name(),
+            opts.n_ubatch.min(d.inject_chunk),
+            d.type_k.name(),
+            d.type_v.name(),
+            d.inject_chunk,
         );
         let hash = Sha256::digest(descriptor.as_bytes());
         let hex: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
@@ -109,9 +120,15 @@ impl CostCache {
         Some(CostCache {
             descriptor,
             path: dir.join(format!("{hex}.json")),
-            files: [model, drafter].map(|p| std::fs::canonicalize(p).unwrap_or(p.to_path_buf())),
+            files: [model, &d.model].map(|p| std::fs::canonicalize(p).unwrap_or(p.to_path_buf())),
             remeasure,
+            fixed: !d.schedule && d.p_min <= 0.0,
         })
+    }
+
+    /// The entry's file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// What an earlier run stored under this key (empty when nothing usable is there, or with
@@ -123,22 +140,25 @@ impl CostCache {
         self.read()
     }
 
-    /// Adds a generation's drafting cycles and the tokens they committed to the stored
-    /// acceptance (nothing without stored costs: acceptance is judged against them).
-    pub fn record_acceptance(&self, cycles: u64, committed: u64) {
+    /// Adds a generation's drafting (its cycles, the tokens they committed, the bonus
+    /// included, the rows they verified and their mean position) to the stored acceptance ([`record_run`]; nothing
+    /// without stored costs: acceptance is judged against them).
+    pub fn record_acceptance(&self, run: RunObserved) {
         let mut m = self.read();
-        if m.costs.is_none() || cycles == 0 {
+        let Some(costs) = m.costs else {
             return;
+        };
+        let before = m.history.clone();
+        let profile = Profile {
+            costs,
+            step_secs: m.step_secs.as_deref(),
+            deep: m.deep,
+            fixed: self.fixed,
+        };
+        record_run(&mut m.history, run, &profile, &BypassConfig::default());
+        if m.history != before {
+            self.store(&m);
         }
-        let (mut c, mut t) = m.observed.unwrap_or((0, 0));
-        c += cycles;
-        t += committed;
-        if c > OBSERVED_CAP {
-            t = t * OBSERVED_CAP / c;
-            c = OBSERVED_CAP;
-        }
-        m.observed = Some((c, t));
-        self.store(&m);
     }
 
     /// The stored entry, whatever `FLINT_REMEASURE` says.
@@ -168,11 +188,37 @@ impl CostCache {
             })
         })();
         let o = &v["observed"];
-        let observed = o["cycles"].as_u64().zip(o["committed"].as_u64());
+        let num = |x: &Value| x.as_f64().filter(|f| f.is_finite() && *f >= 0.0);
+        let observed = (|| {
+            Some(Observed {
+                cycles: num(&o["cycles"])?,
+                committed: num(&o["committed"])?,
+                verify_rows: num(&o["verify_rows"])?,
+                position: num(&o["position"]).unwrap_or(0.0),
+                runs: u32::try_from(o["runs"].as_u64()?).ok()?,
+            })
+        })();
+        let d = &v["deep"];
+        let deep = (|| {
+            Some(DeepCosts {
+                pos: u32::try_from(d["pos"].as_u64()?).ok()?,
+                step: finite(&d["step"])?,
+                verify: finite(&d["verify"])?,
+            })
+        })();
+        let history = History {
+            observed,
+            left_out: v["left_out"]
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0),
+            probe: v["probe"].as_bool().unwrap_or(false),
+        };
         Measured {
             step_secs,
             costs,
-            observed,
+            deep,
+            history,
         }
     }
 
@@ -187,7 +233,12 @@ impl CostCache {
             "files": [self.files[0].to_string_lossy(), self.files[1].to_string_lossy()],
             "step_secs": m.step_secs,
             "costs": costs,
-            "observed": m.observed.map(|(c, t)| json!({"cycles": c, "committed": t})),
+            "observed": m.history.observed.map(|o| json!({"cycles": o.cycles,
+                "committed": o.committed, "verify_rows": o.verify_rows,
+                "position": o.position, "runs": o.runs})),
+            "deep": m.deep.map(|d| json!({"pos": d.pos, "step": d.step, "verify": d.verify})),
+            "left_out": m.history.left_out,
+            "probe": m.history.probe,
         });
         let Some(dir) = self.path.parent() else {
             return;
@@ -206,15 +257,11 @@ impl CostCache {
     }
 }
 
-/// Why a run leaves its drafter out: the cached costs it was judged on and, where it was that
-/// which ruled it out, the acceptance it showed in earlier runs (cycles, tokens committed).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct UnpayingDrafter {
-    pub costs: CycleCosts,
-    pub observed: Option<(u64, u64)>,
-}
+/// Why a run leaves its drafter out: the costs it was charged and, where it was that which
+/// ruled it out, the acceptance earlier runs showed.
+pub type UnpayingDrafter = Unpaying;
 
-impl std::fmt::Display for UnpayingDrafter {
+impl std::fmt::Display for Unpaying {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.costs;
         let ms = |s: f64| s * 1e3;
@@ -230,11 +277,13 @@ impl std::fmt::Display for UnpayingDrafter {
             ms(c.verify)
         )?;
         match self.observed {
-            Some((cycles, committed)) => write!(
+            Some(o) => write!(
                 f,
-                "earlier runs committed {committed} tokens in {cycles} cycles, {:.2} a cycle, \
+                "the last {} runs committed {:.2} tokens a cycle ({:.0} recent cycles), \
                  where {:.2} would break even)",
-                committed as f64 / cycles.max(1) as f64,
+                o.runs,
+                o.tau(),
+                o.cycles,
                 c.cycle() / c.step
             ),
             None => write!(
@@ -245,42 +294,49 @@ impl std::fmt::Display for UnpayingDrafter {
     }
 }
 
-/// Whether `opts`' drafter cannot pay on adapter `a`, from the costs an earlier run measured
-/// for this device, model, drafter and draft length ([`drafting_can_pay`], the bypass's own
-/// rule in its best case): then loading it (its weights, caches and pipelines) only costs
-/// start-up time, since the bypass would decode plainly after one probe cycle anyway. `None`
-/// (load it) without a drafter, with the bypass off (`--spec-no-bypass`), or without stored
-/// costs (the load measures them; `FLINT_REMEASURE` too). Reads the drafter's header only.
+/// Whether `opts`' drafter should be left out on adapter `a` ([`decide`]: it cannot pay at the
+/// costs an earlier run measured for this device, model, drafter and settings, in the best
+/// case or at the acceptance earlier runs showed): then loading it (its weights, caches and
+/// pipelines) only costs start-up time. Counts the runs it leaves out; every
+/// [`super::verdict::PROBE_EVERY`]th it loads the drafter instead as a probe (its costs
+/// measured again at the load, its acceptance deciding anew). `None` (load it) without a
+/// drafter, with the bypass off (`--spec-no-bypass`), without stored costs (the load measures
+/// them; `FLINT_REMEASURE` too, which also starts the history afresh) or on a probe. Reads the
+/// drafter's header only.
 pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<UnpayingDrafter> {
     let d = opts.draft.as_ref().filter(|d| d.bypass)?;
     let model = super::resolve_model(&opts.model).ok()?;
     let file = GgufFile::open(&d.model).ok()?;
     let meta = DrafterMeta::from_gguf(&file).ok()?;
     let n_draft = draft_params(d, &meta, opts.n_ctx).ok()?.n_draft;
-    let cache = CostCache::for_adapter(a, &model, &d.model, n_draft)?;
-    let costs = cache
-        .load()
+    let cache = CostCache::for_adapter(a, &model, opts, n_draft)?;
+    let mut m = cache.load();
+    let costs = m
         .costs
         .filter(|c| c.verify_rows == n_draft + 1 && c.is_valid())?;
-    let config = BypassConfig {
-        costs: Some(costs),
-        ..BypassConfig::default()
+    let config = BypassConfig::default();
+    let profile = Profile {
+        costs,
+        step_secs: m.step_secs.as_deref(),
+        deep: m.deep,
+        fixed: cache.fixed,
     };
-    if let Ok(false) = drafting_can_pay(config) {
-        return Some(UnpayingDrafter {
-            costs,
-            observed: None,
-        });
+    match decide(&profile, &m.history, config) {
+        Verdict::Load => None,
+        Verdict::LeaveOut(why) => {
+            m.history.left_out = m.history.left_out.saturating_add(1);
+            cache.store(&m);
+            Some(why)
+        }
+        Verdict::Probe(_) => {
+            m.history.left_out = 0;
+            m.history.probe = true;
+            m.costs = None;
+            m.deep = None;
+            cache.store(&m);
+            None
+        }
     }
-    // The acceptance earlier runs saw, with the bypass's prior, at the bypass's margin.
-    let (cycles, committed) = cache.read().observed?;
-    let tau = estimate_tau(config.prior, cycles, committed);
-    (cycles >= OBSERVED_MIN && !drafting_pays(&costs, tau, config.margin)).then_some(
-        UnpayingDrafter {
-            costs,
-            observed: Some((cycles, committed)),
-        },
-    )
 }
 
 /// Removes the entries in `dir` whose model or drafter file no longer exists.

@@ -83,3 +83,36 @@ pub(super) fn cycle_costs(
         verify_rows,
     })
 }
+
+/// Rows of filler the deeper measurement is taken after (less where the ubatch or half the
+/// cache is less). On lavapipe it adds about 1.5 s to a load that measures (mostly building the
+/// filler's and the deeper attention's pipelines; 512 rows cost 8 s), once per cost-cache key.
+const DEEP_POS: u32 = 128;
+
+/// A plain step and a verify of `n_draft + 1` rows timed again at a deeper position (the cache
+/// filled with [`DEEP_POS`] rows of token 0; emptied afterwards; medians of 3 rounds after an
+/// untimed one), so that a cycle can be charged at the depth a run drafts at
+/// ([`super::verdict::DeepCosts`]). `None` where the cache is too short to go deeper.
+pub(super) fn deep_costs(
+    ctx: &GpuContext,
+    fwd: &mut Forward,
+    n_draft: u32,
+) -> Result<Option<super::verdict::DeepCosts>> {
+    use crate::bench::stats::median;
+    let verify_rows = n_draft + 1;
+    let pos = DEEP_POS
+        .min(fwd.max_rows())
+        .min(fwd.kv.capacity().saturating_sub(verify_rows) / 2);
+    if pos < 16 || fwd.kv.len(0)? != 0 {
+        return Ok(None);
+    }
+    fwd.step(ctx, &vec![0u32; pos as usize], 1)?;
+    let steps = crate::speculative::profile::verify_step_rounds(ctx, fwd, &[1, verify_rows], 3);
+    fwd.truncate(ctx, 0)?;
+    let steps = steps?;
+    Ok(Some(super::verdict::DeepCosts {
+        pos,
+        step: median(&steps[0]),
+        verify: median(&steps[1]),
+    }))
+}

@@ -22,6 +22,7 @@ pub mod cost_cache;
 mod draft;
 pub mod fit;
 mod measure;
+pub mod verdict;
 use crate::sampling::Sampler;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
 use crate::speculative::dspark::{DrafterConfig, Dspark};
@@ -31,7 +32,7 @@ use crate::{Error, Result};
 use compile_progress::CompileProgress;
 use cost_cache::CostCache;
 pub use draft::{draft_params, DraftOptions};
-use measure::{cycle_costs, verify_policy};
+use measure::{cycle_costs, deep_costs, verify_policy};
 
 /// The default model: this path when it exists relative to the current directory (the
 /// repository, after `models/fetch.sh`), else [`DEFAULT_MODEL_NAME`] in the model store
@@ -291,7 +292,7 @@ impl Engine {
         let mut costs: Option<CycleCosts> = None;
         // Measurements an earlier run made for this device, model and drafter.
         let cache = match (&opts.draft, &params.draft) {
-            (Some(d), Some(dp)) => CostCache::new(&ctx, &model_path, &d.model, dp.n_draft),
+            (Some(_), Some(dp)) => CostCache::new(&ctx, &model_path, opts, dp.n_draft),
             _ => None,
         };
         let stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
@@ -341,13 +342,26 @@ impl Engine {
                             None => {
                                 let c = match measured.costs {
                                     Some(c) if c.verify_rows == dp.n_draft + 1 => c,
-                                    _ => cycle_costs(&ctx, &mut fwd, &mut dspark, dp.n_draft)?,
+                                    _ => {
+                                        let n = dp.n_draft;
+                                        measured.deep = deep_costs(&ctx, &mut fwd, n)?;
+                                        cycle_costs(&ctx, &mut fwd, &mut dspark, n)?
+                                    }
                                 };
                                 measured.costs = Some(c);
                                 costs = Some(c);
                                 c
                             }
                         };
+                        // Charged at the verify length the policy runs and at the depth
+                        // earlier cycles drafted at.
+                        let profile = verdict::Profile {
+                            costs: c,
+                            step_secs: measured.step_secs.as_deref(),
+                            deep: measured.deep,
+                            fixed: matches!(policy, VerifyPolicy::Fixed),
+                        };
+                        let c = profile.charged(measured.history.observed.as_ref());
                         Some(BypassConfig {
                             costs: c.is_valid().then_some(c),
                             ..BypassConfig::default()
@@ -462,7 +476,14 @@ impl Engine {
         };
         let mut stats = out?;
         if let (Some(c), Some(s)) = (&self.cost_cache, &stats.spec) {
-            c.record_acceptance(s.cycles, s.accepted + s.cycles);
+            // The cycles' mean position: about the middle of what the generation added.
+            let end = self.fwd.kv.len(0).unwrap_or(0) as f64;
+            c.record_acceptance(verdict::RunObserved {
+                cycles: s.cycles,
+                committed: s.accepted + s.cycles,
+                verify_rows: s.drafted + s.cycles,
+                position: (end - stats.generated_tokens as f64 / 2.0).max(0.0),
+            });
         }
         let end = PipelineCache::thread_wait();
         let split = at_first_token.unwrap_or(end);
