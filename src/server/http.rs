@@ -271,17 +271,8 @@ fn tokens(ready: &Ready, prompt: &Prompt, parse_special: bool) -> Result<Vec<u32
             .tok
             .encode(t, true, parse_special)
             .map_err(|e| tok_err("prompt", e)),
-        Prompt::Tokens(ids) => {
-            let n_vocab = ready.limits.n_vocab;
-            match ids.iter().find(|&&t| t >= n_vocab) {
-                Some(bad) => Err(ApiError::invalid(
-                    "prompt",
-                    format!("token id {bad} is outside the vocabulary of {n_vocab}"),
-                )),
-                None if ids.is_empty() => Err(ApiError::invalid("prompt", "`prompt` is empty")),
-                None => Ok(ids.clone()),
-            }
-        }
+        // Checked when parsed (non-empty, each id in the vocabulary: `request::token_id`).
+        Prompt::Tokens(ids) => Ok(ids.clone()),
         Prompt::Chat(messages) => {
             let template = ready.template.as_ref().ok_or_else(|| {
                 ApiError::invalid(
