@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Write tests/data/fixtures/smollm2_reference.json from the shared model-output fixtures.
+"""Write tests/data/fixtures/smollm2_reference.json from the project's full model-output fixture set.
 
 Run from the repository root (needs numpy):
 
-    python3 scripts/gen_fixture_subset.py [--src ../shared/fixtures]
+    python3 scripts/gen_fixture_subset.py --src FIXTURE_DIR
                                           [--out tests/data/fixtures/smollm2_reference.json]
 
 The source directory holds the project's reference outputs for SmolLM2-135M-Instruct Q4_1
@@ -37,7 +37,7 @@ N_GREEDY = 32
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--src", default="../shared/fixtures")
+    ap.add_argument("--src", required=True, help="folder of the full fixture set")
     ap.add_argument("--out", default="tests/data/fixtures/smollm2_reference.json")
     args = ap.parse_args()
     src = Path(args.src)

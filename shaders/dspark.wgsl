@@ -1,4 +1,4 @@
-// dspark.wgsl: the DSpark drafter's small kernels (dspark-spec §1.2, §1.7, §1.8).
+// dspark.wgsl: the DSpark drafter's small kernels (docs/DSPARK.md).
 //   sanitize:   rows[t] = clamp(NaN -> 0, ±65504)                 t < n       (tap hygiene)
 //   add_bias:   logits[slot, i] += bias[i]                         i < vocab   (Markov bias W2·W1[prev])
 //   pick:       out[slot + 1] = argmax_i logits[slot, i]            one workgroup, ties -> lowest id

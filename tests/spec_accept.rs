@@ -1,4 +1,4 @@
-//! Stochastic speculative acceptance is lossless (reliability.md C5): with a drafter whose
+//! Stochastic speculative acceptance is lossless: with a drafter whose
 //! distribution differs from the target's (tokens the drafter never proposes, tokens the
 //! target never emits), the first token a cycle emits follows the target sampler's
 //! distribution (chi-square goodness of fit) and matches plain `Sampler::sample` (chi-square

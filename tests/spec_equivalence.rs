@@ -1,4 +1,4 @@
-//! Speculative decoding equivalence on the real model (reliability.md C1, C3, C4; the DSpark
+//! Speculative decoding equivalence on the real model (the DSpark
 //! issue's acceptance): greedy output with a drafter — a random-weight DSpark drafter, an
 //! always-wrong drafter, an oracle replaying the target's own greedy tokens — is identical to
 //! plain decoding, for several block sizes; the counters are consistent; the oracle accepts

@@ -1,5 +1,5 @@
 //! Rollback, chunked injection and memory of speculative decoding on the real model
-//! (reliability.md C4; the DSpark issue's acceptance):
+//! (the DSpark issue's acceptance):
 //! - forced 100 % rejection (an always-wrong drafter, γ = 16) over 20 sequential generations at
 //!   `-c 512`: each output equals plain decoding, the target's and the drafter's rows stay in
 //!   step, and both are empty after a reset (nothing leaks from one request to the next);

@@ -1,4 +1,4 @@
-//! `flint bench --sps B,…`: the SPS(B) curve (issue item 4, dspark-spec §3.5), target steps per
+//! `flint bench --sps B,…`: the SPS(B) curve (docs/DSPARK.md), target steps per
 //! second for a step of B rows that computes the logits and argmax of every row, as a verify
 //! step does (a `-p B` test computes the last row's logits only), after `-d` cached tokens.
 //!

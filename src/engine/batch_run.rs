@@ -1,5 +1,5 @@
 //! One step of batched requests (a server's slots, `flint bench -npl`), DSpark across requests
-//! included (dspark-spec §3.5):
+//! included (docs/DSPARK.md):
 //!
 //! 1. every decoding request with a drafter gives the drafter its waiting committed rows and
 //!    drafts a block after its last token (one draft pass per request);

@@ -1,4 +1,4 @@
-//! The DSpark drafter's buffers (dspark-spec §4.4). Only its KV cache depends on the context:
+//! The DSpark drafter's buffers (docs/DSPARK.md). Only its KV cache depends on the context:
 //! - weights (the drafter's own tensors; `token_embd` / `output` are borrowed from the target
 //!   when the drafter has none, and cost nothing here);
 //! - KV cache per drafter layer, sized by the context or by a position window;

@@ -1,6 +1,6 @@
 //! Random DSpark drafters for a given target (`flint dspark init`): a Qwen3-style backbone at the
 //! target's dimensions plus the fusion, Markov and confidence heads, with seeded weights, written
-//! in llama.cpp's `dflash` format or the legacy PrismML `dspark` format (dspark-spec §2).
+//! in llama.cpp's `dflash` format or the legacy PrismML `dspark` format (docs/DSPARK.md).
 //!
 //! Such a drafter proposes nothing useful; it exists so the GPU drafter can be checked against
 //! the CPU oracle ([`crate::reference::dspark`]) on the real target without a trained checkpoint.

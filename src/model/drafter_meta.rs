@@ -1,4 +1,4 @@
-//! What a DSpark drafter declares about itself, from either GGUF format (dspark-spec §2):
+//! What a DSpark drafter declares about itself, from either GGUF format (docs/DSPARK.md):
 //! llama.cpp's `dflash` (taps in the layer-input convention) and the legacy PrismML `dspark`
 //! (double-prefixed keys, taps in the HF layer-output convention: one lower).
 //!
@@ -196,7 +196,7 @@ fn read_log_snr(g: &Gguf, arch: Arch) -> Result<Option<LogSnr>, HparamsError> {
     Ok(Some(LogSnr { min, max }))
 }
 
-/// The drafter-only tensors, by their `dflash` names (dspark-spec §2.1).
+/// The drafter-only tensors, by their `dflash` names (docs/DSPARK.md).
 pub const DRAFTER_TENSORS: [&str; 6] = [
     "fc.weight",
     "enc.output_norm.weight",

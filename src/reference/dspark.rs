@@ -1,4 +1,4 @@
-//! The CPU oracle of a DSpark drafter (dspark-spec §1), f32 activations throughout, built from
+//! The CPU oracle of a DSpark drafter (docs/DSPARK.md), f32 activations throughout, built from
 //! the reference ops ([`rms_norm`], [`rope`], [`attention`], the threaded [`linear`]): what the
 //! GPU drafter is checked against.
 //!

@@ -1,4 +1,4 @@
-//! Drafters with known behaviour for the equivalence tests (reliability.md C3) and for
+//! Drafters with known behaviour for the equivalence tests and for
 //! measuring the scheduler's overhead: an oracle that replays a known continuation (100 %
 //! acceptance under greedy decoding), an always-wrong drafter (0 %) and a partial one (every
 //! acceptance length in turn). They take no taps.

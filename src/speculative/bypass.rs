@@ -1,4 +1,4 @@
-//! Whether to draft at all (dspark-spec.md §3.6): speculation loses when the target step is
+//! Whether to draft at all (docs/DSPARK.md): speculation loses when the target step is
 //! already cheap, drafts are expensive, or acceptance collapses. [`Bypass`] decides per step
 //! from measured costs; it holds no clock (the caller passes seconds it measured), so it is
 //! deterministic and testable.
@@ -168,7 +168,7 @@ pub struct BypassConfig {
     /// The breaker bypasses when accepted / verified drafts over the window is below this.
     /// Default 0.1; 0 turns the breaker off. FreeToken uses 0.6, but its ratio is over short
     /// drafts: over DSpark's γ = 7 blocks, drafters that pay off measure 0.15–0.5 (llama.cpp
-    /// reports 0.23–0.33 at 1.7–2.1×, dspark-spec.md §5.3), so only a useless drafter is cut
+    /// reports 0.23–0.33 at 1.7–2.1×, docs/DSPARK.md), so only a useless drafter is cut
     /// here and the cost model judges the rest.
     pub min_acceptance: f64,
     /// The cycle's costs on this device, measured at load (`None`: learnt from the first

@@ -1,4 +1,4 @@
-//! The speculative generation loop (dspark-spec §3.2–3.3): prefill with every row injected into
+//! The speculative generation loop (docs/DSPARK.md): prefill with every row injected into
 //! the drafter, then cycles of draft → choose ℓ → verify `[x0, d1..dℓ]` in one target forward →
 //! accept (greedy, or lossless rejection sampling) → commit `a + 1` tokens, roll the target's KV
 //! back to them and give the drafter exactly those rows. Plain steps (nothing worth verifying,

@@ -1,4 +1,4 @@
-//! DSpark speculative decoding (dspark-spec.md): the drafter on the device ([`dspark`]), what
+//! DSpark speculative decoding (docs/DSPARK.md): the drafter on the device ([`dspark`]), what
 //! the scheduler asks of any drafter ([`drafter`]), verification and acceptance ([`accept`]),
 //! the verify-length policies ([`schedule`]), the bypass to plain decoding ([`bypass`]), the
 //! generation loop ([`generate`]) and its counters ([`stats`]).

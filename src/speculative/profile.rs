@@ -1,4 +1,4 @@
-//! The SPS(B) profile of the paper's Algorithm 1 (dspark-spec §3.5): verify steps of B rows
+//! The SPS(B) profile of the paper's Algorithm 1 (docs/DSPARK.md): verify steps of B rows
 //! (every row's logits and argmax) timed at start-up for B = 1..=max, the cache emptied after.
 //! [`verify_step_rounds`] is the one timing loop, shared with `flint bench --sps`.
 

@@ -1,4 +1,4 @@
-//! Verify-length policies (dspark-spec.md §1.8, §3.5): how many of the γ drafts of a block the
+//! Verify-length policies (docs/DSPARK.md): how many of the γ drafts of a block the
 //! target verifies.
 //!
 //! - [`threshold_len`]: the static per-slot confidence threshold (`--spec-draft-p-min`).

@@ -1,4 +1,4 @@
-//! Goodness-of-fit helpers for the sampling tests (reliability.md C5).
+//! Goodness-of-fit helpers for the sampling tests.
 
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 

@@ -1,4 +1,4 @@
-"""The DSpark drafter in JAX (dspark-spec §1): fusion of the target's taps, a Qwen3-style backbone
+"""The DSpark drafter in JAX (docs/DSPARK.md): fusion of the target's taps, a Qwen3-style backbone
 at the target's dimensions whose context rows are K/V only, the target's frozen embedding and LM
 head, the vanilla Markov head and the confidence head; the DeepSpec loss (§1.10).
 

@@ -1,4 +1,4 @@
-"""Writes a trained drafter as a `dflash` GGUF (llama.cpp's DSpark format, dspark-spec §2.1) that
+"""Writes a trained drafter as a `dflash` GGUF (llama.cpp's DSpark format, docs/DSPARK.md) that
 flint and llama.cpp both load: backbone hparams at the target's dimensions, `dflash.*` keys,
 matrices in Q8_0 (or F16/F32), norms and the confidence head in F32, no `token_embd` / `output`
 (both runtimes borrow the target's), and the target's whole tokenizer (llama.cpp loads a

@@ -1,4 +1,4 @@
-"""Trains the DSpark drafter on gen.py's shards (dspark-spec §1.10, scaled to two CPU cores).
+"""Trains the DSpark drafter on gen.py's shards (docs/DSPARK.md), scaled to two CPU cores.
 
     python3 train.py --model TARGET --data work/data --out work/ckpt [--minutes 60]
 

@@ -1,4 +1,4 @@
-//! One drafted block (dspark-spec §1.4–1.8), straight-line, shapes in comments (`γ` block size,
+//! One drafted block (docs/DSPARK.md), straight-line, shapes in comments (`γ` block size,
 //! `C` cached context rows before the anchor, `d` hidden size, `V` vocabulary, `R` rank):
 //!
 //! ```text

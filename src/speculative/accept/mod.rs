@@ -1,4 +1,4 @@
-//! Verification of one speculative cycle (dspark-spec.md §3.3 step 4): how many of the ℓ drafts
+//! Verification of one speculative cycle (docs/DSPARK.md): how many of the ℓ drafts
 //! the target accepts, and the token it emits after them.
 //!
 //! Shapes, for ℓ drafts `d_1..d_ℓ` and a vocabulary of `n_vocab` ids:
@@ -133,7 +133,7 @@ pub fn accept_sampled(
 }
 
 /// The drafter's distribution for one slot: `softmax(logits / temperature)` as a dense
-/// `[logits.len()]` vector summing to 1 (dspark-spec.md §1.7: `p_d = softmax(L_j / T)` of the
+/// `[logits.len()]` vector summing to 1 (docs/DSPARK.md: `p_d = softmax(L_j / T)` of the
 /// Markov-corrected logits). `temperature <= 0` gives the one-hot vector of the argmax (greedy
 /// drafting; still lossless under [`accept_sampled`]). NaN logits count as -inf.
 ///

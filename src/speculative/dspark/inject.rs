@@ -1,4 +1,4 @@
-//! The K/V-only injection pass (dspark-spec §1.3, §4.4 item 2): context rows become drafter
+//! The K/V-only injection pass (docs/DSPARK.md): context rows become drafter
 //! K/V, nothing else. For a chunk of `n ≤ U` tap rows staged by the target's forward:
 //! ```text
 //! taps [n, m·d_t]  sanitise (NaN → 0, clamp ±65504)

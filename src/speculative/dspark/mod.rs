@@ -1,4 +1,4 @@
-//! A DSpark drafter on the device (dspark-spec §1, §4.4): its own KV cache filled by the
+//! A DSpark drafter on the device (docs/DSPARK.md): its own KV cache filled by the
 //! K/V-only [`inject`] pass in chunks of `U` rows, and a draft pass over a fixed block of γ
 //! query rows:
 //! ```text

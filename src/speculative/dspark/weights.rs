@@ -1,4 +1,4 @@
-//! A DSpark drafter's weights on the device, from either GGUF format (dspark-spec §2), checked
+//! A DSpark drafter's weights on the device, from either GGUF format (docs/DSPARK.md), checked
 //! against the target at load: its backbone as a [`ModelWeights`] (embeddings and LM head
 //! borrowed from the target when the drafter has none: the same device buffers, no copy), the
 //! fusion `fc` and its norm, the Markov head and the confidence head, and for a log-SNR
