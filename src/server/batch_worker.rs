@@ -213,6 +213,10 @@ fn admit<'t>(
             shared.slots.release(seq);
             continue;
         }
+        if job.embed.is_some() {
+            embed(eng, seq, slot_ids, job, shared);
+            continue;
+        }
         let ids = &job.prompt;
         let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
         let keep = common.min(ids.len().saturating_sub(1));
@@ -272,6 +276,43 @@ fn admit<'t>(
             first_token: None,
         });
     }
+}
+
+/// Runs an embedding job in free slot `seq` at once, as steps of its own between the others'
+/// ([`super::embed_job`]), and frees the slot; a failure (or panic) fails that job alone.
+fn embed(
+    eng: &mut BatchEngine,
+    seq: usize,
+    slot_ids: &mut Vec<u32>,
+    mut job: Job,
+    shared: &Shared,
+) {
+    slot_ids.clear();
+    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        super::embed_job::on_batch(eng, seq, &job.prompt)
+    }));
+    let why = match ran {
+        Ok(Ok(v)) => {
+            if let Some(reply) = job.embed.take() {
+                let _ = reply.send(v);
+            }
+            None
+        }
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(panic) => Some(format!(
+            "internal error in an embedding: {}",
+            panic_text(&*panic)
+        )),
+    };
+    if let Some(why) = why {
+        Metrics::inc(&shared.metrics.errors);
+        let _ = eng.fwd.kv().reset(seq);
+        let _ = job.tx.send(Event::Error(why));
+        if let Some(lost) = eng.ctx.lost() {
+            (shared.on_device_lost)(format!("{lost:?}"));
+        }
+    }
+    shared.slots.release(seq);
 }
 
 impl BatchRequest for Active<'_> {
@@ -372,6 +413,7 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
         spec: a.st.pending.as_ref().map(|p| (p.drafted, p.accepted)),
+        stop_word: a.stop.matched().map(str::to_string),
     };
     let _ = a.job.tx.send(Event::Done(outcome));
 }
