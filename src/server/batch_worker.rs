@@ -214,7 +214,7 @@ fn admit<'t>(
             continue;
         }
         if job.embed.is_some() {
-            embed(eng, seq, slot_ids, job, shared);
+            super::embed_job::serve_batched(eng, seq, slot_ids, job, shared);
             continue;
         }
         let ids = &job.prompt;
@@ -276,43 +276,6 @@ fn admit<'t>(
             first_token: None,
         });
     }
-}
-
-/// Runs an embedding job in free slot `seq` at once, as steps of its own between the others'
-/// ([`super::embed_job`]), and frees the slot; a failure (or panic) fails that job alone.
-fn embed(
-    eng: &mut BatchEngine,
-    seq: usize,
-    slot_ids: &mut Vec<u32>,
-    mut job: Job,
-    shared: &Shared,
-) {
-    slot_ids.clear();
-    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        super::embed_job::on_batch(eng, seq, &job.prompt)
-    }));
-    let why = match ran {
-        Ok(Ok(v)) => {
-            if let Some(reply) = job.embed.take() {
-                let _ = reply.send(v);
-            }
-            None
-        }
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(panic) => Some(format!(
-            "internal error in an embedding: {}",
-            panic_text(&*panic)
-        )),
-    };
-    if let Some(why) = why {
-        Metrics::inc(&shared.metrics.errors);
-        let _ = eng.fwd.kv().reset(seq);
-        let _ = job.tx.send(Event::Error(why));
-        if let Some(lost) = eng.ctx.lost() {
-            (shared.on_device_lost)(format!("{lost:?}"));
-        }
-    }
-    shared.slots.release(seq);
 }
 
 impl BatchRequest for Active<'_> {

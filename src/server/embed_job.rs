@@ -5,6 +5,11 @@
 //! The vector is the mean over the rows, L2-normalised ([`Pool`]), as llama-server answers
 //! `/v1/embeddings` with `--pooling mean` (its default `--embd-normalize 2`).
 
+use std::panic::AssertUnwindSafe;
+
+use super::batch_worker::{self, panic_text};
+use super::metrics::Metrics;
+use super::slots::{Event, Job};
 use crate::engine::batch::BatchEngine;
 use crate::engine::Engine;
 use crate::model::forward::batch::Segment;
@@ -108,6 +113,41 @@ fn reset_seq(eng: &mut BatchEngine, seq: usize) -> Result<()> {
         d.reset();
     }
     Ok(())
+}
+
+/// Runs an embedding job in free slot `seq` at once, as steps of its own between the others'
+/// ([`on_batch`]), and frees the slot; a failure (or panic) fails that job alone.
+pub fn serve_batched(
+    eng: &mut BatchEngine,
+    seq: usize,
+    slot_ids: &mut Vec<u32>,
+    mut job: Job,
+    shared: &batch_worker::Shared,
+) {
+    slot_ids.clear();
+    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| on_batch(eng, seq, &job.prompt)));
+    let why = match ran {
+        Ok(Ok(v)) => {
+            if let Some(reply) = job.embed.take() {
+                let _ = reply.send(v);
+            }
+            None
+        }
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(panic) => Some(format!(
+            "internal error in an embedding: {}",
+            panic_text(&*panic)
+        )),
+    };
+    if let Some(why) = why {
+        Metrics::inc(&shared.metrics.errors);
+        let _ = eng.fwd.kv().reset(seq);
+        let _ = job.tx.send(Event::Error(why));
+        if let Some(lost) = eng.ctx.lost() {
+            (shared.on_device_lost)(format!("{lost:?}"));
+        }
+    }
+    shared.slots.release(seq);
 }
 
 #[cfg(test)]
