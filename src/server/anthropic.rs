@@ -193,7 +193,8 @@ pub fn to_chat(body: &Value, count: bool) -> Result<Value, ApiError> {
         ("stop_sequences", "stop"),
     ] {
         if let Some(v) = o.get(from).filter(|v| !v.is_null()) {
-            if from == "stop_sequences" && !v.is_array() {
+            let strings = v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+            if from == "stop_sequences" && !strings {
                 return Err(invalid(
                     from,
                     "`stop_sequences` must be an array of strings",
@@ -373,6 +374,7 @@ mod tests {
             "thinking"
         );
         assert_eq!(param(base("temperature", json!(1.5))), "temperature");
+        assert_eq!(param(base("stop_sequences", json!([1]))), "stop_sequences");
         assert_eq!(param(json!({"messages": msgs})), "max_tokens");
         let img = json!([{"role": "user", "content": [{"type": "image", "source": {}}]}]);
         assert_eq!(param(base("messages", img)), "messages[0].content[0].type");
