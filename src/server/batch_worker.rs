@@ -213,6 +213,10 @@ fn admit<'t>(
             shared.slots.release(seq);
             continue;
         }
+        if job.embed.is_some() {
+            super::embed_job::serve_batched(eng, seq, slot_ids, job, shared);
+            continue;
+        }
         let ids = &job.prompt;
         let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
         let keep = common.min(ids.len().saturating_sub(1));
@@ -372,6 +376,7 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
         spec: a.st.pending.as_ref().map(|p| (p.drafted, p.accepted)),
+        stop_word: a.stop.matched().map(str::to_string),
     };
     let _ = a.job.tx.send(Event::Done(outcome));
 }

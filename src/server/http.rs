@@ -17,8 +17,9 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use super::request::{self, check_depth, Endpoint, GenRequest, Prompt};
 use super::response::{self, Meta};
-use super::slots::{Job, Refused};
+use super::slots::{Event, Job, Refused};
 use super::state::{App, Ready};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Request bodies above this are refused with 413 (reliability D2).
 pub const MAX_BODY: usize = 1 << 20;
@@ -40,6 +41,13 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/completions", post(completions))
+        .route("/v1/embeddings", post(super::embeddings::embeddings))
+        .route("/embeddings", post(super::embeddings::embeddings))
+        .route("/v1/messages", post(super::anthropic::messages_route))
+        .route(
+            "/v1/messages/count_tokens",
+            post(super::anthropic::count_tokens_route),
+        )
         .fallback(|req: Request| async move { ApiError::not_found(req.uri().path()) })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(Arc::clone(&app), gate))
@@ -127,7 +135,7 @@ async fn completions(State(app): State<Arc<App>>, headers: HeaderMap, body: Body
 
 /// Read a body of at most [`MAX_BODY`] bytes, within `deadline`, as UTF-8 JSON nested at most
 /// [`MAX_DEPTH`] deep.
-async fn read_json(
+pub(super) async fn read_json(
     headers: &HeaderMap,
     body: Body,
     deadline: std::time::Duration,
@@ -177,8 +185,32 @@ async fn generate(
     let value = read_json(headers, body, app.timeouts.body).await?;
     let ready = app.ready()?;
     let req = request::parse(endpoint, &value, &ready.limits)?;
+    let (stream, include_usage) = (req.stream, req.include_usage);
+    let (rx, _) = start(&app, &ready, req).await?;
+    let meta = Meta {
+        id: app.next_id(endpoint),
+        created: super::state::now_secs(),
+        model: app.alias.clone(),
+        endpoint,
+        include_usage,
+    };
+    if stream {
+        Ok(response::stream(meta, rx))
+    } else {
+        response::collect(meta, rx).await
+    }
+}
+
+/// Tokenizes a validated request and queues its generation: the receiver of its events, once a
+/// slot took it, and the prompt's tokens (`/v1/messages` generates this way too).
+pub(super) async fn start(
+    app: &Arc<App>,
+    ready: &Arc<Ready>,
+    req: GenRequest,
+) -> Result<(UnboundedReceiver<Event>, usize), ApiError> {
+    let endpoint = req.endpoint;
     let tokenize = {
-        let (ready, prompt, special) = (Arc::clone(&ready), req.prompt.clone(), req.parse_special);
+        let (ready, prompt, special) = (Arc::clone(ready), req.prompt.clone(), req.parse_special);
         tokio::task::spawn_blocking(move || tokens(&ready, &prompt, special))
     };
     let prompt = tokenize
@@ -207,14 +239,9 @@ async fn generate(
     }
     let max_tokens = req.max_tokens.map_or(n_ctx - prompt.len(), |m| m as usize);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let GenRequest {
-        sampling,
-        stop,
-        stream,
-        include_usage,
-        ..
-    } = req;
+    let GenRequest { sampling, stop, .. } = req;
     let (told, admitted) = tokio::sync::oneshot::channel();
+    let n_prompt = prompt.len();
     let job = Job {
         id: 0,
         prompt,
@@ -224,7 +251,19 @@ async fn generate(
         tx,
         queued_at: std::time::Instant::now(),
         admitted: Some(told),
+        embed: None,
     };
+    enqueue(app, job, admitted).await?;
+    Ok((rx, n_prompt))
+}
+
+/// Queues `job` (429 when the queue is full, 503 when shutting down) and waits until a slot
+/// takes it (503 past the queue deadline); `admitted` is told by the slot then.
+pub(super) async fn enqueue(
+    app: &App,
+    job: Job,
+    admitted: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), ApiError> {
     let id = match app.slots.submit(job) {
         Ok(id) => {
             Metrics::inc(&app.metrics.requests);
@@ -245,24 +284,17 @@ async fn generate(
         Metrics::inc(&app.metrics.rejected);
         return Err(ApiError::queue_timeout(deadline));
     }
-    let meta = Meta {
-        id: app.next_id(endpoint),
-        created: super::state::now_secs(),
-        model: app.alias.clone(),
-        endpoint,
-        include_usage,
-    };
-    if stream {
-        Ok(response::stream(meta, rx))
-    } else {
-        response::collect(meta, rx).await
-    }
+    Ok(())
 }
 
 /// The prompt's token ids. Special-token text a client writes stays text: in chat message
 /// contents always (only the template's markup gives control tokens), in a completion prompt
 /// unless the request sets `parse_special`.
-fn tokens(ready: &Ready, prompt: &Prompt, parse_special: bool) -> Result<Vec<u32>, ApiError> {
+pub(super) fn tokens(
+    ready: &Ready,
+    prompt: &Prompt,
+    parse_special: bool,
+) -> Result<Vec<u32>, ApiError> {
     let tok_err = |field: &str, e: crate::tokenizer::TokenizerError| {
         ApiError::invalid(field, format!("cannot tokenize the {field}: {e}"))
     };

@@ -4,8 +4,12 @@
 //! bounded queue. SIGINT / SIGTERM end in-flight streams with an error event and stop the
 //! server. Routes: `docs/SERVER.md`.
 
+mod anthropic;
+mod anthropic_stream;
 mod batch_worker;
 pub mod conn;
+mod embed_job;
+mod embeddings;
 mod error;
 mod http;
 mod inflight;

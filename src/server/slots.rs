@@ -37,6 +37,8 @@ pub struct Outcome {
     pub predicted_ms: f64,
     /// (drafted, accepted) when the slot speculated.
     pub spec: Option<(u64, u64)>,
+    /// The stop string that ended the text (`finish_reason` `stop` without an end token).
+    pub stop_word: Option<String>,
 }
 
 /// One generation to run.
@@ -52,7 +54,13 @@ pub struct Job {
     pub queued_at: Instant,
     /// Told when a slot takes the job (the handler's queue deadline stops then).
     pub admitted: Option<tokio::sync::oneshot::Sender<()>>,
+    /// `Some`: an embedding, not a generation: the prompt rows run as a prefill and their
+    /// pooled final hidden state is sent here (`embeddings`); failures still go to `tx`.
+    pub embed: Option<EmbedReply>,
 }
+
+/// Where an embedding job's vector goes.
+pub type EmbedReply = tokio::sync::oneshot::Sender<Vec<f32>>;
 
 /// Why a job was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +256,7 @@ mod tests {
             tx,
             queued_at: Instant::now(),
             admitted: None,
+            embed: None,
         };
         (job, rx)
     }

@@ -17,6 +17,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     /// Text not yet released (a suffix that may begin a stop string).
     held: String,
+    /// The stop string that ended the text, once one did.
+    matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -24,7 +26,13 @@ impl StopMatcher {
         StopMatcher {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
+            matched: None,
         }
+    }
+
+    /// The stop string that matched (Anthropic's `stop_sequence`), once one did.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched.as_deref()
     }
 
     /// Add generated text.
@@ -33,9 +41,10 @@ impl StopMatcher {
         let first = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
-            .min();
-        if let Some(at) = first {
+            .filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s)))
+            .min_by_key(|(at, _)| *at);
+        if let Some((at, stop)) = first {
+            self.matched = Some(stop.clone());
             let out = self.held[..at].to_string();
             self.held.clear();
             return StopState::Stop(out);
@@ -95,8 +104,12 @@ mod tests {
         assert_eq!(run(&["END"], &["xE", "N", "y"]), ("xENy".into(), false));
         assert_eq!(run(&["END"], &["xE", "ND"]), ("x".into(), true));
         assert_eq!(run(&[], &["a", "b"]), ("ab".into(), false));
-        // The earliest of several stop strings wins.
+        // The earliest of several stop strings wins, and is told.
         assert_eq!(run(&["cd", "b"], &["abcd"]), ("a".into(), true));
+        let mut m = StopMatcher::new(vec!["cd".into(), "b".into()]);
+        assert_eq!(m.matched(), None);
+        m.push("abcd");
+        assert_eq!(m.matched(), Some("b"));
     }
 
     #[test]

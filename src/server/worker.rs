@@ -86,6 +86,17 @@ enum Cut {
     Shutdown,
 }
 
+/// An embedding job ([`super::embed_job`]): no generation; the slot's cached prefix is gone.
+fn embed(engine: &mut Engine, cached: &mut Vec<u32>, mut job: Job, shared: &Shared) -> Result<()> {
+    let _device = shared.device.lock();
+    cached.clear();
+    let v = super::embed_job::on_engine(engine, &job.prompt)?;
+    if let Some(reply) = job.embed.take() {
+        let _ = reply.send(v);
+    }
+    Ok(())
+}
+
 fn run_job(
     engine: &mut Engine,
     tok: &Tokenizer,
@@ -94,6 +105,9 @@ fn run_job(
     shared: &Shared,
 ) -> Result<()> {
     shared.metrics.record_wait(job.queued_at.elapsed());
+    if job.embed.is_some() {
+        return embed(engine, cached, job, shared);
+    }
     let mut device = shared.device.lock();
     let ids = &job.prompt;
     let keep = engine.keep_prefix(cached, ids)?;
@@ -175,6 +189,7 @@ fn run_job(
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
         spec: stats.spec.as_ref().map(|s| (s.drafted, s.accepted)),
+        stop_word: stop.matched().map(str::to_string),
     };
     let _ = job.tx.send(Event::Done(outcome));
     Ok(())

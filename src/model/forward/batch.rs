@@ -126,7 +126,7 @@ impl SeqOps {
 /// The forward pass of a batched server: shared activations for the row budget, a K/V cache
 /// per sequence.
 pub struct BatchForward {
-    fwd: Forward,
+    pub(super) fwd: Forward,
     ops: SeqOps,
 }
 

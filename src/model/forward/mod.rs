@@ -23,6 +23,7 @@
 mod attn_build;
 pub mod batch;
 mod build;
+mod hidden;
 mod layer;
 mod projections;
 mod recurrent;
