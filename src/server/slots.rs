@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::sampling::SamplerParams;
+use crate::sampling::{Sampler, SamplerError, SamplerParams};
 
 /// What a worker sends back to the request's handler.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,8 @@ pub struct Outcome {
     pub predicted_ms: f64,
     /// (drafted, accepted) when the slot speculated.
     pub spec: Option<(u64, u64)>,
+    /// The stop string that ended it, if one did.
+    pub stop_word: Option<String>,
 }
 
 /// One generation to run.
@@ -47,11 +49,23 @@ pub struct Job {
     pub prompt: Vec<u32>,
     pub max_tokens: usize,
     pub sampling: Option<SamplerParams>,
+    /// `(token id, bias)` added to the logits (`logit_bias`, and -inf on end tokens for
+    /// `ignore_eos`); non-empty only with a host sampler (`sampling` is `Some`).
+    pub bias: Vec<(u32, f32)>,
     pub stop: Vec<String>,
     pub tx: UnboundedSender<Event>,
     pub queued_at: Instant,
     /// Told when a slot takes the job (the handler's queue deadline stops then).
     pub admitted: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Job {
+    /// The job's host sampler with its bias; `None`: greedy on the device.
+    pub fn sampler(&self, n_vocab: u32) -> Result<Option<Sampler>, SamplerError> {
+        self.sampling
+            .map(|p| Ok(Sampler::new(p, n_vocab)?.with_bias(self.bias.clone())))
+            .transpose()
+    }
 }
 
 /// Why a job was not queued.
@@ -244,6 +258,7 @@ mod tests {
             prompt: vec![1],
             max_tokens: 1,
             sampling: None,
+            bias: Vec::new(),
             stop: Vec::new(),
             tx,
             queued_at: Instant::now(),

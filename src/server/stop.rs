@@ -17,6 +17,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     /// Text not yet released (a suffix that may begin a stop string).
     held: String,
+    /// The stop string that ended the generation (llama-server's `stopping_word`).
+    pub matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -24,6 +26,7 @@ impl StopMatcher {
         StopMatcher {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
+            matched: None,
         }
     }
 
@@ -33,9 +36,10 @@ impl StopMatcher {
         let first = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
-            .min();
-        if let Some(at) = first {
+            .filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s)))
+            .min_by_key(|(at, _)| *at);
+        if let Some((at, word)) = first {
+            self.matched = Some(word.clone());
             let out = self.held[..at].to_string();
             self.held.clear();
             return StopState::Stop(out);
