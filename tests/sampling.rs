@@ -427,7 +427,11 @@ fn validation_names_the_bad_value() {
 fn logit_bias_is_added_before_greedy_and_the_chain() {
     let logits = random_logits(500, 11, 4.0);
     let mut order: Vec<u32> = (0..500).collect();
-    order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
     let (best, runner_up, low) = (order[0], order[1], order[499]);
     let greedy = |bias: Vec<(u32, f32)>| {
         let mut s = Sampler::new(SamplerParams::greedy(), 500)
@@ -436,10 +440,22 @@ fn logit_bias_is_added_before_greedy_and_the_chain() {
         s.sample(&logits)
     };
     assert_eq!(greedy(vec![]), best);
-    assert_eq!(greedy(vec![(best, -100.0)]), runner_up, "-100 on the argmax");
+    assert_eq!(
+        greedy(vec![(best, -100.0)]),
+        runner_up,
+        "-100 on the argmax"
+    );
     assert_eq!(greedy(vec![(best, f32::NEG_INFINITY)]), runner_up, "a ban");
-    assert_eq!(greedy(vec![(low, 100.0)]), low, "+100 forces the lowest token");
-    assert_eq!(greedy(vec![(9999, 100.0)]), best, "ids past the vocabulary are ignored");
+    assert_eq!(
+        greedy(vec![(low, 100.0)]),
+        low,
+        "+100 forces the lowest token"
+    );
+    assert_eq!(
+        greedy(vec![(9999, 100.0)]),
+        best,
+        "ids past the vocabulary are ignored"
+    );
 
     let bias = vec![(best, -3.0), (low, 5.0), (order[7], f32::NEG_INFINITY)];
     let mut biased = logits.clone();
@@ -453,5 +469,8 @@ fn logit_bias_is_added_before_greedy_and_the_chain() {
     let got_ids: Vec<u32> = got.iter().map(|x| x.0).collect();
     let want_ids: Vec<u32> = want.iter().map(|x| x.0).collect();
     assert_eq!(got_ids, want_ids);
-    assert!(!got_ids.contains(&order[7]), "a banned token is never a candidate");
+    assert!(
+        !got_ids.contains(&order[7]),
+        "a banned token is never a candidate"
+    );
 }

@@ -59,13 +59,10 @@ impl Off {
                 _ => false,
             },
             Off::Strs(list) => v.as_str().is_some_and(|s| list.contains(&s)),
-            Off::TextOnly => v
-                .as_array()
-                .is_some_and(|a| a.iter().all(|m| m == "text")),
-            Off::TextFormat => {
-                v.as_object()
-                    .is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("text")))
-            }
+            Off::TextOnly => v.as_array().is_some_and(|a| a.iter().all(|m| m == "text")),
+            Off::TextFormat => v
+                .as_object()
+                .is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("text"))),
         }
     }
 }
@@ -158,13 +155,45 @@ pub const FIELDS: &[Field] = &[
     f("dry_penalty_last_n", ALL, M),
     f("dry_sequence_breakers", ALL, M),
     // Structured output and tools.
-    f("tools", CHAT, no(STRUCTURED, Off::Empty, r#"[{"type":"function","function":{"name":"f"}}]"#)),
-    f("tool_choice", CHAT, no(STRUCTURED, Off::Strs(&["none", "auto"]), r#""required""#)),
-    f("functions", CHAT, no(STRUCTURED, Off::Empty, r#"[{"name":"f"}]"#)),
-    f("function_call", CHAT, no(STRUCTURED, Off::Strs(&["none", "auto"]), r#"{"name":"f"}"#)),
-    f("response_format", ALL, no(STRUCTURED, Off::TextFormat, r#"{"type":"json_object"}"#)),
-    f("grammar", ALL, no(STRUCTURED, Off::Empty, r#""root ::= \"a\"""#)),
-    f("json_schema", ALL, no(STRUCTURED, Off::Null, r#"{"type":"string"}"#)),
+    f(
+        "tools",
+        CHAT,
+        no(
+            STRUCTURED,
+            Off::Empty,
+            r#"[{"type":"function","function":{"name":"f"}}]"#,
+        ),
+    ),
+    f(
+        "tool_choice",
+        CHAT,
+        no(STRUCTURED, Off::Strs(&["none", "auto"]), r#""required""#),
+    ),
+    f(
+        "functions",
+        CHAT,
+        no(STRUCTURED, Off::Empty, r#"[{"name":"f"}]"#),
+    ),
+    f(
+        "function_call",
+        CHAT,
+        no(STRUCTURED, Off::Strs(&["none", "auto"]), r#"{"name":"f"}"#),
+    ),
+    f(
+        "response_format",
+        ALL,
+        no(STRUCTURED, Off::TextFormat, r#"{"type":"json_object"}"#),
+    ),
+    f(
+        "grammar",
+        ALL,
+        no(STRUCTURED, Off::Empty, r#""root ::= \"a\"""#),
+    ),
+    f(
+        "json_schema",
+        ALL,
+        no(STRUCTURED, Off::Null, r#"{"type":"string"}"#),
+    ),
     f("parse_tool_calls", CHAT, no(STRUCTURED, Off::False, "true")),
     // Samplers flint does not have.
     f("typical_p", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
@@ -175,35 +204,187 @@ pub const FIELDS: &[Field] = &[
     f("xtc_probability", ALL, no(SAMPLER, Off::Num(0.0), "0.5")),
     f("dry_multiplier", ALL, no(SAMPLER, Off::Num(0.0), "0.8")),
     f("penalize_nl", ALL, no(SAMPLER, Off::False, "true")),
-    f("min_keep", ALL, no("flint's filters keep at least one token; a floor is not supported", Off::Num(0.0), "5")),
-    f("samplers", ALL, no("the sampler order is fixed (penalties, top-k, top-p, min-p, temperature)", Off::Null, r#"["top_k","temperature"]"#)),
+    f(
+        "min_keep",
+        ALL,
+        no(
+            "flint's filters keep at least one token; a floor is not supported",
+            Off::Num(0.0),
+            "5",
+        ),
+    ),
+    f(
+        "samplers",
+        ALL,
+        no(
+            "the sampler order is fixed (penalties, top-k, top-p, min-p, temperature)",
+            Off::Null,
+            r#"["top_k","temperature"]"#,
+        ),
+    ),
     // Probabilities and extra output.
     f("n_probs", ALL, no(PROBS, Off::Num(0.0), "5")),
     f("post_sampling_probs", ALL, no(PROBS, Off::False, "true")),
-    f("return_tokens", LLAMA, no("token ids are not returned; use /tokenize on the text", Off::False, "true")),
-    f("timings_per_token", ALL, no("timings come with the last event only", Off::False, "true")),
-    f("return_progress", ALL, no("prompt progress events are not sent", Off::False, "true")),
-    f("response_fields", LLAMA, no("the response's fields cannot be chosen", Off::Empty, r#"["content"]"#)),
-    f("echo", CMPL, no("the prompt is not echoed", Off::False, "true")),
-    f("best_of", CMPL, no("one completion per request", Off::Num(1.0), "3")),
+    f(
+        "return_tokens",
+        LLAMA,
+        no(
+            "token ids are not returned; use /tokenize on the text",
+            Off::False,
+            "true",
+        ),
+    ),
+    f(
+        "timings_per_token",
+        ALL,
+        no("timings come with the last event only", Off::False, "true"),
+    ),
+    f(
+        "return_progress",
+        ALL,
+        no("prompt progress events are not sent", Off::False, "true"),
+    ),
+    f(
+        "response_fields",
+        LLAMA,
+        no(
+            "the response's fields cannot be chosen",
+            Off::Empty,
+            r#"["content"]"#,
+        ),
+    ),
+    f(
+        "echo",
+        CMPL,
+        no("the prompt is not echoed", Off::False, "true"),
+    ),
+    f(
+        "best_of",
+        CMPL,
+        no("one completion per request", Off::Num(1.0), "3"),
+    ),
     // Context and slots.
-    f("n_keep", ALL, no("flint never shifts the context: a request ends when its slot's context is full", Off::Num(0.0), "-1")),
-    f("id_slot", ALL, no("slots are assigned by the queue", Off::Num(-1.0), "0")),
-    f("n_indent", ALL, no("indentation limits are not supported", Off::Num(0.0), "4")),
-    f("t_max_predict_ms", ALL, no("time limits on generation are not supported: use n_predict", Off::Num(0.0), "1000")),
-    f("suffix", CMPL | LLAMA, no("fill-in-the-middle is not supported", Off::Empty, r#""}""#)),
-    f("lora", ALL, no("LoRA adapters are not supported", Off::Empty, r#"[{"id":0,"scale":1.0}]"#)),
+    f(
+        "n_keep",
+        ALL,
+        no(
+            "flint never shifts the context: a request ends when its slot's context is full",
+            Off::Num(0.0),
+            "-1",
+        ),
+    ),
+    f(
+        "id_slot",
+        ALL,
+        no("slots are assigned by the queue", Off::Num(-1.0), "0"),
+    ),
+    f(
+        "n_indent",
+        ALL,
+        no("indentation limits are not supported", Off::Num(0.0), "4"),
+    ),
+    f(
+        "t_max_predict_ms",
+        ALL,
+        no(
+            "time limits on generation are not supported: use n_predict",
+            Off::Num(0.0),
+            "1000",
+        ),
+    ),
+    f(
+        "suffix",
+        CMPL | LLAMA,
+        no("fill-in-the-middle is not supported", Off::Empty, r#""}""#),
+    ),
+    f(
+        "lora",
+        ALL,
+        no(
+            "LoRA adapters are not supported",
+            Off::Empty,
+            r#"[{"id":0,"scale":1.0}]"#,
+        ),
+    ),
     // Chat templates and reasoning.
-    f("chat_template_kwargs", CHAT, no("the chat template is rendered with its standard variables only", Off::Empty, r#"{"enable_thinking":false}"#)),
-    f("reasoning_format", CHAT, no("reasoning is not parsed out of the text (only `none`)", Off::Strs(&["none"]), r#""deepseek""#)),
-    f("thinking_forced_open", CHAT, no("reasoning is not parsed out of the text", Off::False, "true")),
-    f("reasoning_effort", CHAT, no("reasoning effort cannot be set on a local model", Off::Null, r#""low""#)),
-    f("verbosity", CHAT, no("verbosity cannot be set on a local model", Off::Null, r#""low""#)),
+    f(
+        "chat_template_kwargs",
+        CHAT,
+        no(
+            "the chat template is rendered with its standard variables only",
+            Off::Empty,
+            r#"{"enable_thinking":false}"#,
+        ),
+    ),
+    f(
+        "reasoning_format",
+        CHAT,
+        no(
+            "reasoning is not parsed out of the text (only `none`)",
+            Off::Strs(&["none"]),
+            r#""deepseek""#,
+        ),
+    ),
+    f(
+        "thinking_forced_open",
+        CHAT,
+        no(
+            "reasoning is not parsed out of the text",
+            Off::False,
+            "true",
+        ),
+    ),
+    f(
+        "reasoning_effort",
+        CHAT,
+        no(
+            "reasoning effort cannot be set on a local model",
+            Off::Null,
+            r#""low""#,
+        ),
+    ),
+    f(
+        "verbosity",
+        CHAT,
+        no(
+            "verbosity cannot be set on a local model",
+            Off::Null,
+            r#""low""#,
+        ),
+    ),
     // Other modalities and hosted tools.
-    f("audio", CHAT, no("audio output is not supported", Off::Null, r#"{"voice":"alloy","format":"wav"}"#)),
-    f("modalities", CHAT, no("only text output is supported", Off::TextOnly, r#"["text","audio"]"#)),
-    f("prediction", CHAT, no("predicted outputs are not supported", Off::Null, r#"{"type":"content","content":"x"}"#)),
-    f("web_search_options", CHAT, no("web search is not supported", Off::Null, "{}")),
+    f(
+        "audio",
+        CHAT,
+        no(
+            "audio output is not supported",
+            Off::Null,
+            r#"{"voice":"alloy","format":"wav"}"#,
+        ),
+    ),
+    f(
+        "modalities",
+        CHAT,
+        no(
+            "only text output is supported",
+            Off::TextOnly,
+            r#"["text","audio"]"#,
+        ),
+    ),
+    f(
+        "prediction",
+        CHAT,
+        no(
+            "predicted outputs are not supported",
+            Off::Null,
+            r#"{"type":"content","content":"x"}"#,
+        ),
+    ),
+    f(
+        "web_search_options",
+        CHAT,
+        no("web search is not supported", Off::Null, "{}"),
+    ),
 ];
 
 /// The endpoint's bit.
@@ -278,7 +459,11 @@ mod tests {
                         "response_format": {"type": "text"}, "modalities": ["text"],
                         "user": "u", "cache_prompt": true});
         check(Endpoint::Chat, ok.as_object().unwrap()).unwrap();
-        for (k, v) in [("mirostat", json!(2)), ("temprature", json!(0.5)), ("echo", json!(true))] {
+        for (k, v) in [
+            ("mirostat", json!(2)),
+            ("temprature", json!(0.5)),
+            ("echo", json!(true)),
+        ] {
             let o = json!({ k: v });
             let e = check(Endpoint::Chat, o.as_object().unwrap()).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(k), "{e:?}");

@@ -216,7 +216,11 @@ async fn generate(
 /// Parse, tokenize, bound and queue a generation; returns once a slot took it or, for a
 /// stream, once it has waited one keep-alive interval (the stream then opens and sends
 /// keep-alive comments; if no slot takes it within `--timeout`, its first event is the error).
-pub async fn submit(app: &Arc<App>, endpoint: Endpoint, value: &Value) -> Result<Submitted, ApiError> {
+pub async fn submit(
+    app: &Arc<App>,
+    endpoint: Endpoint,
+    value: &Value,
+) -> Result<Submitted, ApiError> {
     let ready = app.ready()?;
     let req = request::parse(endpoint, value, &ready.limits)?;
     let tokenize = {
@@ -260,7 +264,13 @@ pub async fn submit(app: &Arc<App>, endpoint: Endpoint, value: &Value) -> Result
     } = req;
     // llama-server's `ignore_eos`: every end-of-generation token gets a -inf bias.
     if ignore_eos {
-        logit_bias.extend(ready.tok.eog_ids().iter().map(|&id| (id, f32::NEG_INFINITY)));
+        logit_bias.extend(
+            ready
+                .tok
+                .eog_ids()
+                .iter()
+                .map(|&id| (id, f32::NEG_INFINITY)),
+        );
     }
     // A bias needs the logits on the host: greedy then runs as a host argmax over biased rows.
     let sampling = match sampling {

@@ -29,10 +29,7 @@ fn object<'v>(v: &'v Value, known: &[&str]) -> Result<&'v Obj, ApiError> {
     if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(ApiError::invalid(
             k,
-            format!(
-                "unknown field `{k}`: this route takes {}",
-                known.join(", ")
-            ),
+            format!("unknown field `{k}`: this route takes {}", known.join(", ")),
         ));
     }
     Ok(o)
@@ -48,11 +45,7 @@ fn flag(o: &Obj, key: &str, default: bool) -> Result<bool, ApiError> {
 }
 
 /// `POST /completion`: llama-server's completion (request fields: [`super::fields`]).
-pub async fn completion(
-    State(app): State<Arc<App>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub async fn completion(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
     let run = async {
         let value = read_json(&headers, body, app.timeouts.body).await?;
         let sub = submit(&app, Endpoint::LlamaCompletion, &value).await?;
@@ -175,9 +168,10 @@ pub async fn apply_template(
         let o = object(&value, &["messages"])?;
         let messages = request::messages(o)?;
         let ready = app.ready()?;
-        let template = ready.template.as_ref().ok_or_else(|| {
-            ApiError::invalid("messages", "the model has no chat template")
-        })?;
+        let template = ready
+            .template
+            .as_ref()
+            .ok_or_else(|| ApiError::invalid("messages", "the model has no chat template"))?;
         let rendered = ready
             .tok
             .render_chat(template, &messages, true)

@@ -6,8 +6,8 @@
 
 mod batch_worker;
 mod bias;
-mod cors;
 pub mod conn;
+mod cors;
 mod error;
 pub mod fields;
 mod http;
@@ -146,15 +146,7 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
     };
     tokio::spawn(signal);
     let table = Arc::new(conn::Table::default());
-    conn::serve(
-        listener,
-        router,
-        limits,
-        table,
-        stop,
-        SHUTDOWN_GRACE,
-    )
-    .await;
+    conn::serve(listener, router, limits, table, stop, SHUTDOWN_GRACE).await;
     Ok(())
 }
 

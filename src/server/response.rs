@@ -175,11 +175,7 @@ where
 }
 
 /// Stream a generation as server-sent events.
-pub fn stream(
-    meta: Meta,
-    rx: UnboundedReceiver<Event>,
-    keep_alive: Option<Duration>,
-) -> Response {
+pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>, keep_alive: Option<Duration>) -> Response {
     let start = (rx, meta, Stage::Start);
     let events = futures_util::stream::unfold(start, |(mut rx, meta, stage)| async move {
         let (ev, next) = match stage {
