@@ -14,6 +14,7 @@
 //! - `/props`, CORS preflight and headers (the Fetch standard's), and a `: keep-alive` comment on
 //!   a stream held in the queue.
 
+#[allow(dead_code)]
 #[path = "serve/client.rs"]
 mod client;
 #[allow(dead_code)]
@@ -446,4 +447,17 @@ fn llama_server_routes_fields_and_sampling() {
     seed_from_the_command_line(&s);
     keep_alive_while_queued(&s);
     s.stop();
+}
+
+/// docs/SERVER.md's tables name every field of the table the server holds requests to.
+#[test]
+fn the_docs_name_every_field() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/SERVER.md");
+    let docs = std::fs::read_to_string(p).expect("read docs/SERVER.md");
+    let missing: Vec<&str> = FIELDS
+        .iter()
+        .map(|f| f.name)
+        .filter(|n| !docs.contains(&format!("`{n}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in docs/SERVER.md: {missing:?}");
 }

@@ -15,6 +15,7 @@ mod inflight;
 mod llama_completion;
 mod llama_routes;
 mod metrics;
+mod prompt;
 pub mod request;
 mod response;
 mod slots;

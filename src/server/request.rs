@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use super::prompt::completion_prompt;
 use super::{bias, fields};
 use crate::sampling::SamplerParams;
 use crate::tokenizer::ChatMessage;
@@ -413,62 +414,6 @@ fn content(v: Option<&Value>, field: &str) -> Result<String, ApiError> {
             &field,
             "`content` must be a string or an array of parts",
         )),
-    }
-}
-
-/// A token id of a prompt: an integer in `0..n_vocab` (the refusal names its place and value).
-fn token_id(v: &Value, at: usize, n_vocab: u32) -> Result<u32, ApiError> {
-    let id = match v.as_i64() {
-        Some(id) => id,
-        None => {
-            return Err(ApiError::invalid(
-                "prompt",
-                format!("prompt[{at}] is {v}: a token id is an integer"),
-            ))
-        }
-    };
-    u32::try_from(id)
-        .ok()
-        .filter(|&t| t < n_vocab)
-        .ok_or_else(|| {
-            ApiError::invalid(
-                "prompt",
-                format!("prompt[{at}] is token id {id}: the vocabulary holds ids 0..{n_vocab}"),
-            )
-        })
-}
-
-fn completion_prompt(o: &Obj, n_vocab: u32) -> Result<Prompt, ApiError> {
-    let bad = || {
-        ApiError::invalid(
-            "prompt",
-            "`prompt` must be a string, one string in an array, or token ids",
-        )
-    };
-    let tokens = |a: &[Value]| -> Result<Prompt, ApiError> {
-        if a.is_empty() {
-            return Err(ApiError::invalid("prompt", "`prompt` holds no token ids"));
-        }
-        a.iter()
-            .enumerate()
-            .map(|(at, t)| token_id(t, at, n_vocab))
-            .collect::<Result<Vec<u32>, _>>()
-            .map(Prompt::Tokens)
-    };
-    match o.get("prompt") {
-        Some(Value::String(s)) => Ok(Prompt::Text(s.clone())),
-        Some(Value::Array(a)) => match a.as_slice() {
-            [] => Err(ApiError::invalid("prompt", "`prompt` is empty")),
-            [Value::String(s)] => Ok(Prompt::Text(s.clone())),
-            [Value::Array(ids)] => tokens(ids),
-            ids if ids.iter().all(Value::is_number) => tokens(ids),
-            _ => Err(ApiError::invalid(
-                "prompt",
-                "several prompts in one request are not supported",
-            )),
-        },
-        None => Err(ApiError::invalid("prompt", "`prompt` is required")),
-        Some(_) => Err(bad()),
     }
 }
 
