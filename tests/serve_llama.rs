@@ -11,6 +11,7 @@
 //! - `/completion` plain and streamed (llama-server's event shape) give the same greedy text;
 //!   `ignore_eos` runs to `n_predict`; `-s 42` makes seedless sampled requests repeat and equal
 //!   to `"seed": 42`;
+//! - the refused fields and `logit_bias` again through the official `openai` Python client;
 //! - `/props`, CORS preflight and headers (the Fetch standard's), and a `: keep-alive` comment on
 //!   a stream held in the queue.
 
@@ -211,7 +212,8 @@ fn props(s: &Server) {
     );
 }
 
-fn logit_bias_follows_llama_cpp_logits(s: &Server) {
+/// Checks `logit_bias` on both routes; llama.cpp's (top, runner-up, lowest listed) token ids.
+fn logit_bias_follows_llama_cpp_logits(s: &Server) -> (u32, u32, u32) {
     let fx = fixture("tests/data/fixtures/smollm2_reference.json");
     let case = &fx["cases"][0];
     assert_eq!(case["prompt_ids"], json!(FRANCE));
@@ -253,6 +255,23 @@ fn logit_bias_follows_llama_cpp_logits(s: &Server) {
             "+100 forces the lowest listed token"
         );
     }
+    (top, second, low)
+}
+
+/// The same rules through the official `openai` client (tests/serve/openai_fields.py).
+fn openai_client(s: &Server, (top, second, low): (u32, u32, u32)) {
+    let mut args: Vec<String> = vec!["--base-url".into(), s.url()];
+    for (k, v) in [("--top", top), ("--second", second), ("--low", low)] {
+        args.extend([k.to_string(), v.to_string()]);
+    }
+    for f in FIELDS.iter().filter(|f| f.at & fields::CHAT != 0) {
+        if let Kind::Refused { ask, .. } = f.kind {
+            args.extend(["--refused".to_string(), format!("{}={ask}", f.name)]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = harness::script("openai_fields.py", &args, std::time::Duration::from_secs(240));
+    assert!(r["refused"].as_u64().is_some_and(|n| n >= 20), "{r}");
 }
 
 /// The text of a streamed `/completion`, its last event checked.
@@ -442,7 +461,8 @@ fn llama_server_routes_fields_and_sampling() {
     apply_template_is_jinja2s(&s);
     props(&s);
     cors(&s);
-    logit_bias_follows_llama_cpp_logits(&s);
+    let ids = logit_bias_follows_llama_cpp_logits(&s);
+    openai_client(&s, ids);
     completion_plain_and_streamed(&s);
     seed_from_the_command_line(&s);
     keep_alive_while_queued(&s);
