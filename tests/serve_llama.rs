@@ -270,7 +270,11 @@ fn openai_client(s: &Server, (top, second, low): (u32, u32, u32)) {
         }
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let r = harness::script("openai_fields.py", &args, std::time::Duration::from_secs(240));
+    let r = harness::script(
+        "openai_fields.py",
+        &args,
+        std::time::Duration::from_secs(240),
+    );
     assert!(r["refused"].as_u64().is_some_and(|n| n >= 20), "{r}");
 }
 

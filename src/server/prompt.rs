@@ -53,6 +53,11 @@ pub fn completion_prompt(o: &Map<String, Value>, n_vocab: u32) -> Result<Prompt,
             [Value::String(s)] => Ok(Prompt::Text(s.clone())),
             [Value::Array(ids)] => tokens(ids),
             ids if ids.iter().all(Value::is_number) => tokens(ids),
+            ids if ids.iter().any(Value::is_number) => Err(ApiError::invalid(
+                "prompt",
+                "token ids mixed with strings in one `prompt` are not supported: \
+                 tokenize the text (/tokenize) and send ids only",
+            )),
             _ => Err(ApiError::invalid(
                 "prompt",
                 "several prompts in one request are not supported",
