@@ -419,3 +419,58 @@ fn validation_names_the_bad_value() {
     let got = (d.repeat_last_n, d.presence_penalty, d.frequency_penalty);
     assert_eq!(got, (64, 0.0, 0.0));
 }
+
+/// `logit_bias` (OpenAI: "-100 or 100 should result in a ban or exclusive selection of the
+/// relevant token"; llama.cpp: a bias of `false` is -inf): greedy and sampled rows alike see the
+/// bias before the chain, so the chain equals the reference chain over biased logits.
+#[test]
+fn logit_bias_is_added_before_greedy_and_the_chain() {
+    let logits = random_logits(500, 11, 4.0);
+    let mut order: Vec<u32> = (0..500).collect();
+    order.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
+    let (best, runner_up, low) = (order[0], order[1], order[499]);
+    let greedy = |bias: Vec<(u32, f32)>| {
+        let mut s = Sampler::new(SamplerParams::greedy(), 500)
+            .unwrap()
+            .with_bias(bias);
+        s.sample(&logits)
+    };
+    assert_eq!(greedy(vec![]), best);
+    assert_eq!(
+        greedy(vec![(best, -100.0)]),
+        runner_up,
+        "-100 on the argmax"
+    );
+    assert_eq!(greedy(vec![(best, f32::NEG_INFINITY)]), runner_up, "a ban");
+    assert_eq!(
+        greedy(vec![(low, 100.0)]),
+        low,
+        "+100 forces the lowest token"
+    );
+    assert_eq!(
+        greedy(vec![(9999, 100.0)]),
+        best,
+        "ids past the vocabulary are ignored"
+    );
+
+    let bias = vec![(best, -3.0), (low, 5.0), (order[7], f32::NEG_INFINITY)];
+    let mut biased = logits.clone();
+    for &(id, b) in &bias {
+        biased[id as usize] += b;
+    }
+    let params = chain(0.9, 40, 0.95, 0.02);
+    let mut s = Sampler::new(params, 500).unwrap().with_bias(bias);
+    let got = s.candidates(&logits);
+    let want = reference_chain(&biased, &params);
+    let got_ids: Vec<u32> = got.iter().map(|x| x.0).collect();
+    let want_ids: Vec<u32> = want.iter().map(|x| x.0).collect();
+    assert_eq!(got_ids, want_ids);
+    assert!(
+        !got_ids.contains(&order[7]),
+        "a banned token is never a candidate"
+    );
+}

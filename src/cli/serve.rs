@@ -57,6 +57,13 @@ pub struct ServeArgs {
     /// every one has a request in flight).
     #[arg(long = "max-connections", default_value_t = 256)]
     pub max_connections: usize,
+    /// Origins browsers may call from (CORS; repeat or comma-separate; `*` for any).
+    #[arg(long = "cors-origin", value_delimiter = ',')]
+    pub cors_origin: Vec<String>,
+    /// Seconds between SSE keep-alive comments on a quiet stream (queued, or between tokens);
+    /// 0 turns them off.
+    #[arg(long = "sse-keepalive", default_value_t = 10)]
+    pub sse_keepalive: u64,
 }
 
 pub fn run(args: &ServeArgs) -> Result<()> {
@@ -151,5 +158,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         defaults,
         conn,
         queue_timeout,
+        seed: m.seed,
+        cors_origins: args.cors_origin.clone(),
+        keep_alive: (args.sse_keepalive > 0)
+            .then(|| std::time::Duration::from_secs(args.sse_keepalive)),
     })
 }

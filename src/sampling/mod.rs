@@ -2,7 +2,7 @@
 //! samplers, parameters and order:
 //!
 //! ```text
-//! penalties (repeat, presence, frequency over the last repeat_last_n accepted tokens)
+//! logit bias → penalties (repeat, presence, frequency over the last repeat_last_n accepted tokens)
 //!   → top-k → top-p → min-p → temperature → draw from the softmax (xoshiro256**)
 //! ```
 //!
@@ -58,6 +58,9 @@ pub struct Sampler {
     cands: Candidates,
     /// Unnormalised softmax weights, parallel to `cands.items`.
     weights: Vec<f64>,
+    /// `(id, bias)` added to the row before anything else (OpenAI's and llama.cpp's
+    /// `logit_bias`; `-inf` bans a token). Ids `>= n_vocab` are ignored.
+    bias: Vec<(u32, f32)>,
 }
 
 impl Sampler {
@@ -77,7 +80,16 @@ impl Sampler {
             row: Vec::with_capacity(n_vocab),
             cands: Candidates::default(),
             weights: Vec::new(),
+            bias: Vec::new(),
         })
+    }
+
+    /// The same sampler with `bias` added to every row's logits before the chain (and before
+    /// the greedy argmax), as llama.cpp's logit-bias sampler does first in its chain. A bias of
+    /// `f32::NEG_INFINITY` bans the token; NaN counts as -inf.
+    pub fn with_bias(mut self, bias: Vec<(u32, f32)>) -> Self {
+        self.bias = bias;
+        self
     }
 
     pub fn params(&self) -> &SamplerParams {
@@ -197,6 +209,11 @@ impl Sampler {
         self.row
             .extend(logits.iter().take(self.n_vocab).map(|&x| sanitize(x)));
         self.row.resize(self.n_vocab, f32::NEG_INFINITY);
+        for &(id, b) in &self.bias {
+            if let Some(x) = self.row.get_mut(id as usize) {
+                *x = sanitize(*x + b);
+            }
+        }
         self.history.apply(&self.params, &mut self.row);
 
         let best = argmax(&self.row);

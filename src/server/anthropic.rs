@@ -2,7 +2,7 @@
 //! flint's chat generation. A body is checked field by field, translated into the OpenAI chat
 //! body it means (system prompt first, text blocks joined, `stop_sequences` → `stop`) and parsed
 //! by the chat endpoint's own parser ([`request::parse`]), then generated through the same path
-//! as `/v1/chat/completions` ([`super::http::start`]); only the answer's shape differs: a
+//! as `/v1/chat/completions` ([`super::http::submit_request`]); only the answer's shape differs: a
 //! `message` object, or Anthropic's named SSE events ([`super::anthropic_stream`]). Errors take
 //! Anthropic's shape `{"type": "error", "error": {"type", "message"}}`. Tool use, images,
 //! documents and extended thinking are refused with a 400 naming them.
@@ -18,7 +18,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
-use super::http::{read_json, start, tokens};
+use super::http::{read_json, submit_request, tokens};
 use super::request::{self, Endpoint};
 use super::slots::{Event, Outcome};
 use super::state::App;
@@ -275,7 +275,8 @@ async fn handle(
     let stream = value.get("stream").and_then(Value::as_bool) == Some(true);
     let chat = to_chat(&value, false)?;
     let req = request::parse(Endpoint::Chat, &chat, &ready.limits)?;
-    let (mut rx, input_tokens) = start(&app, &ready, req).await?;
+    let sub = submit_request(&app, &ready, req).await?;
+    let (mut rx, input_tokens) = (sub.rx, sub.prompt_tokens);
     let id = app.next_id(Endpoint::Chat);
     let meta = MessageMeta {
         id: format!("msg_{}", id.trim_start_matches("chatcmpl-")),

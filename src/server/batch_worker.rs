@@ -15,7 +15,6 @@ use super::stop::{StopMatcher, StopState};
 use crate::engine::batch::BatchEngine;
 use crate::engine::batch_run::{self, BatchRequest, Ended, SeqState};
 use crate::engine::{Engine, GenStats};
-use crate::sampling::Sampler;
 use crate::speculative::SpecStats;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::Result;
@@ -220,16 +219,13 @@ fn admit<'t>(
         let ids = &job.prompt;
         let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
         let keep = common.min(ids.len().saturating_sub(1));
-        let sampler = match job.sampling {
-            Some(p) => match Sampler::new(p, eng.fwd.hp().n_vocab) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    let _ = job.tx.send(Event::Error(e.to_string()));
-                    shared.slots.release(seq);
-                    continue;
-                }
-            },
-            None => None,
+        let sampler = match job.sampler(eng.fwd.hp().n_vocab) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = job.tx.send(Event::Error(e.to_string()));
+                shared.slots.release(seq);
+                continue;
+            }
         };
         let mut keep = keep;
         let drafter = match eng.drafters.get_mut(seq) {
@@ -376,7 +372,7 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
         spec: a.st.pending.as_ref().map(|p| (p.drafted, p.accepted)),
-        stop_word: a.stop.matched().map(str::to_string),
+        stop_word: a.stop.matched.clone(),
     };
     let _ = a.job.tx.send(Event::Done(outcome));
 }

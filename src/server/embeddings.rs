@@ -260,13 +260,14 @@ async fn embed_one(app: &App, prompt: Vec<u32>) -> Result<Vec<f32>, ApiError> {
         prompt,
         max_tokens: 0,
         sampling: None,
+        bias: Vec::new(),
         stop: Vec::new(),
         tx,
         queued_at: std::time::Instant::now(),
         admitted: Some(told),
         embed: Some(reply),
     };
-    enqueue(app, job, admitted).await?;
+    enqueue(app, job, admitted, None).await?;
     if let Ok(v) = vector.await {
         return Ok(v);
     }

@@ -14,14 +14,14 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::error::ApiError;
+use super::llama_routes;
 use super::metrics::Metrics;
 use super::request::{self, check_depth, Endpoint, GenRequest, Prompt};
 use super::response::{self, Meta};
 use super::slots::{Event, Job, Refused};
 use super::state::{App, Ready};
-use tokio::sync::mpsc::UnboundedReceiver;
 
-/// Request bodies above this are refused with 413 (reliability D2).
+/// Request bodies above this are refused with 413.
 pub const MAX_BODY: usize = 1 << 20;
 /// JSON nesting above this is refused with 400.
 pub const MAX_DEPTH: usize = 64;
@@ -29,8 +29,10 @@ pub const MAX_DEPTH: usize = 64;
 /// Routes that need no key.
 const PUBLIC: &[&str] = &["/health", "/v1/health", "/v1/models", "/models"];
 
-pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+/// The routes behind the gate, and CORS in front of it (a browser's preflight carries no key)
+/// when `cors_origins` names any origin.
+pub fn router(app: Arc<App>, cors_origins: &[String]) -> crate::Result<Router> {
+    let router = Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/v1/models", get(models))
@@ -41,6 +43,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/completions", post(completions))
+        .route("/completion", post(llama_routes::completion))
+        .route("/tokenize", post(llama_routes::tokenize))
+        .route("/detokenize", post(llama_routes::detokenize))
+        .route("/apply-template", post(llama_routes::apply_template))
+        .route("/props", get(llama_routes::props))
         .route("/v1/embeddings", post(super::embeddings::embeddings))
         .route("/embeddings", post(super::embeddings::embeddings))
         .route("/v1/messages", post(super::anthropic::messages_route))
@@ -51,7 +58,11 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(|req: Request| async move { ApiError::not_found(req.uri().path()) })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(Arc::clone(&app), gate))
-        .with_state(app)
+        .with_state(app);
+    Ok(match super::cors::layer(cors_origins)? {
+        Some(cors) => router.layer(cors),
+        None => router,
+    })
 }
 
 /// Keys, then readiness.
@@ -135,7 +146,7 @@ async fn completions(State(app): State<Arc<App>>, headers: HeaderMap, body: Body
 
 /// Read a body of at most [`MAX_BODY`] bytes, within `deadline`, as UTF-8 JSON nested at most
 /// [`MAX_DEPTH`] deep.
-pub(super) async fn read_json(
+pub async fn read_json(
     headers: &HeaderMap,
     body: Body,
     deadline: std::time::Duration,
@@ -176,6 +187,17 @@ fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
+/// A request queued for a slot: its events, and what its response needs.
+pub struct Submitted {
+    pub rx: tokio::sync::mpsc::UnboundedReceiver<super::slots::Event>,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// The prompt's tokens (llama-server's `tokens_evaluated`).
+    pub prompt_tokens: usize,
+    /// The slot's context rows.
+    pub n_ctx: u32,
+}
+
 async fn generate(
     app: Arc<App>,
     endpoint: Endpoint,
@@ -183,31 +205,40 @@ async fn generate(
     body: Body,
 ) -> Result<Response, ApiError> {
     let value = read_json(headers, body, app.timeouts.body).await?;
-    let ready = app.ready()?;
-    let req = request::parse(endpoint, &value, &ready.limits)?;
-    let (stream, include_usage) = (req.stream, req.include_usage);
-    let (rx, _) = start(&app, &ready, req).await?;
+    let sub = submit(&app, endpoint, &value).await?;
     let meta = Meta {
         id: app.next_id(endpoint),
         created: super::state::now_secs(),
         model: app.alias.clone(),
         endpoint,
-        include_usage,
+        include_usage: sub.include_usage,
     };
-    if stream {
-        Ok(response::stream(meta, rx))
+    if sub.stream {
+        Ok(response::stream(meta, sub.rx, app.timeouts.keep_alive))
     } else {
-        response::collect(meta, rx).await
+        response::collect(meta, sub.rx).await
     }
 }
 
-/// Tokenizes a validated request and queues its generation: the receiver of its events, once a
-/// slot took it, and the prompt's tokens (`/v1/messages` generates this way too).
-pub(super) async fn start(
+/// Parse, tokenize, bound and queue a generation; returns once a slot took it or, for a
+/// stream, once it has waited one keep-alive interval (the stream then opens and sends
+/// keep-alive comments; if no slot takes it within `--timeout`, its first event is the error).
+pub async fn submit(
+    app: &Arc<App>,
+    endpoint: Endpoint,
+    value: &Value,
+) -> Result<Submitted, ApiError> {
+    let ready = app.ready()?;
+    let req = request::parse(endpoint, value, &ready.limits)?;
+    submit_request(app, &ready, req).await
+}
+
+/// [`submit`] of a validated request (`/v1/messages` generates this way too).
+pub(super) async fn submit_request(
     app: &Arc<App>,
     ready: &Arc<Ready>,
     req: GenRequest,
-) -> Result<(UnboundedReceiver<Event>, usize), ApiError> {
+) -> Result<Submitted, ApiError> {
     let endpoint = req.endpoint;
     let tokenize = {
         let (ready, prompt, special) = (Arc::clone(ready), req.prompt.clone(), req.parse_special);
@@ -239,30 +270,69 @@ pub(super) async fn start(
     }
     let max_tokens = req.max_tokens.map_or(n_ctx - prompt.len(), |m| m as usize);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let GenRequest { sampling, stop, .. } = req;
+    let GenRequest {
+        sampling,
+        stop,
+        stream,
+        include_usage,
+        ignore_eos,
+        mut logit_bias,
+        ..
+    } = req;
+    // llama-server's `ignore_eos`: every end-of-generation token gets a -inf bias.
+    if ignore_eos {
+        logit_bias.extend(
+            ready
+                .tok
+                .eog_ids()
+                .iter()
+                .map(|&id| (id, f32::NEG_INFINITY)),
+        );
+    }
+    // A bias needs the logits on the host: greedy then runs as a host argmax over biased rows.
+    let sampling = match sampling {
+        None if !logit_bias.is_empty() => Some(crate::sampling::SamplerParams::greedy()),
+        s => s,
+    };
+    let prompt_tokens = prompt.len();
     let (told, admitted) = tokio::sync::oneshot::channel();
-    let n_prompt = prompt.len();
+    let queued_tx = tx.clone();
     let job = Job {
         id: 0,
         prompt,
         max_tokens,
         sampling,
+        bias: logit_bias,
         stop,
         tx,
         queued_at: std::time::Instant::now(),
         admitted: Some(told),
         embed: None,
     };
-    enqueue(app, job, admitted).await?;
-    Ok((rx, n_prompt))
+    let open_after = match app.timeouts.keep_alive {
+        Some(k) if stream => Some((k, queued_tx)),
+        _ => None,
+    };
+    enqueue(app, job, admitted, open_after).await?;
+    Ok(Submitted {
+        rx,
+        stream,
+        include_usage,
+        prompt_tokens,
+        n_ctx: ready.limits.n_ctx,
+    })
 }
 
 /// Queues `job` (429 when the queue is full, 503 when shutting down) and waits until a slot
-/// takes it (503 past the queue deadline); `admitted` is told by the slot then.
+/// takes it (503 past the queue deadline); `admitted` is told by the slot then. With
+/// `open_after` (a stream's keep-alive interval and its sender) it waits that long at most: the
+/// stream then opens (keep-alive comments flow) and, if no slot takes the job by the deadline,
+/// its first event is the queue-timeout error.
 pub(super) async fn enqueue(
     app: &App,
     job: Job,
-    admitted: tokio::sync::oneshot::Receiver<()>,
+    mut admitted: tokio::sync::oneshot::Receiver<()>,
+    open_after: Option<(std::time::Duration, tokio::sync::mpsc::UnboundedSender<Event>)>,
 ) -> Result<(), ApiError> {
     let id = match app.slots.submit(job) {
         Ok(id) => {
@@ -280,9 +350,26 @@ pub(super) async fn enqueue(
     // The queue deadline: a job no slot took in time leaves the queue with a 503 to retry. (A
     // sender dropped unsent means the job was failed or the server is stopping: its events say.)
     let deadline = app.timeouts.queue;
-    if tokio::time::timeout(deadline, admitted).await.is_err() && app.slots.withdraw(id) {
-        Metrics::inc(&app.metrics.rejected);
-        return Err(ApiError::queue_timeout(deadline));
+    let first = open_after.as_ref().map_or(deadline, |(k, _)| (*k).min(deadline));
+    if tokio::time::timeout(first, &mut admitted).await.is_err() {
+        match open_after {
+            Some((_, queued_tx)) if first < deadline => {
+                let (slots, metrics) = (Arc::clone(&app.slots), Arc::clone(&app.metrics));
+                tokio::spawn(async move {
+                    let late = tokio::time::timeout(deadline - first, admitted).await;
+                    if late.is_err() && slots.withdraw(id) {
+                        Metrics::inc(&metrics.rejected);
+                        let why = ApiError::queue_timeout(deadline).message;
+                        let _ = queued_tx.send(Event::Error(why));
+                    }
+                });
+            }
+            _ if app.slots.withdraw(id) => {
+                Metrics::inc(&app.metrics.rejected);
+                return Err(ApiError::queue_timeout(deadline));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -290,11 +377,7 @@ pub(super) async fn enqueue(
 /// The prompt's token ids. Special-token text a client writes stays text: in chat message
 /// contents always (only the template's markup gives control tokens), in a completion prompt
 /// unless the request sets `parse_special`.
-pub(super) fn tokens(
-    ready: &Ready,
-    prompt: &Prompt,
-    parse_special: bool,
-) -> Result<Vec<u32>, ApiError> {
+pub fn tokens(ready: &Ready, prompt: &Prompt, parse_special: bool) -> Result<Vec<u32>, ApiError> {
     let tok_err = |field: &str, e: crate::tokenizer::TokenizerError| {
         ApiError::invalid(field, format!("cannot tokenize the {field}: {e}"))
     };

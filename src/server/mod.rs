@@ -7,13 +7,19 @@
 mod anthropic;
 mod anthropic_stream;
 mod batch_worker;
+mod bias;
 pub mod conn;
 mod embed_job;
 mod embeddings;
+mod cors;
 mod error;
+pub mod fields;
 mod http;
 mod inflight;
+mod llama_completion;
+mod llama_routes;
 mod metrics;
+mod prompt;
 pub mod request;
 mod response;
 mod slots;
@@ -57,6 +63,12 @@ pub struct ServeOptions {
     pub conn: conn::Limits,
     /// How long a request may wait in the queue for a slot before it is answered 503.
     pub queue_timeout: Duration,
+    /// The seed of requests that set none (`-s`); `None`: each takes the clock.
+    pub seed: Option<u64>,
+    /// Origins allowed by CORS (`--cors-origin`; `*` for any); empty: no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// Between SSE keep-alive comments on a quiet stream (`None`: off).
+    pub keep_alive: Option<Duration>,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -120,9 +132,11 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
         state::Timeouts {
             body: opts.conn.body,
             queue: opts.queue_timeout,
+            keep_alive: opts.keep_alive,
         },
     ));
     let limits = opts.conn;
+    let router = http::router(app.clone(), &opts.cors_origins)?;
     spawn_loader(Arc::clone(&app), opts);
     let stop = Arc::new(tokio::sync::Notify::new());
     let signal = {
@@ -137,15 +151,7 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
     };
     tokio::spawn(signal);
     let table = Arc::new(conn::Table::default());
-    conn::serve(
-        listener,
-        http::router(app),
-        limits,
-        table,
-        stop,
-        SHUTDOWN_GRACE,
-    )
-    .await;
+    conn::serve(listener, router, limits, table, stop, SHUTDOWN_GRACE).await;
     Ok(())
 }
 
@@ -228,6 +234,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             n_ctx,
             model_names: vec![opts.alias.clone()],
             defaults: opts.defaults,
+            seed: opts.seed,
             n_vocab,
         };
         let device = Arc::new(parking_lot::Mutex::new(()));
@@ -281,6 +288,8 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             tok,
             template,
             limits,
+            model_path: opts.engine.model.display().to_string(),
+            speculative: drafter,
         });
     });
 }

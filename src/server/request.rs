@@ -1,11 +1,14 @@
-//! Parsing and bounds of `/v1/chat/completions` and `/v1/completions` request bodies. Fields
-//! are read one by one from the JSON value so every refusal names its field and value
-//! (reliability D2); unknown fields are ignored as OpenAI's own server does, but features flint
-//! does not have (`n` > 1, `logprobs`, tools) are refused rather than silently dropped.
+//! Parsing and bounds of `/v1/chat/completions`, `/v1/completions` and llama-server's
+//! `/completion` request bodies. Fields are read one by one from the JSON value so every refusal
+//! names its field and value (reliability D2). Every field is first held to the table of
+//! [`super::fields`]: unknown fields and features flint does not have (`n` > 1, `logprobs`,
+//! tools, grammars, other samplers) are refused by name rather than silently dropped.
 
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use super::prompt::completion_prompt;
+use super::{bias, fields};
 use crate::sampling::SamplerParams;
 use crate::tokenizer::ChatMessage;
 
@@ -18,6 +21,8 @@ pub const MAX_STOP_BYTES: usize = 256;
 pub enum Endpoint {
     Chat,
     Completion,
+    /// llama-server's `/completion`.
+    LlamaCompletion,
 }
 
 /// What to complete.
@@ -33,8 +38,12 @@ pub enum Prompt {
 pub struct GenRequest {
     pub endpoint: Endpoint,
     pub prompt: Prompt,
-    /// `max_tokens` / `max_completion_tokens` (`None`: until the context is full).
+    /// `n_predict` / `max_tokens` / `max_completion_tokens` (`None`: until the context is full).
     pub max_tokens: Option<u32>,
+    /// `ignore_eos`: end-of-generation tokens are banned (llama-server gives them a -inf bias).
+    pub ignore_eos: bool,
+    /// `logit_bias`: `(token id, bias)`, added to the logits before sampling or the argmax.
+    pub logit_bias: Vec<(u32, f32)>,
     /// `None`: greedy (temperature 0 and no penalties).
     pub sampling: Option<SamplerParams>,
     pub stop: Vec<String>,
@@ -56,6 +65,8 @@ pub struct Limits {
     pub model_names: Vec<String>,
     /// Sampling defaults (the command line's).
     pub defaults: SamplerParams,
+    /// The seed of requests without one (`serve -s`); `None`: each takes the clock.
+    pub seed: Option<u64>,
     pub n_vocab: u32,
 }
 
@@ -127,6 +138,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         }
         Some(_) => return Err(ApiError::invalid("model", "`model` must be a string")),
     }
+    fields::check(endpoint, o)?;
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
             return Err(ApiError::invalid(
@@ -136,18 +148,25 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         }
     }
     refuse_logprobs(o)?;
-    if o.get("tools")
-        .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()))
-    {
-        return Err(ApiError::invalid("tools", "tool calls are not supported"));
-    }
     let prompt = match endpoint {
         Endpoint::Chat => Prompt::Chat(messages(o)?),
-        Endpoint::Completion => completion_prompt(o, limits.n_vocab)?,
+        Endpoint::Completion | Endpoint::LlamaCompletion => completion_prompt(o, limits.n_vocab)?,
     };
-    let max_tokens = match integer(o, "max_completion_tokens", i64::MIN, i64::MAX)? {
-        Some(v) => Some(("max_completion_tokens", v)),
-        None => integer(o, "max_tokens", i64::MIN, i64::MAX)?.map(|v| ("max_tokens", v)),
+    // llama-server reads `n_predict` first, then `max_tokens`; -1 means until the context ends.
+    let max_tokens = match integer(o, "n_predict", i64::MIN, i64::MAX)? {
+        Some(-1) => None,
+        Some(0) => {
+            return Err(ApiError::invalid(
+                "n_predict",
+                "`n_predict` is 0: evaluating a prompt without generating is not supported \
+                 (use -1 for no limit, or at least 1)",
+            ))
+        }
+        Some(v) => Some(("n_predict", v)),
+        None => match integer(o, "max_completion_tokens", i64::MIN, i64::MAX)? {
+            Some(v) => Some(("max_completion_tokens", v)),
+            None => integer(o, "max_tokens", i64::MIN, i64::MAX)?.map(|v| ("max_tokens", v)),
+        },
     };
     let max_tokens = match max_tokens {
         Some((key, v)) if v < 1 || v > i64::from(limits.n_ctx) => {
@@ -163,8 +182,13 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         None => None,
     };
     let stream = boolean(o, "stream")?;
+    // llama-server's `/completion` parses special-token text; OpenAI's routes do not unless asked.
     let parse_special = match endpoint {
         Endpoint::Completion => boolean(o, "parse_special")?,
+        Endpoint::LlamaCompletion => match o.get("parse_special") {
+            None | Some(Value::Null) => true,
+            Some(_) => boolean(o, "parse_special")?,
+        },
         Endpoint::Chat => false,
     };
     let include_usage = match o.get("stream_options") {
@@ -181,6 +205,8 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         endpoint,
         prompt,
         max_tokens,
+        ignore_eos: boolean(o, "ignore_eos")?,
+        logit_bias: bias::parse(o.get("logit_bias"), limits.n_vocab)?,
         sampling: sampling(o, limits)?,
         stop: stops(o)?,
         stream,
@@ -241,6 +267,12 @@ fn sampling(o: &Obj, limits: &Limits) -> Result<Option<SamplerParams>, ApiError>
         presence_penalty: f("presence_penalty", -2.0, 2.0, d.presence_penalty)?,
         frequency_penalty: f("frequency_penalty", -2.0, 2.0, d.frequency_penalty)?,
         top_k: integer(o, "top_k", 0, i64::from(limits.n_vocab))?.map_or(d.top_k, |k| k as u32),
+        // -1: the whole context (llama-server's spelling).
+        repeat_last_n: match integer(o, "repeat_last_n", -1, i64::from(limits.n_ctx))? {
+            Some(-1) => limits.n_ctx as usize,
+            Some(n) => n as usize,
+            None => d.repeat_last_n,
+        },
         ..d
     };
     if let Some(x) = number(o, "top_p", 0.0, 1.0)? {
@@ -253,7 +285,11 @@ fn sampling(o: &Obj, limits: &Limits) -> Result<Option<SamplerParams>, ApiError>
         p.top_p = x as f32;
     }
     p.seed = match o.get("seed") {
-        None | Some(Value::Null) => clock_seed(),
+        None | Some(Value::Null) => limits.seed.unwrap_or_else(clock_seed),
+        // llama-server's -1 (and its u32 spelling): a random seed.
+        Some(v) if v.as_i64() == Some(-1) || v.as_u64() == Some(u64::from(u32::MAX)) => {
+            clock_seed()
+        }
         Some(v) => match (v.as_u64(), v.as_i64()) {
             (Some(s), _) => s,
             (None, Some(s)) => s as u64,
@@ -309,7 +345,8 @@ fn stops(o: &Obj) -> Result<Vec<String>, ApiError> {
         .collect()
 }
 
-fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
+/// `messages` of a chat request (also `/apply-template`'s).
+pub fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
     let list = match o.get("messages") {
         Some(Value::Array(a)) if !a.is_empty() => a,
         Some(Value::Array(_)) => return Err(ApiError::invalid("messages", "`messages` is empty")),
@@ -377,62 +414,6 @@ fn content(v: Option<&Value>, field: &str) -> Result<String, ApiError> {
             &field,
             "`content` must be a string or an array of parts",
         )),
-    }
-}
-
-/// A token id of a prompt: an integer in `0..n_vocab` (the refusal names its place and value).
-fn token_id(v: &Value, at: usize, n_vocab: u32) -> Result<u32, ApiError> {
-    let id = match v.as_i64() {
-        Some(id) => id,
-        None => {
-            return Err(ApiError::invalid(
-                "prompt",
-                format!("prompt[{at}] is {v}: a token id is an integer"),
-            ))
-        }
-    };
-    u32::try_from(id)
-        .ok()
-        .filter(|&t| t < n_vocab)
-        .ok_or_else(|| {
-            ApiError::invalid(
-                "prompt",
-                format!("prompt[{at}] is token id {id}: the vocabulary holds ids 0..{n_vocab}"),
-            )
-        })
-}
-
-fn completion_prompt(o: &Obj, n_vocab: u32) -> Result<Prompt, ApiError> {
-    let bad = || {
-        ApiError::invalid(
-            "prompt",
-            "`prompt` must be a string, one string in an array, or token ids",
-        )
-    };
-    let tokens = |a: &[Value]| -> Result<Prompt, ApiError> {
-        if a.is_empty() {
-            return Err(ApiError::invalid("prompt", "`prompt` holds no token ids"));
-        }
-        a.iter()
-            .enumerate()
-            .map(|(at, t)| token_id(t, at, n_vocab))
-            .collect::<Result<Vec<u32>, _>>()
-            .map(Prompt::Tokens)
-    };
-    match o.get("prompt") {
-        Some(Value::String(s)) => Ok(Prompt::Text(s.clone())),
-        Some(Value::Array(a)) => match a.as_slice() {
-            [] => Err(ApiError::invalid("prompt", "`prompt` is empty")),
-            [Value::String(s)] => Ok(Prompt::Text(s.clone())),
-            [Value::Array(ids)] => tokens(ids),
-            ids if ids.iter().all(Value::is_number) => tokens(ids),
-            _ => Err(ApiError::invalid(
-                "prompt",
-                "several prompts in one request are not supported",
-            )),
-        },
-        None => Err(ApiError::invalid("prompt", "`prompt` is required")),
-        Some(_) => Err(bad()),
     }
 }
 

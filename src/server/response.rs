@@ -3,8 +3,9 @@
 //! counters. Streams end with an `error` event when the generation fails or the server stops.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -70,7 +71,7 @@ impl Meta {
         match (self.endpoint, chunk) {
             (Endpoint::Chat, false) => "chat.completion",
             (Endpoint::Chat, true) => "chat.completion.chunk",
-            (Endpoint::Completion, _) => "text_completion",
+            (Endpoint::Completion | Endpoint::LlamaCompletion, _) => "text_completion",
         }
     }
 
@@ -94,7 +95,7 @@ impl Meta {
                 "logprobs": null,
                 "finish_reason": o.finish_reason,
             }),
-            Endpoint::Completion => json!({
+            Endpoint::Completion | Endpoint::LlamaCompletion => json!({
                 "index": 0,
                 "text": text,
                 "logprobs": null,
@@ -121,7 +122,7 @@ impl Meta {
                 }
                 json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
             }
-            Endpoint::Completion => json!({
+            Endpoint::Completion | Endpoint::LlamaCompletion => json!({
                 "index": 0,
                 "text": text.unwrap_or(""),
                 "logprobs": null,
@@ -155,12 +156,26 @@ enum Stage {
     End,
 }
 
-fn data(v: &Value) -> Result<SseEvent, Infallible> {
+pub fn data(v: &Value) -> Result<SseEvent, Infallible> {
     Ok(SseEvent::default().data(v.to_string()))
 }
 
+/// Server-sent `events`, with a `: keep-alive` comment after every `keep_alive` without an
+/// event (while the request waits in the queue or between tokens), so proxies keep the stream.
+pub fn sse<S>(events: S, keep_alive: Option<Duration>) -> Response
+where
+    S: futures_util::Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,
+{
+    match keep_alive {
+        Some(every) => Sse::new(events)
+            .keep_alive(KeepAlive::new().interval(every).text("keep-alive"))
+            .into_response(),
+        None => Sse::new(events).into_response(),
+    }
+}
+
 /// Stream a generation as server-sent events.
-pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
+pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>, keep_alive: Option<Duration>) -> Response {
     let start = (rx, meta, Stage::Start);
     let events = futures_util::stream::unfold(start, |(mut rx, meta, stage)| async move {
         let (ev, next) = match stage {
@@ -191,9 +206,9 @@ pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
         };
         Some((ev, (rx, meta, next)))
     });
-    Sse::new(events).into_response()
+    sse(events, keep_alive)
 }
 
-fn shutting_down() -> ApiError {
+pub fn shutting_down() -> ApiError {
     ApiError::unavailable("the server is shutting down")
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::sampling::SamplerParams;
+use crate::sampling::{Sampler, SamplerError, SamplerParams};
 
 /// What a worker sends back to the request's handler.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +38,8 @@ pub struct Outcome {
     /// (drafted, accepted) when the slot speculated.
     pub spec: Option<(u64, u64)>,
     /// The stop string that ended the text (`finish_reason` `stop` without an end token).
+
+    /// The stop string that ended it, if one did.
     pub stop_word: Option<String>,
 }
 
@@ -49,6 +51,9 @@ pub struct Job {
     pub prompt: Vec<u32>,
     pub max_tokens: usize,
     pub sampling: Option<SamplerParams>,
+    /// `(token id, bias)` added to the logits (`logit_bias`, and -inf on end tokens for
+    /// `ignore_eos`); non-empty only with a host sampler (`sampling` is `Some`).
+    pub bias: Vec<(u32, f32)>,
     pub stop: Vec<String>,
     pub tx: UnboundedSender<Event>,
     pub queued_at: Instant,
@@ -61,6 +66,15 @@ pub struct Job {
 
 /// Where an embedding job's vector goes.
 pub type EmbedReply = tokio::sync::oneshot::Sender<Vec<f32>>;
+
+impl Job {
+    /// The job's host sampler with its bias; `None`: greedy on the device.
+    pub fn sampler(&self, n_vocab: u32) -> Result<Option<Sampler>, SamplerError> {
+        self.sampling
+            .map(|p| Ok(Sampler::new(p, n_vocab)?.with_bias(self.bias.clone())))
+            .transpose()
+    }
+}
 
 /// Why a job was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +266,7 @@ mod tests {
             prompt: vec![1],
             max_tokens: 1,
             sampling: None,
+            bias: Vec::new(),
             stop: Vec::new(),
             tx,
             queued_at: Instant::now(),

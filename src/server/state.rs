@@ -30,6 +30,10 @@ pub struct Ready {
     /// `None` when the model has no chat template.
     pub template: Option<ChatTemplate>,
     pub limits: Limits,
+    /// The model file as given (`/props`' `model_path`).
+    pub model_path: String,
+    /// Whether the slots speculate with a drafter.
+    pub speculative: bool,
 }
 
 /// The handlers' deadlines.
@@ -39,6 +43,8 @@ pub struct Timeouts {
     pub body: std::time::Duration,
     /// For a request waiting in the queue for a slot.
     pub queue: std::time::Duration,
+    /// Between SSE keep-alive comments on a stream with nothing to send (`None`: off).
+    pub keep_alive: Option<std::time::Duration>,
 }
 
 /// State shared by every handler.
@@ -146,7 +152,7 @@ impl App {
         let n = self.ids.fetch_add(1, Ordering::Relaxed);
         let prefix = match endpoint {
             Endpoint::Chat => "chatcmpl",
-            Endpoint::Completion => "cmpl",
+            Endpoint::Completion | Endpoint::LlamaCompletion => "cmpl",
         };
         format!("{prefix}-{:x}{n:06x}", self.created)
     }

@@ -17,8 +17,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     /// Text not yet released (a suffix that may begin a stop string).
     held: String,
-    /// The stop string that ended the text, once one did.
-    matched: Option<String>,
+    /// The stop string that ended the generation (llama-server's `stopping_word`).
+    pub matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -43,8 +43,8 @@ impl StopMatcher {
             .iter()
             .filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s)))
             .min_by_key(|(at, _)| *at);
-        if let Some((at, stop)) = first {
-            self.matched = Some(stop.clone());
+        if let Some((at, word)) = first {
+            self.matched = Some(word.clone());
             let out = self.held[..at].to_string();
             self.held.clear();
             return StopState::Stop(out);

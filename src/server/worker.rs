@@ -12,7 +12,6 @@ use super::metrics::Metrics;
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::Engine;
-use crate::sampling::Sampler;
 use crate::tokenizer::Tokenizer;
 use crate::Result;
 
@@ -111,10 +110,7 @@ fn run_job(
     let mut device = shared.device.lock();
     let ids = &job.prompt;
     let keep = engine.keep_prefix(cached, ids)?;
-    let mut sampler = match job.sampling {
-        Some(p) => Some(Sampler::new(p, engine.fwd.hp.n_vocab)?),
-        None => None,
-    };
+    let mut sampler = job.sampler(engine.fwd.hp.n_vocab)?;
     let mut decoder = tok.stream_decoder(false);
     let mut stop = StopMatcher::new(job.stop.clone());
     let mut generated: Vec<u32> = Vec::new();
@@ -189,7 +185,7 @@ fn run_job(
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
         spec: stats.spec.as_ref().map(|s| (s.drafted, s.accepted)),
-        stop_word: stop.matched().map(str::to_string),
+        stop_word: stop.matched.clone(),
     };
     let _ = job.tx.send(Event::Done(outcome));
     Ok(())

@@ -92,7 +92,9 @@ def one_request(c, srv, chat, prompt, max_tokens, stream, drop, extra=None):
             check(ct.startswith("text/event-stream"), f"{path}: stream Content-Type {ct!r}")
             parts, done = [], False
             for line in r.iter_lines():
-                if not line:
+                # A line opening with ':' is a comment (the server's keep-alive), which the
+                # SSE standard says to ignore (html.spec.whatwg.org, server-sent events).
+                if not line or line.startswith(":"):
                     continue
                 check(not done, f"{path}: data after [DONE]: {line!r}")
                 check(line.startswith("data: "), f"{path}: not an SSE data line: {line!r}")

@@ -1,0 +1,472 @@
+//! Every request field of OpenAI's chat and completions APIs and of llama-server's `/completion`,
+//! each marked honoured, accepted as metadata (harmless: it asks for nothing flint would have to
+//! do), or refused with the reason. A field in no row is refused as unknown: llama-server ignores
+//! such fields, flint does not, so a typo (`temprature`) surfaces instead of silently sampling
+//! with the default. A refused field given its "off" value (`mirostat: 0`, `typical_p: 1`,
+//! `n_probs: 0`, …) asks for nothing and is accepted, so front-ends that send every setting work.
+//!
+//! Sources: <https://platform.openai.com/docs/api-reference/chat/create>,
+//! <https://platform.openai.com/docs/api-reference/completions/create>, and llama.cpp's
+//! `tools/server/README.md` (<https://github.com/ggml-org/llama.cpp/tree/master/tools/server>).
+
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use super::request::Endpoint;
+
+/// Where a field is defined: bits of [`Endpoint`]s.
+pub const CHAT: u8 = 1;
+/// OpenAI's `/v1/completions`.
+pub const CMPL: u8 = 2;
+/// llama-server's `/completion`.
+pub const LLAMA: u8 = 4;
+pub const ALL: u8 = CHAT | CMPL | LLAMA;
+
+/// A refused field's values that ask for nothing (null always does).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Off {
+    /// Only null.
+    Null,
+    /// This number.
+    Num(f64),
+    /// `false`.
+    False,
+    /// An empty string, array or object, or `false`.
+    Empty,
+    /// One of these strings.
+    Strs(&'static [&'static str]),
+    /// `{"type": "text"}` (OpenAI's `response_format` default).
+    TextFormat,
+    /// An array of `"text"` only (OpenAI's `modalities` default).
+    TextOnly,
+}
+
+impl Off {
+    /// Whether `v` asks for nothing.
+    pub fn holds(self, v: &Value) -> bool {
+        if v.is_null() {
+            return true;
+        }
+        match self {
+            Off::Null => false,
+            Off::Num(x) => v.as_f64() == Some(x),
+            Off::False => v == &Value::Bool(false),
+            Off::Empty => match v {
+                Value::Bool(b) => !b,
+                Value::String(s) => s.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                Value::Object(o) => o.is_empty(),
+                _ => false,
+            },
+            Off::Strs(list) => v.as_str().is_some_and(|s| list.contains(&s)),
+            Off::TextOnly => v.as_array().is_some_and(|a| a.iter().all(|m| m == "text")),
+            Off::TextFormat => v
+                .as_object()
+                .is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("text"))),
+        }
+    }
+}
+
+/// What flint does with a field.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// Read and applied (the parser bounds it; some take only their supported values).
+    Honoured,
+    /// Accepted and not used: it changes nothing flint does.
+    Metadata,
+    /// Refused with 400 unless it holds its `off` value; `ask` is a value that asks for the
+    /// feature (JSON text: the tests send it, the docs show it).
+    Refused {
+        reason: &'static str,
+        off: Off,
+        ask: &'static str,
+    },
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Field {
+    pub name: &'static str,
+    /// The endpoints that define it ([`CHAT`], [`CMPL`], [`LLAMA`]).
+    pub at: u8,
+    pub kind: Kind,
+}
+
+const fn f(name: &'static str, at: u8, kind: Kind) -> Field {
+    Field { name, at, kind }
+}
+
+const fn no(reason: &'static str, off: Off, ask: &'static str) -> Kind {
+    Kind::Refused { reason, off, ask }
+}
+
+use Kind::{Honoured as H, Metadata as M};
+
+const STRUCTURED: &str = "structured output (grammars, JSON schemas, tools) is a later issue";
+const PROBS: &str = "log probabilities are not supported";
+const SAMPLER: &str = "this sampler is not in flint's chain \
+                       (penalties, top-k, top-p, min-p, temperature)";
+
+/// Every known field.
+pub const FIELDS: &[Field] = &[
+    // What to complete.
+    f("model", ALL, H),
+    f("messages", CHAT, H),
+    f("prompt", CMPL | LLAMA, H),
+    f("parse_special", CMPL | LLAMA, H),
+    // How long.
+    f("max_tokens", ALL, H),
+    f("max_completion_tokens", CHAT | CMPL, H),
+    f("n_predict", ALL, H),
+    f("ignore_eos", ALL, H),
+    f("stop", ALL, H),
+    // Sampling.
+    f("temperature", ALL, H),
+    f("top_p", ALL, H),
+    f("top_k", ALL, H),
+    f("min_p", ALL, H),
+    f("presence_penalty", ALL, H),
+    f("frequency_penalty", ALL, H),
+    f("repeat_penalty", ALL, H),
+    f("repeat_last_n", ALL, H),
+    f("seed", ALL, H),
+    f("logit_bias", ALL, H),
+    // Delivery.
+    f("stream", ALL, H),
+    f("stream_options", CHAT | CMPL, H),
+    f("n", CHAT | CMPL, H),
+    f("logprobs", CHAT | CMPL, H),
+    f("top_logprobs", CHAT, H),
+    // Harmless.
+    f("user", ALL, M),
+    f("metadata", CHAT, M),
+    f("store", CHAT, M),
+    f("service_tier", CHAT, M),
+    f("safety_identifier", CHAT, M),
+    f("prompt_cache_key", CHAT, M),
+    f("parallel_tool_calls", CHAT, M),
+    f("cache_prompt", ALL, M),
+    f("mirostat_tau", ALL, M),
+    f("mirostat_eta", ALL, M),
+    f("dynatemp_exponent", ALL, M),
+    f("xtc_threshold", ALL, M),
+    f("dry_base", ALL, M),
+    f("dry_allowed_length", ALL, M),
+    f("dry_penalty_last_n", ALL, M),
+    f("dry_sequence_breakers", ALL, M),
+    // Structured output and tools.
+    f(
+        "tools",
+        CHAT,
+        no(
+            STRUCTURED,
+            Off::Empty,
+            r#"[{"type":"function","function":{"name":"f"}}]"#,
+        ),
+    ),
+    f(
+        "tool_choice",
+        CHAT,
+        no(STRUCTURED, Off::Strs(&["none", "auto"]), r#""required""#),
+    ),
+    f(
+        "functions",
+        CHAT,
+        no(STRUCTURED, Off::Empty, r#"[{"name":"f"}]"#),
+    ),
+    f(
+        "function_call",
+        CHAT,
+        no(STRUCTURED, Off::Strs(&["none", "auto"]), r#"{"name":"f"}"#),
+    ),
+    f(
+        "response_format",
+        ALL,
+        no(STRUCTURED, Off::TextFormat, r#"{"type":"json_object"}"#),
+    ),
+    f(
+        "grammar",
+        ALL,
+        no(STRUCTURED, Off::Empty, r#""root ::= \"a\"""#),
+    ),
+    f(
+        "json_schema",
+        ALL,
+        no(STRUCTURED, Off::Null, r#"{"type":"string"}"#),
+    ),
+    f("parse_tool_calls", CHAT, no(STRUCTURED, Off::False, "true")),
+    // Samplers flint does not have.
+    f("typical_p", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
+    f("tfs_z", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
+    f("mirostat", ALL, no(SAMPLER, Off::Num(0.0), "2")),
+    f("dynatemp_range", ALL, no(SAMPLER, Off::Num(0.0), "0.5")),
+    f("top_n_sigma", ALL, no(SAMPLER, Off::Num(-1.0), "1.5")),
+    f("xtc_probability", ALL, no(SAMPLER, Off::Num(0.0), "0.5")),
+    f("dry_multiplier", ALL, no(SAMPLER, Off::Num(0.0), "0.8")),
+    f("penalize_nl", ALL, no(SAMPLER, Off::False, "true")),
+    f(
+        "min_keep",
+        ALL,
+        no(
+            "flint's filters keep at least one token; a floor is not supported",
+            Off::Num(0.0),
+            "5",
+        ),
+    ),
+    f(
+        "samplers",
+        ALL,
+        no(
+            "the sampler order is fixed (penalties, top-k, top-p, min-p, temperature)",
+            Off::Null,
+            r#"["top_k","temperature"]"#,
+        ),
+    ),
+    // Probabilities and extra output.
+    f("n_probs", ALL, no(PROBS, Off::Num(0.0), "5")),
+    f("post_sampling_probs", ALL, no(PROBS, Off::False, "true")),
+    f(
+        "return_tokens",
+        LLAMA,
+        no(
+            "token ids are not returned; use /tokenize on the text",
+            Off::False,
+            "true",
+        ),
+    ),
+    f(
+        "timings_per_token",
+        ALL,
+        no("timings come with the last event only", Off::False, "true"),
+    ),
+    f(
+        "return_progress",
+        ALL,
+        no("prompt progress events are not sent", Off::False, "true"),
+    ),
+    f(
+        "response_fields",
+        LLAMA,
+        no(
+            "the response's fields cannot be chosen",
+            Off::Empty,
+            r#"["content"]"#,
+        ),
+    ),
+    f(
+        "echo",
+        CMPL,
+        no("the prompt is not echoed", Off::False, "true"),
+    ),
+    f(
+        "best_of",
+        CMPL,
+        no("one completion per request", Off::Num(1.0), "3"),
+    ),
+    // Context and slots.
+    f(
+        "n_keep",
+        ALL,
+        no(
+            "flint never shifts the context: a request ends when its slot's context is full",
+            Off::Num(0.0),
+            "-1",
+        ),
+    ),
+    f(
+        "id_slot",
+        ALL,
+        no("slots are assigned by the queue", Off::Num(-1.0), "0"),
+    ),
+    f(
+        "n_indent",
+        ALL,
+        no("indentation limits are not supported", Off::Num(0.0), "4"),
+    ),
+    f(
+        "t_max_predict_ms",
+        ALL,
+        no(
+            "time limits on generation are not supported: use n_predict",
+            Off::Num(0.0),
+            "1000",
+        ),
+    ),
+    f(
+        "suffix",
+        CMPL | LLAMA,
+        no("fill-in-the-middle is not supported", Off::Empty, r#""}""#),
+    ),
+    f(
+        "lora",
+        ALL,
+        no(
+            "LoRA adapters are not supported",
+            Off::Empty,
+            r#"[{"id":0,"scale":1.0}]"#,
+        ),
+    ),
+    // Chat templates and reasoning.
+    f(
+        "chat_template_kwargs",
+        CHAT,
+        no(
+            "the chat template is rendered with its standard variables only",
+            Off::Empty,
+            r#"{"enable_thinking":false}"#,
+        ),
+    ),
+    f(
+        "reasoning_format",
+        CHAT,
+        no(
+            "reasoning is not parsed out of the text (only `none`)",
+            Off::Strs(&["none"]),
+            r#""deepseek""#,
+        ),
+    ),
+    f(
+        "thinking_forced_open",
+        CHAT,
+        no(
+            "reasoning is not parsed out of the text",
+            Off::False,
+            "true",
+        ),
+    ),
+    f(
+        "reasoning_effort",
+        CHAT,
+        no(
+            "reasoning effort cannot be set on a local model",
+            Off::Null,
+            r#""low""#,
+        ),
+    ),
+    f(
+        "verbosity",
+        CHAT,
+        no(
+            "verbosity cannot be set on a local model",
+            Off::Null,
+            r#""low""#,
+        ),
+    ),
+    // Other modalities and hosted tools.
+    f(
+        "audio",
+        CHAT,
+        no(
+            "audio output is not supported",
+            Off::Null,
+            r#"{"voice":"alloy","format":"wav"}"#,
+        ),
+    ),
+    f(
+        "modalities",
+        CHAT,
+        no(
+            "only text output is supported",
+            Off::TextOnly,
+            r#"["text","audio"]"#,
+        ),
+    ),
+    f(
+        "prediction",
+        CHAT,
+        no(
+            "predicted outputs are not supported",
+            Off::Null,
+            r#"{"type":"content","content":"x"}"#,
+        ),
+    ),
+    f(
+        "web_search_options",
+        CHAT,
+        no("web search is not supported", Off::Null, "{}"),
+    ),
+];
+
+/// The endpoint's bit.
+pub fn bit(endpoint: Endpoint) -> u8 {
+    match endpoint {
+        Endpoint::Chat => CHAT,
+        Endpoint::Completion => CMPL,
+        Endpoint::LlamaCompletion => LLAMA,
+    }
+}
+
+/// The row of `name`, if any.
+pub fn find(name: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.name == name)
+}
+
+/// Refuses the first field of `o` that is unknown, not defined for `endpoint`, or refused and
+/// not off; the 400 names it in `param`.
+pub fn check(endpoint: Endpoint, o: &Map<String, Value>) -> Result<(), ApiError> {
+    let here = bit(endpoint);
+    for (name, v) in o {
+        let Some(field) = find(name) else {
+            return Err(ApiError::invalid(
+                name,
+                format!(
+                    "unknown field `{name}`: flint refuses fields it does not know rather than \
+                     ignore them (docs/SERVER.md lists every field)"
+                ),
+            ));
+        };
+        if field.at & here == 0 {
+            return Err(ApiError::invalid(
+                name,
+                format!("`{name}` is not a field of this endpoint"),
+            ));
+        }
+        if let Kind::Refused { reason, off, .. } = field.kind {
+            if !off.holds(v) {
+                return Err(ApiError::invalid(
+                    name,
+                    format!("`{name}` is not supported: {reason}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_are_unique_and_every_ask_is_json_that_is_not_off() {
+        for (i, a) in FIELDS.iter().enumerate() {
+            assert!(
+                FIELDS[i + 1..].iter().all(|b| b.name != a.name),
+                "{} twice",
+                a.name
+            );
+            if let Kind::Refused { off, ask, .. } = a.kind {
+                let v: Value = serde_json::from_str(ask).unwrap();
+                assert!(!off.holds(&v), "{}: {ask} is off", a.name);
+            }
+        }
+    }
+
+    #[test]
+    fn off_values_pass_and_others_are_named() {
+        let ok = json!({"mirostat": 0, "typical_p": 1.0, "n_probs": 0, "tools": [],
+                        "response_format": {"type": "text"}, "modalities": ["text"],
+                        "user": "u", "cache_prompt": true});
+        check(Endpoint::Chat, ok.as_object().unwrap()).unwrap();
+        for (k, v) in [
+            ("mirostat", json!(2)),
+            ("temprature", json!(0.5)),
+            ("echo", json!(true)),
+        ] {
+            let o = json!({ k: v });
+            let e = check(Endpoint::Chat, o.as_object().unwrap()).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(k), "{e:?}");
+        }
+    }
+}

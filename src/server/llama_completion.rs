@@ -1,0 +1,118 @@
+//! llama-server's `/completion` response shapes (tools/server/README.md, "POST /completion"):
+//! one JSON object `{"content", "stop": true, "tokens_predicted", "tokens_evaluated",
+//! "stop_type", "stopping_word", "timings", …}`, or, streamed, server-sent events
+//! `data: {"content": piece, "stop": false, …}` and a last event with `"stop": true`, empty
+//! `content` and the counters. There is no `data: [DONE]` on this route. A failure ends the
+//! stream with `data: {"error": …}` instead of the last event (no answer is 200 with work it did
+//! not do).
+
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::error::ApiError;
+use super::response::{data, shutting_down, sse, timings};
+use super::slots::{Event, Outcome};
+
+/// What every event of one response repeats.
+#[derive(Debug, Clone)]
+pub struct LlamaMeta {
+    pub model: String,
+    /// Prompt tokens (`tokens_evaluated`).
+    pub prompt_tokens: usize,
+    /// The slot's context (`timings.n_ctx`, and whether the generation was `truncated`).
+    pub n_ctx: u32,
+}
+
+/// llama-server's `stop_type`: `eos`, `word` or `limit`.
+fn stop_type(o: &Outcome) -> &'static str {
+    match (o.finish_reason, &o.stop_word) {
+        (_, Some(_)) => "word",
+        ("stop", None) => "eos",
+        _ => "limit",
+    }
+}
+
+impl LlamaMeta {
+    /// A partial event: one piece of text.
+    fn partial(&self, content: &str, predicted: usize) -> Value {
+        json!({
+            "index": 0,
+            "content": content,
+            "tokens": [],
+            "stop": false,
+            "id_slot": -1,
+            "tokens_predicted": predicted,
+            "tokens_evaluated": self.prompt_tokens,
+        })
+    }
+
+    /// The final object (`content` empty when streamed: the text went in the partial events).
+    fn last(&self, content: &str, o: &Outcome) -> Value {
+        let mut t = timings(o);
+        t["n_ctx"] = json!(self.n_ctx);
+        t["n_past"] = json!(o.prompt_tokens + o.completion_tokens);
+        json!({
+            "index": 0,
+            "content": content,
+            "tokens": [],
+            "id_slot": -1,
+            "stop": true,
+            "model": self.model,
+            "tokens_predicted": o.completion_tokens,
+            "tokens_evaluated": o.prompt_tokens,
+            "has_new_line": content.contains('\n'),
+            "truncated": o.prompt_tokens + o.completion_tokens >= self.n_ctx as usize,
+            "stop_type": stop_type(o),
+            "stopping_word": o.stop_word.as_deref().unwrap_or(""),
+            "tokens_cached": o.cached_tokens,
+            "timings": t,
+        })
+    }
+}
+
+/// Collects a generation into llama-server's one object (503 when cut by shutdown, 500 on
+/// failure).
+pub async fn collect(
+    meta: LlamaMeta,
+    mut rx: UnboundedReceiver<Event>,
+) -> Result<Response, ApiError> {
+    let mut text = String::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Text(t) => text.push_str(&t),
+            Event::Done(o) => return Ok(axum::Json(meta.last(&text, &o)).into_response()),
+            Event::Error(m) => return Err(ApiError::internal(m)),
+            Event::Shutdown => return Err(shutting_down()),
+        }
+    }
+    Err(ApiError::internal("the generation ended without a result"))
+}
+
+/// Streams a generation as llama-server's events.
+pub fn stream(
+    meta: LlamaMeta,
+    rx: UnboundedReceiver<Event>,
+    keep_alive: Option<std::time::Duration>,
+) -> Response {
+    // (receiver, meta, pieces sent so far, ended)
+    let start = (rx, meta, 0usize, false);
+    let events = futures_util::stream::unfold(start, |(mut rx, meta, n, ended)| async move {
+        if ended {
+            return None;
+        }
+        let (ev, n, ended) = match rx.recv().await {
+            Some(Event::Text(t)) => (data(&meta.partial(&t, n + 1)), n + 1, false),
+            Some(Event::Done(o)) => (data(&meta.last("", &o)), n, true),
+            Some(Event::Error(m)) => (data(&ApiError::internal(m).body()), n, true),
+            Some(Event::Shutdown) => (data(&shutting_down().body()), n, true),
+            None => (
+                data(&ApiError::internal("the generation ended without a result").body()),
+                n,
+                true,
+            ),
+        };
+        Some((ev, (rx, meta, n, ended)))
+    });
+    sse(events, keep_alive)
+}
