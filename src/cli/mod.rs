@@ -14,6 +14,7 @@ pub mod llama_table;
 mod model_check;
 pub mod models;
 pub mod plan;
+pub mod prompt_args;
 pub mod pull;
 pub mod serve;
 pub mod spec_args;

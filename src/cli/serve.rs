@@ -57,6 +57,9 @@ pub struct ServeArgs {
     /// every one has a request in flight).
     #[arg(long = "max-connections", default_value_t = 256)]
     pub max_connections: usize,
+    /// The chat template of /v1/chat/completions (default: the model's own).
+    #[command(flatten)]
+    pub template: super::prompt_args::TemplateArgs,
 }
 
 pub fn run(args: &ServeArgs) -> Result<()> {
@@ -139,6 +142,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         seed: m.seed.unwrap_or(0),
     };
     defaults.validate()?;
+    let chat_template = args.template.source()?;
     server::run(ServeOptions {
         engine,
         host: args.host,
@@ -151,5 +155,6 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         defaults,
         conn,
         queue_timeout,
+        chat_template,
     })
 }

@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub conn: conn::Limits,
     /// How long a request may wait in the queue for a slot before it is answered 503.
     pub queue_timeout: Duration,
+    /// A chat template source replacing the model's (`--chat-template`).
+    pub chat_template: Option<String>,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -213,7 +215,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
                 )
             }
         };
-        let template = match tok.chat_template(None) {
+        let template = match tok.chat_template(opts.chat_template.as_deref()) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("flint serve: no chat template ({e}): /v1/chat/completions is refused");

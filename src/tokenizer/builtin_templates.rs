@@ -45,5 +45,9 @@ pub fn builtin(name: &str) -> Option<&'static str> {
 
 /// The built-in names, comma-separated (for messages).
 pub fn names() -> String {
-    BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
