@@ -348,3 +348,21 @@ fn reverse_prompts_are_found_across_tokens() {
     assert!(!s.push("r: "));
     assert!(!StopStrings::new(vec![]).push("anything"));
 }
+
+#[test]
+fn the_prompt_comes_from_p_then_f_then_a_piped_stdin() {
+    use flint::cli::prompt_args::prompt_text;
+    use std::path::Path;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompt.txt");
+    std::fs::write(&file, "from a file").unwrap();
+    assert_eq!(prompt_text(Some("typed"), None, true).unwrap(), "typed");
+    assert_eq!(prompt_text(None, Some(&file), true).unwrap(), "from a file");
+    let err = prompt_text(None, None, true).unwrap_err().to_string();
+    assert!(err.contains("-p") && err.contains("-f"), "{err}");
+    assert!(prompt_text(None, Some(Path::new("/no/such/file")), true).is_err());
+    // The binary: no -p with an empty stdin (not a terminal) is refused before any model loads.
+    let (code, err) = flint(&["generate", "-m", "no-such-model.gguf"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("stdin was empty"), "{err}");
+}

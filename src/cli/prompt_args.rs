@@ -108,6 +108,11 @@ pub fn prompt_text(
                 context: "reading the prompt from stdin".into(),
                 source,
             })?;
+        if s.is_empty() {
+            return Err(Error::Usage(
+                "no prompt: stdin was empty (give -p TEXT or -f FILE)".into(),
+            ));
+        }
         Ok(s)
     };
     match (prompt, file) {
