@@ -95,6 +95,20 @@ fn every_llama_cpp_spelling_is_in_the_table_with_its_values() {
         }
     }
     assert!(missing.is_empty(), "not in flint's table: {missing:?}");
+    // A spelling mapped to a flint flag that llama.cpp also spells maps from that very flag's
+    // entry (`-c` → `--ctx-size` because llama.cpp's `-c` is `--ctx-size`).
+    let llama: HashMap<&str, u8> = flags.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+    for e in TABLE {
+        if let Action::Map(long) = e.action {
+            if llama.contains_key(long) {
+                assert!(
+                    e.spellings.contains(&long),
+                    "{:?} mapped to {long}",
+                    e.spellings
+                );
+            }
+        }
+    }
     // No spelling twice in the table (a lookup would hide the second).
     let mut seen = HashMap::new();
     for e in TABLE {
