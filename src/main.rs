@@ -1,6 +1,7 @@
 //! The `flint` binary: parse the command line, run it, map errors to exit codes.
 //!
-//! Exit codes: 0 success, 1 other errors, 2 usage, 3 bad input file, 4 GPU/device errors.
+//! Exit codes: 0 success, 1 other errors, 2 usage (clap's, and llama.cpp flags refused or
+//! unknown, [`flint::cli::llama_args`]), 3 bad input file, 4 GPU/device errors.
 //! Never 101 (a panic) on bad input.
 //!
 //! `flint serve` ends through [`flint::gpu::end_process`], success or error: when it returns,
@@ -12,7 +13,19 @@
 use clap::Parser;
 
 fn main() {
-    let cli = flint::cli::Cli::parse_from(flint::cli::normalize_args(std::env::args_os()));
+    let args = match flint::cli::llama_args::normalize(std::env::args_os()) {
+        Ok(n) => {
+            for note in &n.notes {
+                eprintln!("flint: {note}");
+            }
+            n.args
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let cli = flint::cli::Cli::parse_from(args);
     let serve = matches!(cli.command, flint::cli::Command::Serve(_));
     let code = match flint::cli::run(cli) {
         Ok(()) => 0,

@@ -26,7 +26,14 @@ fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
         cmd.arg("-md").arg(d);
     }
     let out = cmd
-        .args(["-c", &CTX.to_string(), "-np", &SLOTS.to_string(), "--json"])
+        // `-c` is the total over the slots, as `flint serve` takes it.
+        .args([
+            "-c",
+            &(CTX * SLOTS).to_string(),
+            "-np",
+            &SLOTS.to_string(),
+            "--json",
+        ])
         .env("XDG_RUNTIME_DIR", std::env::temp_dir())
         .output()
         .unwrap();

@@ -61,8 +61,8 @@ pub struct BenchArgs {
     /// Output format: md, csv, json, jsonl, sql.
     #[arg(short = 'o', long = "output", default_value = "md")]
     pub output: String,
-    /// Adapter index (`flint devices`).
-    #[arg(long = "device")]
+    /// Adapter (`-dev`): its index in `flint devices`, or a part of its name (case-insensitive).
+    #[arg(long = "device", value_parser = super::devices::parse_device)]
     pub device: Option<usize>,
     /// Device memory budget for the plan check (e.g. 8GiB).
     #[arg(long = "gpu-mem")]

@@ -1,13 +1,12 @@
-//! `flint chat`: an interactive chat over the model's chat template (or `--chat-template-file`).
+//! `flint chat`: an interactive chat over the model's chat template (or `--chat-template`).
 //! Each turn renders the whole conversation, keeps the KV rows of the longest common token
 //! prefix with what the cache already holds, and prefills only the rest. `/reset` clears the
 //! history; Ctrl-D leaves.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 
 use crate::engine::Engine;
-use crate::tokenizer::{read_template_file, ChatMessage};
+use crate::tokenizer::ChatMessage;
 use crate::{Error, Result};
 
 use super::generate::{stats_line, ModelArgs};
@@ -17,12 +16,10 @@ use super::generate::{stats_line, ModelArgs};
 pub struct ChatArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// A system prompt.
-    #[arg(long = "system")]
-    pub system: Option<String>,
-    /// Use this Jinja chat template instead of the model's.
-    #[arg(long = "chat-template-file")]
-    pub chat_template_file: Option<PathBuf>,
+    /// System prompt (`-sys`, `--system`), stop strings (`-r`: hand the turn back),
+    /// `--ignore-eos`, the chat template.
+    #[command(flatten)]
+    pub opts: super::prompt_args::PromptArgs,
     /// Tokens per reply at most; -1: until an end-of-generation token or the end of the
     /// context.
     #[arg(
@@ -46,17 +43,17 @@ fn io_err(source: std::io::Error) -> Error {
 
 pub fn run(args: &ChatArgs) -> Result<()> {
     let n_predict = super::generate::n_predict(args.n_predict)?;
+    let override_src = args.opts.template.source()?;
+    let system = args.opts.system()?;
     let mut engine = Engine::load(&super::generate::prepare(&args.model)?)?;
-    let override_src = match &args.chat_template_file {
-        Some(p) => Some(read_template_file(p)?),
-        None => None,
-    };
+    engine.ignore_eos = args.opts.ignore_eos;
     let template = engine.tok.chat_template(override_src.as_deref())?;
+    let mut stops = args.opts.stops();
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
     let tok = engine.tok.clone();
     let mut history: Vec<ChatMessage> = Vec::new();
-    if let Some(s) = &args.system {
-        history.push(ChatMessage::new("system", s.clone()));
+    if let Some(s) = system {
+        history.push(ChatMessage::new("system", s));
     }
     // Token ids whose K/V rows the cache holds, in order.
     let mut cached: Vec<u32> = Vec::new();
@@ -92,13 +89,14 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         let keep = engine.keep_prefix(&mut cached, &ids)?;
         let mut stream = tok.stream_decoder(false);
         let mut reply_ids = Vec::new();
+        stops.reset();
         let stats = engine.generate(&ids[keep..], n_predict, sampler.as_mut(), |t| {
             reply_ids.push(t);
             let piece = stream.push(t)?;
             out.write_all(piece.as_bytes())
                 .and_then(|_| out.flush())
                 .map_err(io_err)?;
-            Ok(true)
+            Ok(!stops.push(&piece))
         })?;
         writeln!(out, "{}", stream.finish()).map_err(io_err)?;
         if args.stats {

@@ -134,3 +134,60 @@ fn memory_line(a: &AdapterSummary, m: Option<DriverMemory>) -> String {
         b.source.name()
     )
 }
+
+/// The adapter `-dev VALUE` names among `adapters` (`flint devices`' index and name): an index,
+/// or a case-insensitive part of one adapter's name. An unknown or ambiguous name is refused,
+/// listing the adapters.
+pub fn choose_adapter(value: &str, adapters: &[(usize, String)]) -> crate::Result<usize> {
+    if let Ok(i) = value.trim().parse::<usize>() {
+        return Ok(i);
+    }
+    let want = value.to_lowercase();
+    let hits: Vec<_> = adapters
+        .iter()
+        .filter(|(_, n)| n.to_lowercase().contains(&want))
+        .collect();
+    let list = || {
+        let all: Vec<String> = adapters.iter().map(|(i, n)| format!("{i}: {n}")).collect();
+        if all.is_empty() {
+            "no adapter found".to_string()
+        } else {
+            format!("adapters: {}", all.join("; "))
+        }
+    };
+    match hits.as_slice() {
+        [(i, _)] => Ok(*i),
+        [] => Err(crate::Error::Usage(format!(
+            "-dev {value:?}: no adapter's name contains it ({})",
+            list()
+        ))),
+        _ => Err(crate::Error::Usage(format!(
+            "-dev {value:?}: names {} adapters; give more of the name or the index ({})",
+            hits.len(),
+            list()
+        ))),
+    }
+}
+
+/// `-dev` as an adapter index: `None` stays `None`, an index is kept, a name is looked up in
+/// the adapters wgpu finds ([`choose_adapter`]).
+pub fn resolve_device(value: Option<&str>) -> crate::Result<Option<usize>> {
+    let Some(v) = value else { return Ok(None) };
+    if let Ok(i) = v.trim().parse::<usize>() {
+        return Ok(Some(i));
+    }
+    let adapters: Vec<(usize, String)> = crate::gpu::adapters::list_adapters()?
+        .into_iter()
+        .map(|a| (a.index, a.name))
+        .collect();
+    choose_adapter(v, &adapters).map(Some)
+}
+
+/// clap's parser of `-dev`/`--device`: an index, or a part of an adapter's name.
+pub fn parse_device(value: &str) -> Result<usize, String> {
+    match resolve_device(Some(value)) {
+        Ok(Some(i)) => Ok(i),
+        Ok(None) => Err(format!("{value:?}: not an adapter")),
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,5 +1,6 @@
-//! `flint generate [-m MODEL] -p PROMPT [-n N]`: stream a completion of the prompt (no chat
-//! template: `flint chat` applies it), then a stats line on stderr (prompt tokens, prefill tok/s,
+//! `flint generate [-m MODEL] -p PROMPT [-n N]`: stream a completion of the prompt (`-f FILE`,
+//! `-f -` or a piped stdin give it too; as it is, or with `-sys` or `--chat-template` as a user
+//! turn of the chat template; `-r` stops at a string), then a stats line on stderr (prompt tokens, prefill tok/s,
 //! generated tokens, decode tok/s, and the time spent compiling GPU pipelines the load had not
 //! built, which the two rates leave out); `--stats-json PATH` writes the same as JSON
 //! (`compile_ms`). With no `-m` it uses the default model, fetching it on first use.
@@ -15,6 +16,9 @@ use crate::memory::budget::BudgetSource;
 use crate::memory::context::MIN_DEFAULT_CTX;
 use crate::memory::parse_bytes;
 use crate::sampling::{Sampler, SamplerParams};
+use crate::tokenizer::ChatMessage;
+
+use super::prompt_args::prompt_text;
 use crate::{Error, Result};
 
 /// Model and sampling flags shared by `generate` and `chat` (llama.cpp's names).
@@ -40,8 +44,8 @@ pub struct ModelArgs {
     /// V cache type (`-ctv`).
     #[arg(long = "cache-type-v", default_value = "f16")]
     pub type_v: String,
-    /// Adapter index (`flint devices`).
-    #[arg(long = "device")]
+    /// Adapter (`-dev`): its index in `flint devices`, or a part of its name (case-insensitive).
+    #[arg(long = "device", value_parser = super::devices::parse_device)]
     pub device: Option<usize>,
     /// Device memory budget for the plan check (e.g. 8GiB).
     #[arg(long = "gpu-mem")]
@@ -148,9 +152,16 @@ impl ModelArgs {
 pub struct GenerateArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The prompt.
+    /// The prompt (default: `-f`, else stdin when it is not a terminal).
     #[arg(short = 'p', long = "prompt")]
-    pub prompt: String,
+    pub prompt: Option<String>,
+    /// Read the prompt from this file (`-f`; `-` reads stdin).
+    #[arg(long = "file", conflicts_with = "prompt")]
+    pub file: Option<PathBuf>,
+    /// System prompt, stop strings, `--ignore-eos`, chat template: with a system prompt or a
+    /// template named, the prompt is sent as a user turn of the chat template.
+    #[command(flatten)]
+    pub opts: super::prompt_args::PromptArgs,
     /// Tokens to generate at most; -1: until an end-of-generation token or the end of the
     /// context (as in llama.cpp).
     #[arg(
@@ -261,11 +272,29 @@ pub fn default_budget_note(budget: &crate::memory::Budget) -> String {
 
 pub fn run(args: &GenerateArgs) -> Result<()> {
     let n_predict = n_predict(args.n_predict)?;
+    let stdin_tty = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let text = prompt_text(args.prompt.as_deref(), args.file.as_deref(), stdin_tty)?;
+    let system = args.opts.system()?;
+    let template_src = args.opts.template.source()?;
     let mut engine = Engine::load(&prepare(&args.model)?)?;
+    engine.ignore_eos = args.opts.ignore_eos;
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
-    let prompt = engine.tok.encode(&args.prompt, true, true)?;
+    let prompt = if system.is_some() || args.opts.template.given() {
+        let template = engine.tok.chat_template(template_src.as_deref())?;
+        let mut messages: Vec<ChatMessage> = system
+            .into_iter()
+            .map(|s| ChatMessage::new("system", s))
+            .collect();
+        messages.push(ChatMessage::new("user", text));
+        engine
+            .tok
+            .encode(&template.render(&messages, true)?, true, true)?
+    } else {
+        engine.tok.encode(&text, true, true)?
+    };
     let tok = engine.tok.clone();
     let mut stream = tok.stream_decoder(false);
+    let mut stops = args.opts.stops();
     let mut out = std::io::stdout();
     let stats = engine.generate(&prompt, n_predict, sampler.as_mut(), |t| {
         let text = stream.push(t)?;
@@ -275,7 +304,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
                 context: "writing to stdout".into(),
                 source,
             })?;
-        Ok(true)
+        Ok(!stops.push(&text))
     })?;
     let rest = stream.finish();
     let _ = writeln!(out, "{rest}");

@@ -9,9 +9,12 @@ pub mod dspark;
 pub mod generate;
 pub mod gguf_cmd;
 pub mod info;
+pub mod llama_args;
+pub mod llama_table;
 mod model_check;
 pub mod models;
 pub mod plan;
+pub mod prompt_args;
 pub mod pull;
 pub mod serve;
 pub mod spec_args;
@@ -113,39 +116,4 @@ fn resolve_defaults(command: &mut Command) -> Result<()> {
         }
         _ => Ok(()),
     }
-}
-
-/// llama.cpp's multi-letter single-dash flags and the long flags they stand for.
-const LLAMA_FLAGS: &[(&str, &str)] = &[
-    ("-md", "--model-draft"),
-    ("-ctk", "--cache-type-k"),
-    ("-ctv", "--cache-type-v"),
-    ("-ctkd", "--cache-type-k-draft"),
-    ("-ctvd", "--cache-type-v-draft"),
-    ("-ub", "--ubatch-size"),
-    ("-np", "--parallel"),
-    ("-to", "--timeout"),
-    ("-pg", "--pg"),
-    ("-ngl", "--n-gpu-layers"),
-    ("-cd", "--ctx-size-draft"),
-    ("-npp", "--npp"),
-    ("-ntg", "--ntg"),
-    ("-npl", "--npl"),
-];
-
-/// Rewrite llama.cpp-style flags (`-ctk q8_0`) to the long flags clap parses.
-pub fn normalize_args(
-    args: impl IntoIterator<Item = std::ffi::OsString>,
-) -> Vec<std::ffi::OsString> {
-    args.into_iter()
-        .map(|a| {
-            let mapped = a
-                .to_str()
-                .and_then(|s| LLAMA_FLAGS.iter().find(|(short, _)| *short == s));
-            match mapped {
-                Some((_, long)) => std::ffi::OsString::from(long),
-                None => a,
-            }
-        })
-        .collect()
 }

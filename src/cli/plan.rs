@@ -1,5 +1,6 @@
 //! `flint plan -m TARGET [-md DRAFT] [-c N] [-ctk T -ctv T] [-ub N] [-np N]
-//! [--spec-draft-n-max G] [--gpu-mem SIZE] [--json]`: every buffer a run would create, grouped by
+//! [--spec-draft-n-max G] [--gpu-mem SIZE] [--json]`: `-c` is the total context over the `-np`
+//! slots, as in `flint serve`; every buffer a run would create, grouped by
 //! owner and kind, whether it fits, and alternatives computed by the same planner when it does
 //! not. Works on shape-only GGUF files (`flint gguf strip`), so a model can be planned before it
 //! is downloaded.
@@ -29,8 +30,9 @@ pub struct PlanArgs {
     /// DSpark drafter (`-md`).
     #[arg(long = "model-draft")]
     pub model_draft: Option<PathBuf>,
-    /// Context length per sequence (default: the model's trained context, or the largest that
-    /// fits the budget, at least 4096; with `-np`, shared by the slots as `flint serve` does).
+    /// Context length over all sequences, split evenly between the `-np` slots as `flint serve`
+    /// and llama-server do (default: the model's trained context, or the largest that fits the
+    /// budget, at least 4096, per slot).
     #[arg(short = 'c', long = "ctx-size")]
     pub n_ctx: Option<u32>,
     /// Target K cache type (`-ctk`): f16, q8_0, q4_0.
@@ -75,8 +77,8 @@ pub struct PlanArgs {
     /// Memory kept free (default 5 % of the budget, at least 256 MiB).
     #[arg(long = "headroom")]
     pub headroom: Option<String>,
-    /// Adapter index (see `flint devices`) whose limits and memory to plan for.
-    #[arg(long = "device")]
+    /// Adapter (`-dev`): its index in `flint devices`, or a part of its name (case-insensitive).
+    #[arg(long = "device", value_parser = super::devices::parse_device)]
     pub device: Option<usize>,
     /// Print one JSON object.
     #[arg(long)]
@@ -164,8 +166,16 @@ fn params(args: &PlanArgs, inp: &Inputs, n_ctx: u32) -> Result<RunParams> {
 
 pub fn run(args: &PlanArgs) -> Result<()> {
     let inp = inputs(args)?;
+    // `-c` is the total over the slots, as in `flint serve`.
+    let per_slot = args.n_ctx.map(|c| c / args.n_seq);
+    if let (Some(c), Some(0)) = (args.n_ctx, per_slot) {
+        return Err(Error::Usage(format!(
+            "-c {c} over -np {} slots leaves no row per slot (-c is the total, as in flint serve)",
+            args.n_seq
+        )));
+    }
     // The options are checked once at the smallest context, whatever -c turns out to be.
-    params(args, &inp, args.n_ctx.unwrap_or(1))?;
+    params(args, &inp, per_slot.unwrap_or(1))?;
     let flag = args
         .gpu_mem
         .as_deref()
@@ -196,7 +206,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         meta,
         tensors: &f.tensors,
     });
-    let choice = match args.n_ctx {
+    let choice = match per_slot {
         Some(n) => CtxChoice {
             per_slot: n,
             n_slots: args.n_seq,
@@ -282,7 +292,7 @@ fn render(
         ));
     }
     line(format!(
-        "plan: {} ({}{}), -c {} -np {} -ctk {} -ctv {} -ub {}",
+        "plan: {} ({}{}), -c {} (the total: -np {} slots of {}) -ctk {} -ctv {} -ub {}",
         inp.target.path.display(),
         inp.hp.arch.name(),
         if inp.target.shape_only {
@@ -290,8 +300,9 @@ fn render(
         } else {
             ""
         },
-        r.n_ctx,
+        r.n_ctx.saturating_mul(r.n_seq),
         r.n_seq,
+        r.n_ctx,
         r.type_k.name().to_lowercase(),
         r.type_v.name().to_lowercase(),
         r.n_ubatch

@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// 0 turns them off.
     #[arg(long = "sse-keepalive", default_value_t = 10)]
     pub sse_keepalive: u64,
+    /// The chat template of /v1/chat/completions (default: the model's own).
+    #[command(flatten)]
+    pub template: super::prompt_args::TemplateArgs,
 }
 
 pub fn run(args: &ServeArgs) -> Result<()> {
@@ -146,6 +149,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         seed: m.seed.unwrap_or(0),
     };
     defaults.validate()?;
+    let chat_template = args.template.source()?;
     server::run(ServeOptions {
         engine,
         host: args.host,
@@ -162,5 +166,6 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         cors_origins: args.cors_origin.clone(),
         keep_alive: (args.sse_keepalive > 0)
             .then(|| std::time::Duration::from_secs(args.sse_keepalive)),
+        chat_template,
     })
 }

@@ -99,6 +99,9 @@ pub struct Engine {
     /// The load-time measurements speculation uses (verify step times, a cycle's costs) came
     /// from an earlier run's ([`cost_cache`]) rather than being measured at this load.
     pub costs_cached: bool,
+    /// Keep generating past end-of-generation tokens (`--ignore-eos`): only `n_predict`, the
+    /// callback or the end of the context stop a generation.
+    pub ignore_eos: bool,
     /// Where those measurements are kept, and the acceptance each generation's drafting shows
     /// ([`CostCache::record_acceptance`]): what decides, before a later load, whether the
     /// drafter can pay at all ([`cost_cache::unpaying_drafter`]).
@@ -390,6 +393,7 @@ impl Engine {
                 drafter,
                 allocated,
                 costs_cached: false,
+                ignore_eos: false,
                 cost_cache: cache.clone(),
             });
         }
@@ -514,7 +518,7 @@ impl Engine {
         stats.prefill_secs = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         while stats.generated_tokens < n_predict {
-            if self.tok.is_eog(token) {
+            if !self.ignore_eos && self.tok.is_eog(token) {
                 break;
             }
             stats.generated_tokens += 1;

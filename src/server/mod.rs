@@ -69,6 +69,8 @@ pub struct ServeOptions {
     pub cors_origins: Vec<String>,
     /// Between SSE keep-alive comments on a quiet stream (`None`: off).
     pub keep_alive: Option<Duration>,
+    /// A chat template source replacing the model's (`--chat-template`).
+    pub chat_template: Option<String>,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -223,7 +225,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
                 )
             }
         };
-        let template = match tok.chat_template(None) {
+        let template = match tok.chat_template(opts.chat_template.as_deref()) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("flint serve: no chat template ({e}): /v1/chat/completions is refused");

@@ -181,7 +181,8 @@ pub fn generate(
     stats.prefill_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let tok = &eng.tok;
-    let eog = |t: u32| tok.is_eog(t);
+    let ignore_eos = eng.ignore_eos;
+    let eog = |t: u32| !ignore_eos && tok.is_eog(t);
     let mut em = Emitter {
         eng_eog: &eog,
         stats: &mut stats,

@@ -11,6 +11,7 @@
 //! into text without ever emitting half a character. See docs/TOKENIZER.md.
 
 pub(crate) mod bpe;
+pub mod builtin_templates;
 mod chat;
 mod decode;
 mod error;
