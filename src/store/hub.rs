@@ -1,0 +1,480 @@
+//! Models from the Hugging Face Hub by name: `USER/REPO[:QUANT]` (llama.cpp's `-hf`) and
+//! `hf://USER/REPO/FILE`, through the Hub's public HTTP endpoints (docs/MODELS.md):
+//!
+//! - the file list: `GET {endpoint}/api/models/{repo}/tree/main?recursive=true`, a JSON array of
+//!   `{type, oid, size, path, lfs: {oid, size, pointerSize}}` where `lfs.oid` is the file's
+//!   sha256 (<https://huggingface.co/docs/huggingface.js/hub/interfaces/ListFileEntry>), paged
+//!   by a `Link: <…>; rel="next"` header;
+//! - the bytes: `GET {endpoint}/{repo}/resolve/main/{file}`
+//!   (<https://huggingface.co/docs/hub/api>), `Range` honoured.
+//!
+//! `HF_ENDPOINT` replaces `https://huggingface.co`; `HF_TOKEN` (or `--hf-token`) is sent as
+//! `Authorization: Bearer`. Which files a name picks is [`super::hub_select`] (llama.cpp's
+//! rule). Each file is downloaded by [`super::download`] to `.partial/` in the store (resumed with
+//! `Range`), held to the listing's size and sha256, and renamed into
+//! `{store}/hf/USER/REPO/FILE`; a file already there is used without a request to download it.
+//! When the Hub cannot be reached at all, the store's copy of the repository is listed instead
+//! (as llama.cpp falls back to its cache), so a model pulled once runs offline.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::download::{agent, download, http_err, Remote};
+use super::hub_select::{pick, quants, shards_of};
+use super::{io, models_dir, sha256_file, Pulled, StoreError};
+
+/// Environment variable: the Hub's base URL.
+pub const ENDPOINT_ENV: &str = "HF_ENDPOINT";
+/// Environment variable: the access token for gated and private repositories.
+pub const TOKEN_ENV: &str = "HF_TOKEN";
+/// The public Hub.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+/// The store's folder of Hub downloads: `{store}/hf/USER/REPO/FILE`.
+pub const HUB_DIR: &str = "hf";
+
+/// A model on the Hub by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfRef {
+    /// `USER/REPO`.
+    pub repo: String,
+    /// The quant tag of `USER/REPO:QUANT`.
+    pub tag: Option<String>,
+    /// A file path in the repository (`hf://USER/REPO/FILE`, `--hf-file`).
+    pub file: Option<String>,
+}
+
+fn bad_name(name: &str, reason: &str) -> StoreError {
+    StoreError::BadHfName {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Whether `s` is a repository id: `USER/REPO` of `[A-Za-z0-9_.-]`, no empty part, no part
+/// starting or ending with `.` or `-`.
+fn valid_repo(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('/').collect();
+    parts.len() == 2
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.len() <= 96
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+                && !p.starts_with(['.', '-'])
+                && !p.ends_with(['.', '-'])
+        })
+}
+
+/// Whether `path` is a safe relative file path inside a repository (no `..`, no absolute or
+/// hidden parts, no backslash).
+pub(super) fn valid_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && !c.starts_with('.') && c != "..")
+}
+
+impl HfRef {
+    /// Parse `USER/REPO[:QUANT]` or `hf://USER/REPO/FILE`; `file` (`--hf-file`) names the file
+    /// in the repository instead of a quant.
+    pub fn parse(spec: &str, file: Option<&str>) -> Result<HfRef, StoreError> {
+        let (repo, tag, path) = if let Some(rest) = spec.strip_prefix("hf://") {
+            let mut it = rest.splitn(3, '/');
+            let (u, r, f) = (it.next(), it.next(), it.next());
+            match (u, r, f) {
+                (Some(u), Some(r), Some(f)) => (format!("{u}/{r}"), None, Some(f.to_string())),
+                _ => return Err(bad_name(spec, "want hf://USER/REPO/FILE")),
+            }
+        } else {
+            match spec.split_once(':') {
+                Some((r, t)) if !t.is_empty() => (r.to_string(), Some(t.to_string()), None),
+                Some(_) => return Err(bad_name(spec, "the quant after ':' is empty")),
+                None => (spec.to_string(), None, None),
+            }
+        };
+        if !valid_repo(&repo) {
+            return Err(bad_name(
+                spec,
+                "want USER/REPO[:QUANT] or hf://USER/REPO/FILE",
+            ));
+        }
+        if tag
+            .as_deref()
+            .is_some_and(|t| !t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        {
+            return Err(bad_name(
+                spec,
+                "a quant tag is letters, digits and '_' (Q4_K_M)",
+            ));
+        }
+        let file = file.map(str::to_string).or(path);
+        if file.as_deref().is_some_and(|f| !valid_path(f)) {
+            return Err(bad_name(
+                spec,
+                "the file is not a plain path in the repository",
+            ));
+        }
+        Ok(HfRef { repo, tag, file })
+    }
+
+    /// The store folder of this repository.
+    pub fn dir(&self) -> Result<PathBuf, StoreError> {
+        let mut d = models_dir()?.join(HUB_DIR);
+        for part in self.repo.split('/') {
+            d.push(part);
+        }
+        Ok(d)
+    }
+}
+
+/// How to fetch.
+#[derive(Debug, Clone, Default)]
+pub struct HubOptions {
+    /// `--hf-token`; else `HF_TOKEN`.
+    pub token: Option<String>,
+    /// A progress bar on stderr.
+    pub progress: bool,
+    /// Hash files already in the store and fetch again those that differ (`flint pull`).
+    pub recheck: bool,
+}
+
+/// A file of the listing: path, size, and the sha256 of an LFS file.
+#[derive(Debug, Clone)]
+struct HubFile {
+    path: String,
+    size: u64,
+    sha256: Option<String>,
+}
+
+fn endpoint() -> String {
+    match std::env::var(ENDPOINT_ENV) {
+        Ok(e) if !e.trim().is_empty() => e.trim().trim_end_matches('/').to_string(),
+        _ => DEFAULT_ENDPOINT.to_string(),
+    }
+}
+
+/// Percent-encode a repository path for a URL, `/` kept.
+fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The `rel="next"` URL of a `Link` header.
+fn next_link(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (url, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|p| p.trim().replace(' ', "") == "rel=\"next\"")
+            .then(|| {
+                url.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string()
+            })
+    })
+}
+
+/// The repository's files from the Hub, every page.
+fn list_remote(
+    agent: &ureq::Agent,
+    r: &HfRef,
+    token: Option<&str>,
+) -> Result<Vec<HubFile>, StoreError> {
+    let base = endpoint();
+    let mut url = format!("{base}/api/models/{}/tree/main?recursive=true", r.repo);
+    let mut out = Vec::new();
+    for _page in 0..1000 {
+        let mut req = agent.get(&url).header("Accept", "application/json");
+        if let Some(t) = token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let mut resp = req.call().map_err(http_err(&url))?;
+        match resp.status().as_u16() {
+            200 => {}
+            401 | 403 if token.is_none() => {
+                return Err(StoreError::HubAuth {
+                    repo: r.repo.clone(),
+                    status: resp.status().as_u16(),
+                })
+            }
+            404 | 401 => {
+                return Err(StoreError::NoRepo {
+                    repo: r.repo.clone(),
+                    endpoint: base,
+                    status: resp.status().as_u16(),
+                })
+            }
+            status => return Err(StoreError::Status { url, status }),
+        }
+        let next = resp
+            .headers()
+            .get("link")
+            .and_then(|v| v.to_str().ok())
+            .and_then(next_link);
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .map_err(http_err(&url))?;
+        let items: Vec<serde_json::Value> =
+            serde_json::from_str(&text).map_err(|e| StoreError::Http {
+                url: url.clone(),
+                reason: format!("not the Hub's tree listing (a JSON array): {e}"),
+            })?;
+        for it in &items {
+            let Some(path) = it["path"].as_str().filter(|p| valid_path(p)) else {
+                continue;
+            };
+            if it["type"].as_str() != Some("file") {
+                continue;
+            }
+            let lfs = &it["lfs"];
+            let sha256 = lfs["oid"]
+                .as_str()
+                .map(str::to_ascii_lowercase)
+                .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+            let size = lfs["size"].as_u64().or(it["size"].as_u64()).unwrap_or(0);
+            out.push(HubFile {
+                path: path.to_string(),
+                size,
+                sha256,
+            });
+        }
+        match next {
+            Some(n) => url = n,
+            None => return Ok(out),
+        }
+    }
+    Ok(out)
+}
+
+/// The files of the store's copy of a repository (`dir`), as repository paths, sorted.
+pub(super) fn list_local(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
+        let Ok(rd) = fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.push(parts.join("/"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// The files `r` names among `paths` (the first is the model to open).
+pub(super) fn select(r: &HfRef, paths: &[String]) -> Result<Vec<String>, StoreError> {
+    let ggufs = || {
+        paths
+            .iter()
+            .filter(|p| p.ends_with(".gguf"))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let first = if let Some(f) = &r.file {
+        paths
+            .iter()
+            .find(|p| p.eq_ignore_ascii_case(f))
+            .ok_or_else(|| StoreError::NoHubFile {
+                repo: r.repo.clone(),
+                file: f.clone(),
+                files: ggufs(),
+            })?
+    } else {
+        match pick(paths, r.tag.as_deref()) {
+            Some(p) => p,
+            None => {
+                let q = quants(paths);
+                return Err(match &r.tag {
+                    Some(tag) if !q.is_empty() => StoreError::NoQuant {
+                        repo: r.repo.clone(),
+                        quant: tag.clone(),
+                        quants: q.join(", "),
+                    },
+                    _ => StoreError::NoModelFiles {
+                        repo: r.repo.clone(),
+                        files: ggufs(),
+                    },
+                });
+            }
+        }
+    };
+    Ok(shards_of(paths, first))
+}
+
+/// The model `r` names, in the store: fetched and verified when missing (or, with
+/// `opts.recheck`, when its hash differs). Returns the path to open (the first shard of a split
+/// model) and whether anything was downloaded.
+pub fn fetch(r: &HfRef, opts: &HubOptions) -> Result<(PathBuf, Pulled), StoreError> {
+    let dir = r.dir()?;
+    let token = opts
+        .token
+        .clone()
+        .or_else(|| std::env::var(TOKEN_ENV).ok())
+        .filter(|t| !t.is_empty());
+    let agent = agent();
+    let listing = match list_remote(&agent, r, token.as_deref()) {
+        Ok(l) => l,
+        Err(StoreError::Http { url, reason }) => {
+            // The Hub is unreachable: the store's copy, as llama.cpp's cache.
+            let local = list_local(&dir);
+            let files = select(r, &local).map_err(|e| match local.is_empty() {
+                true => StoreError::Http {
+                    url: url.clone(),
+                    reason: format!("{reason} (and the store has no copy of {})", r.repo),
+                },
+                false => e,
+            })?;
+            eprintln!(
+                "note: {url} unreachable; using the store's copy of {}",
+                r.repo
+            );
+            return Ok((dir.join(&files[0]), Pulled::Present));
+        }
+        Err(e) => return Err(e),
+    };
+    let paths: Vec<String> = listing.iter().map(|f| f.path.clone()).collect();
+    let files = select(r, &paths)?;
+    let mut how = Pulled::Present;
+    for path in &files {
+        let Some(f) = listing.iter().find(|f| &f.path == path) else {
+            continue;
+        };
+        if install_one(&agent, r, f, &dir, token.as_deref(), opts)? {
+            how = Pulled::Fetched;
+        }
+    }
+    Ok((dir.join(&files[0]), how))
+}
+
+/// Put `f` into `dir` unless it is there; whether it was downloaded.
+fn install_one(
+    agent: &ureq::Agent,
+    r: &HfRef,
+    f: &HubFile,
+    dir: &Path,
+    token: Option<&str>,
+    opts: &HubOptions,
+) -> Result<bool, StoreError> {
+    let sha = f.sha256.clone().ok_or_else(|| StoreError::NoSha {
+        repo: r.repo.clone(),
+        file: f.path.clone(),
+    })?;
+    let dest = dir.join(&f.path);
+    if let Ok(m) = fs::metadata(&dest) {
+        let same = m.len() == f.size && (!opts.recheck || sha256_file(&dest)? == sha);
+        if same {
+            return Ok(false);
+        }
+    }
+    let store = models_dir()?;
+    let part = store.join(".partial").join(HUB_DIR).join(format!(
+        "{}--{}.part",
+        r.repo.replace('/', "--"),
+        f.path.replace('/', "--")
+    ));
+    let parent = |p: &Path| p.parent().map(Path::to_path_buf).unwrap_or_default();
+    for d in [parent(&part), parent(&dest)] {
+        fs::create_dir_all(&d).map_err(io(format!("creating {}", d.display())))?;
+    }
+    let url = format!(
+        "{}/{}/resolve/main/{}",
+        endpoint(),
+        r.repo,
+        encode_path(&f.path)
+    );
+    if opts.progress {
+        eprintln!("fetching {}/{} into {}", r.repo, f.path, dest.display());
+    }
+    let remote = Remote {
+        url: &url,
+        label: &f.path,
+        size: Some(f.size),
+        token,
+    };
+    download(agent, &remote, &part, opts.progress)?;
+    let got = fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+    let actual = sha256_file(&part)?;
+    if got != f.size || actual != sha {
+        let _ = fs::remove_file(&part);
+        return Err(StoreError::Checksum {
+            what: format!(
+                "{}/{} ({got} of {} bytes; the Hub's hash)",
+                r.repo, f.path, f.size
+            ),
+            expected: sha,
+            actual,
+        });
+    }
+    fs::rename(&part, &dest).map_err(io(format!(
+        "renaming {} to {}",
+        part.display(),
+        dest.display()
+    )))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_as_llama_cpp_spells_them() {
+        let r = HfRef::parse("bartowski/Qwen3-8B-GGUF:q4_k_m", None).unwrap();
+        assert_eq!(
+            (r.repo.as_str(), r.tag.as_deref()),
+            ("bartowski/Qwen3-8B-GGUF", Some("q4_k_m"))
+        );
+        let r = HfRef::parse("hf://u/r/sub/m.Q8_0.gguf", None).unwrap();
+        assert_eq!(
+            (r.repo.as_str(), r.file.as_deref()),
+            ("u/r", Some("sub/m.Q8_0.gguf"))
+        );
+        for bad in [
+            "u",
+            "u/r/x",
+            "u/r:",
+            "../r",
+            "u/r:Q4/..",
+            "hf://u/r",
+            "hf://u/r/../x",
+            "u/.r",
+        ] {
+            assert!(HfRef::parse(bad, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn link_headers_and_paths() {
+        assert_eq!(
+            next_link("<https://h/api/x?cursor=a>; rel=\"next\"").as_deref(),
+            Some("https://h/api/x?cursor=a")
+        );
+        assert_eq!(next_link("<https://h/a>; rel=\"prev\""), None);
+        assert_eq!(encode_path("a b/c+.gguf"), "a%20b/c%2B.gguf");
+    }
+}
