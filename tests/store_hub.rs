@@ -3,7 +3,7 @@
 //! as the Hub documents it: `type`, `oid`, `size`, `path`, and `lfs {oid, size, pointerSize}`
 //! for LFS files, <https://huggingface.co/docs/huggingface.js/hub/interfaces/ListFileEntry>) and
 //! the bytes (`GET /{repo}/resolve/main/{file}`, with `Range`). The binary runs with a temporary
-//! HOME and store and `HF_ENDPOINT` pointing at the server.
+//! store and `HF_ENDPOINT` pointing at the server.
 //!
 //! - a good repository with several quants: `flint generate -hf USER/REPO:Q4_1` downloads the
 //!   real test model, and a second run with the server stopped gives the same output offline;
@@ -229,7 +229,7 @@ fn serve(mut conn: TcpStream, log: &Mutex<Vec<String>>, hub: &Mutex<Hub>) -> std
     conn.shutdown(std::net::Shutdown::Both)
 }
 
-/// A scratch world: a store, a HOME and a working directory outside the repository.
+/// A scratch world: a store and a working directory outside the repository.
 struct World {
     _tmp: tempfile::TempDir,
     root: PathBuf,
@@ -239,9 +239,7 @@ impl World {
     fn new() -> World {
         let tmp = common::temp_dir("hub");
         let root = tmp.path().to_path_buf();
-        for d in ["home", "work", "cache"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
+        std::fs::create_dir_all(root.join("work")).unwrap();
         World { _tmp: tmp, root }
     }
 
@@ -251,9 +249,9 @@ impl World {
 
     fn flint_env(&self, server: &Server, env: &[(&str, &str)], args: &[&str]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_flint"));
+        // HOME and the cache directory stay the user's (the driver's shader cache warm); the store
+        // is the test's own.
         cmd.current_dir(self.root.join("work"))
-            .env("HOME", self.root.join("home"))
-            .env("XDG_CACHE_HOME", self.root.join("cache"))
             .env("XDG_RUNTIME_DIR", std::env::temp_dir())
             .env("FLINT_MODELS", self.store())
             .env("HF_ENDPOINT", server.endpoint())

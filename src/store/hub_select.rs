@@ -67,7 +67,7 @@ pub fn is_model(path: &str) -> bool {
 }
 
 /// Model files a pick may start from: not a later shard.
-fn candidates<'a>(paths: &'a [String]) -> impl Iterator<Item = &'a String> {
+fn candidates(paths: &[String]) -> impl Iterator<Item = &String> {
     paths
         .iter()
         .filter(|p| is_model(p) && split_name(p).is_some_and(|s| s.count <= 1 || s.index == 1))

@@ -14,6 +14,7 @@
 mod download;
 mod entries;
 pub mod hub;
+mod hub_list;
 pub mod hub_select;
 
 use std::fs;
