@@ -28,7 +28,11 @@ pub struct PlanArgs {
         short = 'm',
         long = "model",
         default_value = "",
-        hide_default_value = true
+        hide_default_value = true,
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::OsStringValueParser::new(),
+            PathBuf::from
+        )
     )]
     pub model: PathBuf,
     #[command(flatten)]
