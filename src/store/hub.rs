@@ -263,9 +263,12 @@ fn install_one(
         r.repo,
         encode_path(&f.path)
     );
-    if opts.progress {
-        eprintln!("fetching {}/{} into {}", r.repo, f.path, dest.display());
-    }
+    eprintln!(
+        "fetching {}/{} into {} (sha256-checked)",
+        r.repo,
+        f.path,
+        dest.display()
+    );
     let remote = Remote {
         url: &url,
         label: &f.path,

@@ -70,17 +70,19 @@ pub(super) fn list_remote(
         let mut resp = req.call().map_err(http_err(&url))?;
         match resp.status().as_u16() {
             200 => {}
-            401 | 403 if token.is_none() => {
-                return Err(StoreError::HubAuth {
-                    repo: r.repo.clone(),
-                    status: resp.status().as_u16(),
-                })
-            }
+            // The Hub answers 401 for a repository it does not show an anonymous caller
+            // (missing, private or gated), 404 for one it does not have.
             404 | 401 => {
                 return Err(StoreError::NoRepo {
                     repo: r.repo.clone(),
                     endpoint: base,
                     status: resp.status().as_u16(),
+                })
+            }
+            403 => {
+                return Err(StoreError::HubAuth {
+                    repo: r.repo.clone(),
+                    status: 403,
                 })
             }
             status => return Err(StoreError::Status { url, status }),

@@ -92,7 +92,7 @@ pub enum StoreError {
         endpoint: String,
         status: u16,
     },
-    #[error("{repo}: HTTP {status}: the repository is gated or private: set HF_TOKEN or pass --hf-token")]
+    #[error("{repo}: HTTP {status}: access refused: a gated repository needs its terms accepted on the Hub and a token (HF_TOKEN or --hf-token)")]
     HubAuth { repo: String, status: u16 },
     #[error("{repo} has no GGUF file for quant '{quant}' (quants there: {quants})")]
     NoQuant {
