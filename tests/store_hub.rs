@@ -582,6 +582,17 @@ fn split_model_is_fetched_and_joined_by_the_loader() {
         .unwrap();
     assert!(err.to_string().contains(&names[0]), "{err}");
 
+    // A missing shard is named.
+    let dir = w.store().join("hf/test-org/split");
+    std::fs::rename(dir.join(&names[2]), tmp.path().join("away.gguf")).unwrap();
+    let err = flint::gguf::GgufFile::open(&first).err().unwrap();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&names[2]) && msg.contains("is missing"),
+        "{msg}"
+    );
+    std::fs::rename(tmp.path().join("away.gguf"), dir.join(&names[2])).unwrap();
+
     let rm = w.flint(&server, &["rm", "test-org/split:Q4_1"]);
     assert!(rm.status.success(), "{}", stderr(&rm));
     assert!(w.hub_files().is_empty(), "{:?}", w.hub_files());
