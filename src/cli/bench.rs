@@ -17,6 +17,8 @@ pub struct BenchArgs {
     /// GGUF model (default: the SmolLM2-135M-Instruct Q4_1 of models/).
     #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
     pub model: PathBuf,
+    #[command(flatten)]
+    pub hub: super::hub_args::HubArgs,
     /// Prompt lengths of the pp tests, comma-separated (0 disables pp).
     #[arg(
         short = 'p',

@@ -72,6 +72,8 @@ pub struct ModelArgs {
     pub seed: Option<u64>,
     #[command(flatten)]
     pub spec: super::spec_args::SpecArgs,
+    #[command(flatten)]
+    pub hub: super::hub_args::HubArgs,
 }
 
 impl ModelArgs {

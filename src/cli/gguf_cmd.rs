@@ -119,6 +119,13 @@ fn preset(name: &str, output: &Path, weights: PresetWeights, seed: u64) -> Resul
 
 fn strip(input: &std::path::Path, output: &std::path::Path) -> Result<()> {
     let file = GgufFile::open(input)?;
+    if file.is_split() {
+        return Err(Error::Usage(format!(
+            "{}: a split model ({} files); strip works on a single file",
+            input.display(),
+            file.paths().len()
+        )));
+    }
     let end = usize::try_from(file.data_offset).unwrap_or(usize::MAX);
     let header = file.bytes().get(..end).ok_or_else(|| {
         Error::Usage(format!(

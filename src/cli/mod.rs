@@ -8,6 +8,7 @@ pub mod devices;
 pub mod dspark;
 pub mod generate;
 pub mod gguf_cmd;
+pub mod hub_args;
 pub mod info;
 pub mod llama_args;
 pub mod llama_table;
@@ -16,6 +17,7 @@ pub mod models;
 pub mod plan;
 pub mod prompt_args;
 pub mod pull;
+pub mod rm;
 pub mod serve;
 pub mod spec_args;
 pub mod tokenize;
@@ -56,10 +58,13 @@ pub enum Command {
     Dspark(dspark::DsparkArgs),
     /// Print the token ids of a JSONL prompt file, chat-templated as `bench -md` feeds them.
     Tokenize(tokenize::TokenizeArgs),
-    /// Fetch a known model into the model store and verify its sha256 (docs/MODELS.md).
+    /// Fetch a model into the model store and verify its sha256: a known name, or
+    /// USER/REPO[:QUANT] / hf://USER/REPO/FILE from the Hugging Face Hub (docs/MODELS.md).
     Pull(pull::PullArgs),
     /// List the model store: name, size, path.
     Models(models::ModelsArgs),
+    /// Remove a model from the model store (`flint models` names it).
+    Rm(rm::RmArgs),
 }
 
 /// Run a parsed command line.
@@ -78,16 +83,35 @@ pub fn run(mut cli: Cli) -> Result<()> {
         Command::Tokenize(args) => tokenize::run(&args),
         Command::Pull(args) => pull::run(&args),
         Command::Models(args) => models::run(&args),
+        Command::Rm(args) => rm::run(&args),
     }
 }
 
-/// Point the default `-m` (and, for `generate` and `chat`, its shipped drafter) at real files:
-/// the repository's models/ when run there, else the model store (fetched on first use), so
-/// the binary works from any directory.
+/// Point `-m` at a real file: `-hf USER/REPO[:QUANT]` fetched into the model store; a store
+/// name (`flint models`); the default model from the repository's models/ when run there, else
+/// from the model store (fetched on first use), so the binary works from any directory. For
+/// `generate` and `chat` the default model brings its shipped drafter.
 fn resolve_defaults(command: &mut Command) -> Result<()> {
     use crate::engine::{default_drafter_path, resolve_model, DEFAULT_MODEL};
+    use std::path::{Path, PathBuf};
+    let named = |hub: &hub_args::HubArgs, m: &mut PathBuf| -> Result<()> {
+        if let Some(p) = hub.resolve()? {
+            *m = p;
+        } else if m != Path::new(DEFAULT_MODEL) && !m.as_os_str().is_empty() && !m.exists() {
+            if let Some(p) = m
+                .to_str()
+                .map(crate::store::resolve_name)
+                .transpose()?
+                .flatten()
+            {
+                *m = p;
+            }
+        }
+        Ok(())
+    };
     let with_drafter = |m: &mut generate::ModelArgs| -> Result<()> {
-        if m.model != std::path::Path::new(DEFAULT_MODEL) {
+        named(&m.hub, &mut m.model)?;
+        if m.model != Path::new(DEFAULT_MODEL) {
             return Ok(());
         }
         if m.spec.draft_model.is_none() && !m.spec.no_spec {
@@ -103,15 +127,27 @@ fn resolve_defaults(command: &mut Command) -> Result<()> {
         Command::Generate(a) => with_drafter(&mut a.model),
         Command::Chat(a) => with_drafter(&mut a.model),
         Command::Serve(a) => {
+            named(&a.model.hub, &mut a.model.model)?;
             a.model.model = resolve_model(&a.model.model)?;
             Ok(())
         }
         Command::Bench(a) => {
+            named(&a.hub, &mut a.model)?;
             a.model = resolve_model(&a.model)?;
             Ok(())
         }
         Command::Tokenize(a) => {
+            named(&a.hub, &mut a.model)?;
             a.model = resolve_model(&a.model)?;
+            Ok(())
+        }
+        Command::Plan(a) => {
+            named(&a.hub, &mut a.model)?;
+            if a.model.as_os_str().is_empty() {
+                return Err(crate::Error::Usage(
+                    "plan needs a model: -m MODEL or -hf USER/REPO[:QUANT]".into(),
+                ));
+            }
             Ok(())
         }
         _ => Ok(()),

@@ -1,5 +1,6 @@
-//! `flint models`: list the model store (name, size, path); `--known` adds the models
-//! `flint pull` can fetch (docs/MODELS.md).
+//! `flint models`: list the model store (name, size, path; Hub downloads as `USER/REPO/FILE`, a
+//! split model once with its shard count); `--known` adds the models `flint pull` can fetch by
+//! a short name (docs/MODELS.md).
 
 use crate::store;
 use crate::Result;
@@ -26,8 +27,12 @@ pub fn run(args: &ModelsArgs) -> Result<()> {
             .max(4);
         println!("{:<w$}  {:>10}  PATH", "NAME", "SIZE");
         for s in &stored {
+            let shards = match s.files {
+                1 => String::new(),
+                n => format!("  ({n} shards)"),
+            };
             println!(
-                "{:<w$}  {:>10}  {}",
+                "{:<w$}  {:>10}  {}{shards}",
                 s.name,
                 size(s.bytes),
                 s.path.display()

@@ -24,9 +24,20 @@ use crate::{Error, Result};
 /// Arguments of `flint plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// Target model (a full or shape-only GGUF).
-    #[arg(short = 'm', long = "model")]
+    /// Target model (a full or shape-only GGUF, or a store name); `-m` or `-hf` is required.
+    #[arg(
+        short = 'm',
+        long = "model",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::OsStringValueParser::new(),
+            PathBuf::from
+        )
+    )]
     pub model: PathBuf,
+    #[command(flatten)]
+    pub hub: super::hub_args::HubArgs,
     /// DSpark drafter (`-md`).
     #[arg(long = "model-draft")]
     pub model_draft: Option<PathBuf>,

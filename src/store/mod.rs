@@ -12,6 +12,10 @@
 //!   hash matches, so a file under its final name is always a verified one.
 
 mod download;
+mod entries;
+pub mod hub;
+mod hub_list;
+pub mod hub_select;
 
 use std::fs;
 use std::io::Read;
@@ -20,6 +24,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 pub use download::DEFAULT_INDEX_URL;
+pub use entries::{list, remove, resolve_name, Stored};
+pub use hub::{HfRef, HubOptions};
 
 /// Environment variable: the store directory.
 pub const MODELS_ENV: &str = "FLINT_MODELS";
@@ -78,6 +84,36 @@ pub enum StoreError {
     Zip { wheel: String, reason: String },
     #[error("{file}: its source is {source_name}, which this binary does not embed")]
     NotEmbedded { file: String, source_name: String },
+    #[error("'{name}': {reason}")]
+    BadHfName { name: String, reason: String },
+    #[error("repository {repo} not found at {endpoint} (HTTP {status}; a private or gated repository needs HF_TOKEN or --hf-token)")]
+    NoRepo {
+        repo: String,
+        endpoint: String,
+        status: u16,
+    },
+    #[error("{repo}: HTTP {status}: access refused: a gated repository needs its terms accepted on the Hub and a token (HF_TOKEN or --hf-token)")]
+    HubAuth { repo: String, status: u16 },
+    #[error("{repo} has no GGUF file for quant '{quant}' (quants there: {quants})")]
+    NoQuant {
+        repo: String,
+        quant: String,
+        quants: String,
+    },
+    #[error("{repo} has no file '{file}' (GGUF files there: {files})")]
+    NoHubFile {
+        repo: String,
+        file: String,
+        files: String,
+    },
+    #[error("{repo} has no GGUF model file (GGUF files there: {files})")]
+    NoModelFiles { repo: String, files: String },
+    #[error(
+        "{repo}/{file}: the Hub lists no sha256 for it (not an LFS file), so it cannot be verified"
+    )]
+    NoSha { repo: String, file: String },
+    #[error("'{name}' is not in the store {dir} (`flint models` lists it)")]
+    NotInStore { name: String, dir: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -90,7 +126,14 @@ impl StoreError {
     /// Exit code: 2 for a name flint does not know, else 1.
     pub fn exit_code(&self) -> i32 {
         match self {
-            StoreError::UnknownModel { .. } | StoreError::Manifest { .. } => 2,
+            StoreError::UnknownModel { .. }
+            | StoreError::Manifest { .. }
+            | StoreError::BadHfName { .. }
+            | StoreError::NoRepo { .. }
+            | StoreError::NoQuant { .. }
+            | StoreError::NoHubFile { .. }
+            | StoreError::NoModelFiles { .. }
+            | StoreError::NotInStore { .. } => 2,
             _ => 1,
         }
     }
@@ -334,52 +377,6 @@ pub(crate) fn install(
         let _ = fs::remove_file(&tmp);
     }
     result
-}
-
-/// A model file in the store.
-#[derive(Debug, Clone)]
-pub struct Stored {
-    /// Its manifest name, or its file name when the manifest does not list it.
-    pub name: String,
-    pub bytes: u64,
-    pub path: PathBuf,
-}
-
-/// The `.gguf` files in the store, by name.
-pub fn list() -> Result<Vec<Stored>, StoreError> {
-    let dir = models_dir()?;
-    let known = manifest()?;
-    let mut out = Vec::new();
-    let rd = match fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(io(format!("listing {}", dir.display()))(e)),
-    };
-    for item in rd {
-        let item = item.map_err(io(format!("listing {}", dir.display())))?;
-        let file = item.file_name().to_string_lossy().into_owned();
-        if file.starts_with('.') || !file.ends_with(".gguf") {
-            continue;
-        }
-        let meta = item
-            .metadata()
-            .map_err(io(format!("reading {}", item.path().display())))?;
-        if !meta.is_file() {
-            continue;
-        }
-        let name = known
-            .iter()
-            .find(|e| e.file == file)
-            .map(|e| e.name.clone())
-            .unwrap_or(file);
-        out.push(Stored {
-            name,
-            bytes: meta.len(),
-            path: item.path(),
-        });
-    }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
 }
 
 #[cfg(test)]
