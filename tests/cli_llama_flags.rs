@@ -150,8 +150,13 @@ fn check_entry(e: &Entry, spelling: &str, sub: &str) {
             if long == "--help" {
                 return;
             }
+            // `--hf-file` names a file of the `--hf-repo` repository, so clap requires both.
+            let mut args = n.args.clone();
+            if long == "--hf-file" {
+                args.push("--hf-repo=user/repo".into());
+            }
             let m = Cli::command()
-                .try_get_matches_from(&n.args)
+                .try_get_matches_from(&args)
                 .unwrap_or_else(|err| panic!("{spelling} on {sub}: {err}"));
             let (_, sm) = m.subcommand().unwrap();
             assert_eq!(
