@@ -1,6 +1,6 @@
 //! The crate error: one `thiserror` enum with a sub-enum per module, and the `Result` alias.
 //!
-//! Every variant carries the offending values in fields (style.md §3.6). `main.rs` maps errors
+//! Every variant carries the offending values in fields. `main.rs` maps errors
 //! to exit codes: usage errors and plans that do not fit 2, bad input files 3, device problems 4,
 //! everything else 1.
 

@@ -1,6 +1,6 @@
 //! Parsing and bounds of `/v1/chat/completions`, `/v1/completions` and llama-server's
 //! `/completion` request bodies. Fields are read one by one from the JSON value so every refusal
-//! names its field and value (reliability D2). Every field is first held to the table of
+//! names its field and value. Every field is first held to the table of
 //! [`super::fields`]: unknown fields and features flint does not have (`n` > 1, `logprobs`,
 //! tools, grammars, other samplers) are refused by name rather than silently dropped.
 
