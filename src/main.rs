@@ -14,6 +14,10 @@ use clap::Parser;
 fn main() {
     let cli = flint::cli::Cli::parse_from(flint::cli::normalize_args(std::env::args_os()));
     let serve = matches!(cli.command, flint::cli::Command::Serve(_));
+    if let Err(e) = flint::logging::init(&cli.log, serve) {
+        report(&e);
+        std::process::exit(e.exit_code());
+    }
     let code = match flint::cli::run(cli) {
         Ok(()) => 0,
         Err(e) => {

@@ -43,6 +43,10 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(|req: Request| async move { ApiError::not_found(req.uri().path()) })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(Arc::clone(&app), gate))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            super::reqlog::layer,
+        ))
         .with_state(app)
 }
 
