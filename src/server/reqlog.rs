@@ -1,6 +1,7 @@
 //! The request log: one middleware around every route gives each request an id (the client's
 //! `X-Request-Id` when it sends a usable one, else `req-N`), echoes it in the response's
-//! `X-Request-Id`, and logs one line at info when the response body ends or is dropped:
+//! `X-Request-Id`, and logs one line at info (health checks and scrapes at debug) when the
+//! response body ends or is dropped:
 //! method, path, status, latency (ms, to the body's end, so a stream's whole length), and for
 //! generations the slot and the prompt and generated tokens.
 //!
@@ -27,6 +28,9 @@ use super::state::App;
 
 /// The target of the server's own log lines (`RUST_LOG=flint=…` selects them).
 pub const TARGET: &str = "flint serve";
+
+/// Routes whose request lines are logged at debug rather than info.
+const PROBES: &[&str] = &["/health", "/v1/health", "/metrics"];
 
 /// The response header that carries the request id.
 const HEADER: &str = "x-request-id";
@@ -203,20 +207,35 @@ impl Line {
         let ttft_ms = Some(t.first_token_us.load(Ordering::Relaxed))
             .filter(|us| *us != u64::MAX)
             .map(|us| (us as f64 / 100.0).round() / 10.0);
-        tracing::info!(
-            target: TARGET,
-            id = %t.id,
-            method = %self.method,
-            path = %self.path,
-            status = self.status.as_u16(),
-            latency_ms,
-            ttft_ms,
-            slot = Trace::get(&t.slot),
-            prompt_tokens = Trace::get(&t.prompt_tokens),
-            generated_tokens = Trace::get(&t.generated_tokens),
-            failed = t.failed.load(Ordering::Relaxed).then_some(true),
-            "request"
-        );
+        let slot = Trace::get(&t.slot);
+        let prompt_tokens = Trace::get(&t.prompt_tokens);
+        let generated_tokens = Trace::get(&t.generated_tokens);
+        let failed = t.failed.load(Ordering::Relaxed).then_some(true);
+        // Probes (health checks, scrapes) at debug, as llama-server leaves them out of its log.
+        macro_rules! line {
+            ($level:expr) => {
+                tracing::event!(
+                    target: TARGET,
+                    $level,
+                    id = %t.id,
+                    method = %self.method,
+                    path = %self.path,
+                    status = self.status.as_u16(),
+                    latency_ms,
+                    ttft_ms,
+                    slot,
+                    prompt_tokens,
+                    generated_tokens,
+                    failed,
+                    "request"
+                )
+            };
+        }
+        if PROBES.contains(&self.path.as_str()) {
+            line!(tracing::Level::DEBUG);
+        } else {
+            line!(tracing::Level::INFO);
+        }
     }
 }
 
