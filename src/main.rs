@@ -1,5 +1,8 @@
 //! The `flint` binary: parse the command line, run it, map errors to exit codes.
 //!
+//! The logger (`RUST_LOG`, `-v`, `--quiet`, `--log-format`, `--log-file`: [`flint::logging`]) is
+//! installed first, once, for every command.
+//!
 //! Exit codes: 0 success, 1 other errors, 2 usage, 3 bad input file, 4 GPU/device errors.
 //! Never 101 (a panic) on bad input.
 //!
