@@ -18,6 +18,7 @@ pub mod gguf;
 pub mod gpu;
 pub mod kernels;
 pub mod kv_cache;
+pub mod logging;
 pub mod memory;
 pub mod model;
 pub mod quant;

@@ -1,5 +1,8 @@
 //! The `flint` binary: parse the command line, run it, map errors to exit codes.
 //!
+//! The logger (`RUST_LOG`, `-v`, `--quiet`, `--log-format`, `--log-file`: [`flint::logging`]) is
+//! installed first, once, for every command.
+//!
 //! Exit codes: 0 success, 1 other errors, 2 usage (clap's, and llama.cpp flags refused or
 //! unknown, [`flint::cli::llama_args`]), 3 bad input file, 4 GPU/device errors.
 //! Never 101 (a panic) on bad input.
@@ -27,6 +30,10 @@ fn main() {
     };
     let cli = flint::cli::Cli::parse_from(args);
     let serve = matches!(cli.command, flint::cli::Command::Serve(_));
+    if let Err(e) = flint::logging::init(&cli.log, serve) {
+        report(&e);
+        std::process::exit(e.exit_code());
+    }
     let code = match flint::cli::run(cli) {
         Ok(()) => 0,
         Err(e) => {

@@ -32,6 +32,9 @@ use crate::Result;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// `-v`, `--quiet`, `--log-format`, `--log-file` (global).
+    #[command(flatten)]
+    pub log: crate::logging::LogArgs,
 }
 
 #[derive(Debug, Subcommand)]

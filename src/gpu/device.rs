@@ -189,6 +189,7 @@ impl GpuContext {
         let errors: Arc<Mutex<Vec<CapturedError>>> = Arc::default();
         let sink = Arc::clone(&errors);
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            tracing::error!("wgpu error outside any error scope: {e}");
             lock(&sink).push(CapturedError {
                 kind: kind_of(&e),
                 message: e.to_string(),
@@ -197,6 +198,12 @@ impl GpuContext {
         let lost: Arc<Mutex<Option<LostInfo>>> = Arc::default();
         let lost_sink = Arc::clone(&lost);
         device.set_device_lost_callback(move |reason, message| {
+            // `Destroyed` is the device's own teardown (flint's, on exit), not a failure.
+            if reason == wgpu::DeviceLostReason::Destroyed {
+                tracing::debug!("GPU device destroyed: {message}");
+            } else {
+                tracing::error!("GPU device lost ({reason:?}): {message}");
+            }
             lock(&lost_sink).get_or_insert(LostInfo {
                 reason: format!("{reason:?}"),
                 message,
@@ -295,7 +302,11 @@ impl GpuContext {
     }
 
     fn mark_lost(&self, reason: &str, message: String) {
-        lock(&self.lost).get_or_insert(LostInfo {
+        let mut lost = lock(&self.lost);
+        if lost.is_none() && reason != "Destroyed" {
+            tracing::error!("GPU device lost ({reason}): {message}");
+        }
+        lost.get_or_insert(LostInfo {
             reason: reason.to_string(),
             message,
         });

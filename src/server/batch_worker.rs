@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::metrics::Metrics;
+use super::reqlog::{JobClock, TARGET};
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::batch::BatchEngine;
@@ -39,6 +40,8 @@ struct Active<'t> {
     stop: StopMatcher,
     started: Instant,
     first_token: Option<Instant>,
+    /// Its request's timing and log trace.
+    clock: JobClock,
 }
 
 /// How a request ended.
@@ -101,6 +104,7 @@ fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), Strin
         if active.is_empty() {
             continue;
         }
+        shared.metrics.record_decodes(1, active.len() as u64);
         let stepped =
             std::panic::catch_unwind(AssertUnwindSafe(|| batch_run::step(&mut eng, &mut active)));
         match stepped {
@@ -124,7 +128,7 @@ fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), Strin
                     "internal error in the batched step: {}",
                     panic_text(&*panic)
                 );
-                eprintln!("flint serve: {why} ({panics} in a row)");
+                tracing::error!(target: TARGET, panics, "{why}");
                 for a in std::mem::take(&mut active) {
                     fail(&mut eng, &mut cached, a, &why, shared);
                 }
@@ -143,10 +147,12 @@ fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), Strin
 fn fail(eng: &mut BatchEngine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str, shared: &Shared) {
     Metrics::inc(&shared.metrics.errors);
     let seq = a.st.seq;
+    a.clock.failed(why);
     let _ = a.job.tx.send(Event::Error(why.to_string()));
     if let Some(c) = cached.get_mut(seq) {
         c.clear();
     }
+    shared.metrics.set_kv_used(seq, 0);
     let _ = eng.fwd.kv().reset(seq);
     if let Some(d) = eng.drafters.get_mut(seq) {
         d.reset();
@@ -206,8 +212,10 @@ fn admit<'t>(
             return;
         };
         shared.metrics.record_wait(job.queued_at.elapsed());
+        let clock = JobClock::new(shared.slots.trace(job.id), job.queued_at, seq);
         if job.prompt.is_empty() {
             // The handler refuses these with a 400; never a step without rows.
+            clock.failed("the prompt has no tokens");
             let _ = job.tx.send(Event::Error("the prompt has no tokens".into()));
             shared.slots.release(seq);
             continue;
@@ -222,6 +230,7 @@ fn admit<'t>(
         let sampler = match job.sampler(eng.fwd.hp().n_vocab) {
             Ok(s) => s,
             Err(e) => {
+                clock.failed(&e.to_string());
                 let _ = job.tx.send(Event::Error(e.to_string()));
                 shared.slots.release(seq);
                 continue;
@@ -248,6 +257,7 @@ fn admit<'t>(
             None => false,
         };
         if let Err(e) = eng.fwd.kv().truncate_to(seq, keep as u32) {
+            clock.failed(&e.to_string());
             let _ = job.tx.send(Event::Error(e.to_string()));
             shared.slots.release(seq);
             continue;
@@ -270,6 +280,7 @@ fn admit<'t>(
             decoder: tok.stream_decoder(false),
             started: Instant::now(),
             first_token: None,
+            clock,
         });
     }
 }
@@ -288,6 +299,7 @@ impl BatchRequest for Active<'_> {
     /// Streams the token's text (stop strings held back), as the turn-taking worker does.
     fn on_token(&mut self, token: u32, full: bool) -> Result<Option<End>> {
         self.first_token.get_or_insert_with(Instant::now);
+        self.clock.token();
         if self.tok.is_eog(token) {
             return Ok(Some(End::Eog));
         }
@@ -337,6 +349,7 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
     if let Some(c) = cached.get_mut(st.seq) {
         // The prompt rows run (all of them once it decodes) and the tokens fed back.
         Engine::note_cached(c, &st.prompt[st.keep..st.keep + st.fed], &st.generated);
+        shared.metrics.set_kv_used(st.seq, c.len());
     }
     shared.slots.release(st.seq);
     let mut reason = match end {
@@ -374,5 +387,6 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
         spec: a.st.pending.as_ref().map(|p| (p.drafted, p.accepted)),
         stop_word: a.stop.matched.clone(),
     };
+    a.clock.finished(&shared.metrics, &outcome);
     let _ = a.job.tx.send(Event::Done(outcome));
 }

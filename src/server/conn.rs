@@ -290,8 +290,9 @@ pub async fn serve(
             break;
         }
         if tokio::time::timeout_at(end, closed).await.is_err() {
-            eprintln!(
-                "flint serve: {} connection(s) still open after {grace:?}: exiting",
+            tracing::warn!(
+                target: super::reqlog::TARGET,
+                "{} connection(s) still open after {grace:?}: exiting",
                 table.len()
             );
             break;

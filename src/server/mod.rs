@@ -14,12 +14,14 @@ mod embeddings;
 mod cors;
 mod error;
 pub mod fields;
+mod histogram;
 mod http;
 mod inflight;
 mod llama_completion;
 mod llama_routes;
 mod metrics;
 mod prompt;
+mod reqlog;
 pub mod request;
 mod response;
 mod slots;
@@ -40,6 +42,7 @@ use crate::sampling::SamplerParams;
 use crate::{Error, Result};
 
 pub use error::ApiError;
+use reqlog::TARGET;
 use request::Limits;
 use slots::Slots;
 use state::{App, Phase, Ready};
@@ -117,11 +120,12 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
         context: "reading the bound address".into(),
         source,
     })?;
-    eprintln!("flint serve: listening on http://{local}");
+    tracing::info!(target: TARGET, "listening on http://{local}");
     if !opts.keys.is_empty() {
         let tails: Vec<String> = opts.keys.iter().map(|k| key_tail(k)).collect();
-        eprintln!(
-            "flint serve: {} API key(s): {}",
+        tracing::info!(
+            target: TARGET,
+            "{} API key(s): {}",
             opts.keys.len(),
             tails.join(", ")
         );
@@ -145,7 +149,7 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
         let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
         async move {
             signals.recv().await;
-            eprintln!("flint serve: shutting down");
+            tracing::info!(target: TARGET, "shutting down");
             app.set_phase(Phase::ShuttingDown);
             app.slots.shutdown();
             stop.notify_one();
@@ -199,7 +203,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
         let loaded = match load(&opts) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("flint serve: {e}");
+                tracing::error!(target: TARGET, "loading the model failed: {e}");
                 // Pipeline builders may still be compiling: no library teardown under them.
                 crate::gpu::end_process(e.exit_code());
             }
@@ -228,7 +232,10 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
         let template = match tok.chat_template(opts.chat_template.as_deref()) {
             Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("flint serve: no chat template ({e}): /v1/chat/completions is refused");
+                tracing::warn!(
+                    target: TARGET,
+                    "no chat template ({e}): /v1/chat/completions is refused"
+                );
                 None
             }
         };
@@ -241,11 +248,17 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
         };
         let device = Arc::new(parking_lot::Mutex::new(()));
         let lost_app = Arc::clone(&app);
-        let on_lost: Arc<dyn Fn(String) + Send + Sync> =
-            Arc::new(move |why| lost_app.set_phase(Phase::DeviceLost(why)));
+        let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
+            tracing::error!(
+                target: TARGET,
+                "the GPU device was lost ({why}): every request is refused with 503 until \
+                 the server is restarted"
+            );
+            lost_app.set_phase(Phase::DeviceLost(why));
+        });
         let fatal_app = Arc::clone(&app);
         let on_fatal: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
-            eprintln!("flint serve: cannot go on: {why}");
+            tracing::error!(target: TARGET, "cannot go on: {why}");
             fatal_app.set_phase(Phase::Failed(why.clone()));
             fatal_app.slots.fail_all(&why);
             // The failed requests' answers and `/health`'s 503 get a moment to go out.
@@ -275,8 +288,11 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
                 }
             }
         }
-        eprintln!(
-            "flint serve: ready: {} as {:?}, {} slot(s) × {} context{}{}, {:.1} MiB planned \
+        app.metrics
+            .set_kv_capacity(u64::from(limits.n_ctx) * u64::from(opts.n_slots));
+        tracing::info!(
+            target: TARGET,
+            "ready: {} as {:?}, {} slot(s) × {} context{}{}, {:.1} MiB planned \
              (weights shared by the slots)",
             opts.engine.model.display(),
             opts.alias,

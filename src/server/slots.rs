@@ -3,12 +3,13 @@
 //! slot busy and the queue full is refused at once (429); a job whose client left while it
 //! waited is dropped unrun. Shutdown wakes every worker and fails the waiting jobs.
 
-use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::reqlog::{self, Trace};
 use crate::sampling::{Sampler, SamplerError, SamplerParams};
 
 /// What a worker sends back to the request's handler.
@@ -89,6 +90,9 @@ struct Inner {
     busy: Vec<bool>,
     shutdown: bool,
     next_id: u64,
+    /// The request log's trace of each job submitted from a request (by job id), until a worker
+    /// takes it ([`Slots::trace`]) or the job leaves the queue.
+    traces: HashMap<u64, Arc<Trace>>,
 }
 
 impl Inner {
@@ -97,6 +101,7 @@ impl Inner {
     fn take(&mut self, slot: usize) -> Option<Job> {
         while let Some(job) = self.queue.pop_front() {
             if job.tx.is_closed() {
+                self.traces.remove(&job.id);
                 continue;
             }
             if let Some(b) = self.busy.get_mut(slot) {
@@ -128,6 +133,7 @@ impl Slots {
                 busy: vec![false; n_slots],
                 shutdown: false,
                 next_id: 0,
+                traces: HashMap::new(),
             }),
             wake: Condvar::new(),
             max_queue,
@@ -156,6 +162,9 @@ impl Slots {
         job.id = g.next_id;
         g.next_id += 1;
         let id = job.id;
+        if let Some(trace) = reqlog::current() {
+            g.traces.insert(id, trace);
+        }
         g.queue.push_back(job);
         drop(g);
         self.wake.notify_one();
@@ -168,7 +177,13 @@ impl Slots {
         let mut g = self.lock();
         let before = g.queue.len();
         g.queue.retain(|j| j.id != id);
+        g.traces.remove(&id);
         g.queue.len() < before
+    }
+
+    /// The request log's trace of job `id` (once: the worker that took the job keeps it).
+    pub fn trace(&self, id: u64) -> Option<Arc<Trace>> {
+        self.lock().traces.remove(&id)
     }
 
     /// The next job for `slot` (marking it busy); `None` once the server shuts down. Jobs whose
@@ -235,6 +250,7 @@ impl Slots {
     pub fn fail_all(&self, why: &str) {
         let mut g = self.lock();
         g.shutdown = true;
+        g.traces.clear();
         for job in g.queue.drain(..) {
             let _ = job.tx.send(Event::Error(why.to_string()));
         }
@@ -247,6 +263,7 @@ impl Slots {
     pub fn shutdown(&self) {
         let mut g = self.lock();
         g.shutdown = true;
+        g.traces.clear();
         for job in g.queue.drain(..) {
             let _ = job.tx.send(Event::Shutdown);
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::metrics::Metrics;
+use super::reqlog::JobClock;
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::Engine;
@@ -38,8 +39,9 @@ pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
     let mut panics = 0u32;
     while let Some(job) = shared.slots.next(slot) {
         let tx = job.tx.clone();
+        let mut clock = JobClock::new(shared.slots.trace(job.id), job.queued_at, slot);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_job(&mut engine, &tok, &mut cached, job, &shared)
+            run_job(&mut engine, &tok, &mut cached, job, &shared, &mut clock)
         }));
         let failed = match result {
             Ok(Ok(())) => {
@@ -57,7 +59,9 @@ pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
         };
         if let Some(why) = failed {
             Metrics::inc(&shared.metrics.errors);
+            clock.failed(&why);
             cached.clear();
+            shared.metrics.set_kv_used(slot, 0);
             let _ = engine.reset();
             if let Some(lost) = engine.ctx.lost() {
                 (shared.on_device_lost)(format!("{lost:?}"));
@@ -102,6 +106,7 @@ fn run_job(
     cached: &mut Vec<u32>,
     job: Job,
     shared: &Shared,
+    clock: &mut JobClock,
 ) -> Result<()> {
     shared.metrics.record_wait(job.queued_at.elapsed());
     if job.embed.is_some() {
@@ -116,6 +121,7 @@ fn run_job(
     let mut generated: Vec<u32> = Vec::new();
     let mut cut = Cut::None;
     let stats = engine.generate(&ids[keep..], job.max_tokens, sampler.as_mut(), |t| {
+        clock.token();
         generated.push(t);
         if job.tx.is_closed() {
             cut = Cut::ClientGone;
@@ -148,6 +154,14 @@ fn run_job(
     drop(device);
     Engine::note_cached(cached, &ids[keep..], &generated);
     shared.metrics.record(&stats);
+    shared.metrics.set_kv_used(clock.slot(), cached.len());
+    // One forward for the prompt, then one per verify batch or plain step (one per token
+    // after the first without a drafter); each ran this slot's rows alone.
+    let forwards = match &stats.spec {
+        Some(spec) => 1 + spec.target_forwards,
+        None => stats.generated_tokens.max(1) as u64,
+    };
+    shared.metrics.record_decodes(forwards, 1);
     match cut {
         Cut::ClientGone => return Ok(()),
         Cut::Shutdown => {
@@ -187,6 +201,7 @@ fn run_job(
         spec: stats.spec.as_ref().map(|s| (s.drafted, s.accepted)),
         stop_word: stop.matched.clone(),
     };
+    clock.finished(&shared.metrics, &outcome);
     let _ = job.tx.send(Event::Done(outcome));
     Ok(())
 }

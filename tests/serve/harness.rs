@@ -47,11 +47,20 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Spawn `flint serve -m MODEL ARGS...` with stdout and stderr collected into one log; the
 /// returned channel receives each stderr line as it comes.
 pub fn spawn(args: &[&str]) -> (Child, Arc<Mutex<String>>, mpsc::Receiver<String>) {
+    spawn_env(args, &[])
+}
+
+/// [`spawn`] with environment variables added (`RUST_LOG`).
+pub fn spawn_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, Arc<Mutex<String>>, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flint"))
         .arg("serve")
         .arg("-m")
         .arg(model())
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -87,6 +96,7 @@ pub fn listening(rx: &mpsc::Receiver<String>, within: Duration) -> Option<String
     while let Some(left) = end.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
             Ok(line) => {
+                let line = json_line(&line).unwrap_or(line);
                 if let Some(rest) = line.split(LISTENING).nth(1) {
                     return Some(rest.trim().trim_end_matches('/').to_string());
                 }
@@ -95,6 +105,16 @@ pub fn listening(rx: &mpsc::Receiver<String>, within: Duration) -> Option<String
         }
     }
     None
+}
+
+/// A `--log-format json` line as its text form reads (`TARGET: MESSAGE`), if it is one.
+fn json_line(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    Some(format!(
+        "{}: {}",
+        v["target"].as_str()?,
+        v["message"].as_str()?
+    ))
 }
 
 /// A running `flint serve`.
@@ -111,9 +131,14 @@ pub struct Server {
 impl Server {
     /// Start on a free loopback port and wait until `/health` answers 200.
     pub fn start(args: &[&str]) -> Server {
+        Server::start_env(args, &[])
+    }
+
+    /// [`Server::start`] with environment variables added.
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut all = vec!["--port", "0"];
         all.extend_from_slice(args);
-        let (child, log, rx) = spawn(&all);
+        let (child, log, rx) = spawn_env(&all, env);
         let mut s = Server {
             child,
             log,
