@@ -80,7 +80,7 @@ const PRESET: &str = "a llama.cpp preset that downloads a fixed model; use -hf U
 const SHIFT: &str =
     "flint does not shift the context: a generation stops at the end of the context";
 const KV_HOST: &str = "flint keeps the KV cache in GPU memory";
-const LOG_FILE: &str = "flint logs to stderr; redirect it (2>FILE)";
+const LOG_FILE: &str = "flint does not write prompts to a folder; serve logs each request (RUST_LOG, --log-file)";
 const PROMPT_CACHE: &str = "flint does not save prompt caches or slots to disk";
 const ROUTER: &str = "flint serve serves the one model of -m; it has no model router";
 const TLS: &str = "flint serve speaks plain HTTP; put a TLS-terminating proxy in front";
@@ -303,8 +303,8 @@ pub const TABLE: &[Entry] = &[
     // Logging.
     e(&["-v", "--verbose", "--log-verbose"], 0, Map("--verbose")),
     e(&["-lv", "--verbosity", "--log-verbosity"], 1, Note(LOG)),
-    e(&["--log-disable"], 0, Note(LOG)),
-    e(&["--log-file"], 1, Refuse(LOG_FILE)),
+    e(&["--log-disable"], 0, Map("--quiet")),
+    e(&["--log-file"], 1, Map("--log-file")),
     e(&["--log-colors"], 1, Note(LOG)),
     e(&["--log-prefix", "--no-log-prefix", "--log-timestamps", "--no-log-timestamps"], 0, Note(LOG)),
     e(&["--log-jsonl"], 0, MapWith("--log-format", "json")),
