@@ -112,9 +112,9 @@ fn library_run_matches_plain_decoding_on_every_prompt() {
         .unwrap()
     };
     let tok = Tokenizer::from_gguf(&GgufFile::open(&common::model_path()).unwrap()).unwrap();
-    let prepared = speculative::prepare(&tok, &two_prompts(), true).unwrap();
+    let prepared = speculative::prepare(&tok, &two_prompts(), true, None).unwrap();
     assert!(
-        speculative::uses_chat_template(&tok, true),
+        speculative::uses_chat_template(&tok, true, None),
         "SmolLM2 has a chat template"
     );
     let mut eng = load(speculative::ctx_needed(&prepared, N_GEN));

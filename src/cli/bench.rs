@@ -96,8 +96,11 @@ pub struct BenchArgs {
     #[arg(long = "spec-draft-n-max", requires = "model_draft")]
     pub spec_n_max: Option<u32>,
     /// Feed the prompts as they are instead of as a user turn of the model's chat template.
-    #[arg(long = "spec-raw-prompts", requires = "model_draft")]
+    #[arg(long = "spec-raw-prompts", requires = "model_draft", conflicts_with_all = ["chat_template", "chat_template_file"])]
     pub spec_raw_prompts: bool,
+    /// With `-md`: the chat template the prompts are a user turn of (default: the model's own).
+    #[command(flatten)]
+    pub template: super::prompt_args::TemplateArgs,
     /// Instead of the tests, profile a decode step and a prefill ubatch of the first `-p`
     /// rows (at the first `-d` depth): time per kernel, dispatches, submits and readbacks.
     /// With `--sps B`, a verify step of B rows (logits of every row) instead of the ubatch.

@@ -44,8 +44,10 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         let file = GgufFile::open(&args.model)?;
         let hp = Hparams::from_gguf(&file.gguf)?;
         let tok = Tokenizer::from_gguf(&file.gguf)?;
-        let prepared = speculative::prepare(&tok, &list, opts.chat_template)?;
-        let templated = speculative::uses_chat_template(&tok, opts.chat_template);
+        let template = args.template.source()?;
+        let template = template.as_deref();
+        let prepared = speculative::prepare(&tok, &list, opts.chat_template, template)?;
+        let templated = speculative::uses_chat_template(&tok, opts.chat_template, template);
         let desc = ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings);
         (desc, prepared, templated)
     };

@@ -80,7 +80,8 @@ const PRESET: &str = "a llama.cpp preset that downloads a fixed model; use -hf U
 const SHIFT: &str =
     "flint does not shift the context: a generation stops at the end of the context";
 const KV_HOST: &str = "flint keeps the KV cache in GPU memory";
-const LOG_FILE: &str = "flint does not write prompts to a folder; serve logs each request (RUST_LOG, --log-file)";
+const LOG_FILE: &str =
+    "flint does not write prompts to a folder; serve logs each request (RUST_LOG, --log-file)";
 const PROMPT_CACHE: &str = "flint does not save prompt caches or slots to disk";
 const ROUTER: &str = "flint serve serves the one model of -m; it has no model router";
 const TLS: &str = "flint serve speaks plain HTTP; put a TLS-terminating proxy in front";

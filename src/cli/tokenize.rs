@@ -30,15 +30,19 @@ pub struct TokenizeArgs {
     #[arg(long, default_value = "builtin")]
     pub prompts: String,
     /// Tokenize the prompt text as it is, without the chat template.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["chat_template", "chat_template_file"])]
     pub raw: bool,
+    /// The chat template the prompts are a user turn of (default: the model's own).
+    #[command(flatten)]
+    pub template: super::prompt_args::TemplateArgs,
 }
 
 pub fn run(args: &TokenizeArgs) -> Result<()> {
     let list = prompts::load(&args.prompts)?;
     let file = GgufFile::open(&args.model)?;
     let tok = Tokenizer::from_gguf(&file.gguf)?;
-    let prepared = prepare(&tok, &list, !args.raw)?;
+    let template = args.template.source()?;
+    let prepared = prepare(&tok, &list, !args.raw, template.as_deref())?;
     let mut out = String::new();
     for p in &prepared {
         let line = json!({"category": p.category, "prompt": p.prompt, "ids": p.tokens});

@@ -336,7 +336,10 @@ pub(super) async fn enqueue(
     app: &App,
     job: Job,
     mut admitted: tokio::sync::oneshot::Receiver<()>,
-    open_after: Option<(std::time::Duration, tokio::sync::mpsc::UnboundedSender<Event>)>,
+    open_after: Option<(
+        std::time::Duration,
+        tokio::sync::mpsc::UnboundedSender<Event>,
+    )>,
 ) -> Result<(), ApiError> {
     let id = match app.slots.submit(job) {
         Ok(id) => {
@@ -354,7 +357,9 @@ pub(super) async fn enqueue(
     // The queue deadline: a job no slot took in time leaves the queue with a 503 to retry. (A
     // sender dropped unsent means the job was failed or the server is stopping: its events say.)
     let deadline = app.timeouts.queue;
-    let first = open_after.as_ref().map_or(deadline, |(k, _)| (*k).min(deadline));
+    let first = open_after
+        .as_ref()
+        .map_or(deadline, |(k, _)| (*k).min(deadline));
     if tokio::time::timeout(first, &mut admitted).await.is_err() {
         match open_after {
             Some((_, queued_tx)) if first < deadline => {

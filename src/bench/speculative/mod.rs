@@ -48,20 +48,22 @@ pub struct PreparedPrompt {
     pub tokens: Vec<u32>,
 }
 
-/// Whether [`prepare`] wraps prompts in a chat template with this tokenizer.
-pub fn uses_chat_template(tok: &Tokenizer, chat_template: bool) -> bool {
-    chat_template && tok.chat_template_source().is_some()
+/// Whether [`prepare`] wraps prompts in a chat template with this tokenizer (`template`: a
+/// template source replacing the model's, `--chat-template`).
+pub fn uses_chat_template(tok: &Tokenizer, chat_template: bool, template: Option<&str>) -> bool {
+    chat_template && (template.is_some() || tok.chat_template_source().is_some())
 }
 
-/// Tokenizes `prompts` (with BOS), each as one user turn of the model's chat template when
-/// `chat_template` is set and the model has one, else as they are.
+/// Tokenizes `prompts` (with BOS), each as one user turn of the chat template (`template`, else
+/// the model's own) when `chat_template` is set and there is one, else as they are.
 pub fn prepare(
     tok: &Tokenizer,
     prompts: &[SpecPrompt],
     chat_template: bool,
+    template: Option<&str>,
 ) -> Result<Vec<PreparedPrompt>> {
-    let template = if uses_chat_template(tok, chat_template) {
-        Some(tok.chat_template(None)?)
+    let template = if uses_chat_template(tok, chat_template, template) {
+        Some(tok.chat_template(template)?)
     } else {
         None
     };
