@@ -17,3 +17,5 @@ bin=${TMPDIR:-/tmp}/flint-qwen35-logits
 bash "$root/scripts/llamacpp_qwen35/build.sh" "$bin"
 "$py" "$here/gen_tiny.py" "$data"
 "$py" "$here/run_oracle.py" "$bin" "$data" 2> >(grep -v 'adding .* dummy tokens' >&2)
+# independent float64 numpy forward pass (and wrong variants) against the llama.cpp logits
+"$py" "$here/ref_numpy.py" "$data"

@@ -20,3 +20,5 @@ bash "$root/scripts/llamacpp_qwen35/build.sh" "$bin"
 bash "$here/build_experts.sh" "$ebin"
 "$py" "$here/gen_tiny.py" "$data"
 "$py" "$here/run_oracle.py" "$bin" "$ebin" "$data" 2> >(grep -v 'adding .* dummy tokens' >&2)
+# independent float64 numpy forward pass against the llama.cpp logits and expert choices
+"$py" "$here/ref_numpy.py" "$data"
