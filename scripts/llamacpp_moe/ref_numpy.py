@@ -30,6 +30,7 @@ rms, silu, q8_0 = q35.rms, q35.silu, q35.q8_0
 
 QUANT = set()
 Q8_ACT = True
+MARGINS = []  # per (layer, token): p[k-th best] - p[(k+1)-th best]
 
 
 def load(path):
@@ -64,7 +65,9 @@ def moe(h, W, p, kv, topk_out):
     pr = np.exp(logits - logits.max(1, keepdims=True)); pr /= pr.sum(1, keepdims=True)
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
-        sel = np.argsort(-pr[t], kind="stable")[:k]
+        order = np.argsort(-pr[t], kind="stable")
+        sel = order[:k]
+        MARGINS.append(pr[t, order[k - 1]] - pr[t, order[k]])
         topk_out.append([int(e) for e in sel])
         w = pr[t, sel] / max(pr[t, sel].sum(), 6.103515625e-5)
         for e, we in zip(sel, w):
@@ -186,6 +189,7 @@ def main():
         for q8 in ([True, False] if QUANT else [True]):
             Q8_ACT = q8
             topk = []
+            MARGINS.clear()
             f = forward_qwen3moe if kv["arch"] == "qwen3moe" else forward_qwen35moe
             ref = f(kv, W, fx["tokens"], topk)
             diff = np.abs(ref - got).max()
@@ -194,7 +198,7 @@ def main():
             tag = (" [q8 act]" if q8 else " [float act]") if QUANT else ""
             print(f"{name}{tag}: max |numpy - llama.cpp| = {diff:.3g} (rel {diff / np.abs(ref).max():.3g}), "
                   f"top-1 agree {(ref.argmax(1) == got.argmax(1)).sum()}/{len(ref)}, "
-                  f"expert sets agree {same}/{total}", flush=True)
+                  f"expert sets agree {same}/{total}, smallest router margin p_k - p_k+1 {min(MARGINS):.2g}", flush=True)
 
 
 if __name__ == "__main__":
