@@ -30,6 +30,7 @@ rms, silu, q8_0 = q35.rms, q35.silu, q35.q8_0
 
 QUANT = set()
 Q8_ACT = True
+VARIANT = None  # a deliberately wrong MoE, to show the fixtures tell it apart
 MARGINS = []  # per (layer, token): p[k-th best] - p[(k+1)-th best]
 
 
@@ -70,6 +71,8 @@ def moe(h, W, p, kv, topk_out):
         MARGINS.append(pr[t, order[k - 1]] - pr[t, order[k]])
         topk_out.append([int(e) for e in sel])
         w = pr[t, sel] / max(pr[t, sel].sum(), 6.103515625e-5)
+        if VARIANT == "unnormalised_weights":
+            w = pr[t, sel]
         for e, we in zip(sel, w):
             x = h[t:t + 1]
             g = emm(x, W[p + "ffn_gate_exps.weight"][e], p + "ffn_gate_exps.weight")
@@ -78,6 +81,8 @@ def moe(h, W, p, kv, topk_out):
     if p + "ffn_up_shexp.weight" in W:
         sh = (silu(h @ W[p + "ffn_gate_shexp.weight"].T) * (h @ W[p + "ffn_up_shexp.weight"].T)) @ W[p + "ffn_down_shexp.weight"].T
         gate = 1 / (1 + np.exp(-(h @ W[p + "ffn_gate_inp_shexp.weight"])))  # (T,)
+        if VARIANT == "ungated_shared_expert":
+            gate = np.ones_like(gate)
         out = out + gate[:, None] * sh
     return out
 
@@ -117,21 +122,11 @@ def forward_qwen3moe(kv, W, tokens, topk):
 
 
 def forward_qwen35moe(kv, W, tokens, topk):
-    # qwen35's forward with its dense FFN swapped for the MoE: patch the
-    # module's mm so that a call with the (absent) dense ffn weights never
-    # happens; instead run the layers here by reusing qwen35's mixer code.
     eps = kv["attention.layer_norm_rms_epsilon"]
-    n_layer = kv["block_count"]
-    # Build a per-layer view: qwen35.forward runs mixer + dense FFN; we give it
-    # one layer at a time with an identity-free FFN by providing zero ffn weights,
-    # then add the MoE ourselves.
-    d = W["token_embd.weight"].shape[1]
-    T = len(tokens)
     x = W["token_embd.weight"][tokens]
-    for il in range(n_layer):
+    for il in range(kv["block_count"]):
         p = f"blk.{il}."
-        y = mixer(kv, W, x, il)
-        x = x + y
+        x = x + mixer(kv, W, x, il)
         tk = []
         x = x + moe(rms(x, W[p + "post_attention_norm.weight"], eps), W, p, kv, tk)
         topk.append(tk)
@@ -167,15 +162,13 @@ def mixer(kv, W, x, il):
     q35.rms = grab_rms
     try:
         q35.forward(kv1, W1, list(range(T)))
-    except Exception:
-        pass
     finally:
         q35.rms = orig_rms
     return captured["x"] - x
 
 
 def main():
-    global Q8_ACT
+    global Q8_ACT, VARIANT
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     data = sys.argv[1]
@@ -199,6 +192,12 @@ def main():
             print(f"{name}{tag}: max |numpy - llama.cpp| = {diff:.3g} (rel {diff / np.abs(ref).max():.3g}), "
                   f"top-1 agree {(ref.argmax(1) == got.argmax(1)).sum()}/{len(ref)}, "
                   f"expert sets agree {same}/{total}, smallest router margin p_k - p_k+1 {min(MARGINS):.2g}", flush=True)
+        Q8_ACT = True
+        for var in ["unnormalised_weights"] + (["ungated_shared_expert"] if kv["arch"] == "qwen35moe" else []):
+            VARIANT = var
+            ref = f(kv, W, fx["tokens"], [])
+            print(f"  wrong variant {var}: max |numpy - llama.cpp| = {np.abs(ref - got).max():.2g}", flush=True)
+        VARIANT = None
 
 
 if __name__ == "__main__":
