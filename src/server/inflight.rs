@@ -46,13 +46,24 @@ impl Drop for Guard {
     }
 }
 
-/// A response body that holds its request's [`Guard`] until it ends.
-struct Guarded {
+/// A response body that holds a value until the body has ended (or failed, or is dropped
+/// unfinished) and drops it then: the in-flight [`Guard`] here, the request-log line in
+/// [`super::reqlog`].
+pub(super) struct HoldUntilEnd<T> {
     body: Body,
-    guard: Option<Guard>,
+    held: Option<T>,
 }
 
-impl http_body::Body for Guarded {
+impl<T: Send + Unpin + 'static> HoldUntilEnd<T> {
+    pub(super) fn body(body: Body, held: T) -> Body {
+        Body::new(HoldUntilEnd {
+            body,
+            held: Some(held),
+        })
+    }
+}
+
+impl<T: Unpin> http_body::Body for HoldUntilEnd<T> {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -62,7 +73,7 @@ impl http_body::Body for Guarded {
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let r = Pin::new(&mut self.body).poll_frame(cx);
         if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-            self.guard = None;
+            self.held = None;
         }
         r
     }
@@ -97,12 +108,7 @@ where
         let mut router = self.router.clone();
         Box::pin(async move {
             let res = tower_service::Service::call(&mut router, req).await?;
-            Ok(res.map(|body| {
-                Body::new(Guarded {
-                    body,
-                    guard: Some(guard),
-                })
-            }))
+            Ok(res.map(|body| HoldUntilEnd::body(body, guard)))
         })
     }
 }

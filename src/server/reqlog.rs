@@ -10,18 +10,16 @@
 //! under the job's id, and the worker takes it with the job ([`JobClock`]), which also feeds the
 //! time-to-first-token and latency histograms.
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
+use super::inflight::HoldUntilEnd;
 use super::metrics::Metrics;
 use super::slots::Outcome;
 use super::state::App;
@@ -179,20 +177,17 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         resp.headers_mut().insert(HEADER, v);
     }
     let status = resp.status();
-    resp.map(|body| {
-        Body::new(Logged {
-            inner: body,
-            line: Some(Line {
-                trace,
-                method,
-                path,
-                status,
-            }),
-        })
-    })
+    let line = Line {
+        trace,
+        method,
+        path,
+        status,
+    };
+    resp.map(|body| HoldUntilEnd::body(body, line))
 }
 
-/// What the log line needs once the body ends.
+/// What the log line needs once the body ends; logged when dropped (the body ended, failed, or
+/// was dropped by a client that left mid-stream).
 struct Line {
     trace: Arc<Trace>,
     method: Method,
@@ -201,7 +196,7 @@ struct Line {
 }
 
 impl Line {
-    fn emit(self) {
+    fn emit(&self) {
         let t = &self.trace;
         let latency_ms = (t.arrived.elapsed().as_secs_f64() * 1e3 * 10.0).round() / 10.0;
         let ttft_ms = Some(t.first_token_us.load(Ordering::Relaxed))
@@ -239,43 +234,8 @@ impl Line {
     }
 }
 
-/// A response body that logs its request's line when it ends or is dropped (a client that
-/// left mid-stream is logged too).
-struct Logged {
-    inner: Body,
-    line: Option<Line>,
-}
-
-impl http_body::Body for Logged {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            if let Some(line) = self.line.take() {
-                line.emit();
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for Logged {
+impl Drop for Line {
     fn drop(&mut self) {
-        if let Some(line) = self.line.take() {
-            line.emit();
-        }
+        self.emit();
     }
 }
