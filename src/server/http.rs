@@ -58,10 +58,7 @@ pub fn router(app: Arc<App>, cors_origins: &[String]) -> crate::Result<Router> {
         .fallback(|req: Request| async move { ApiError::not_found(req.uri().path()) })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(Arc::clone(&app), gate))
-        .layer(middleware::from_fn_with_state(
-            Arc::clone(&app),
-            super::reqlog::layer,
-        ))
+        .layer(middleware::from_fn(super::reqlog::layer))
         .with_state(app);
     Ok(match super::cors::layer(cors_origins)? {
         Some(cors) => router.layer(cors),

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -22,7 +22,6 @@ use axum::response::Response;
 use super::inflight::HoldUntilEnd;
 use super::metrics::Metrics;
 use super::slots::Outcome;
-use super::state::App;
 
 /// The target of the server's own log lines (`RUST_LOG=flint=…` selects them).
 pub const TARGET: &str = "flint serve";
@@ -166,11 +165,10 @@ fn request_id(req: &Request, next: &AtomicU64) -> String {
     }
 }
 
-/// The middleware (`axum::middleware::from_fn_with_state`).
-pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+/// The middleware (`axum::middleware::from_fn`).
+pub async fn layer(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let _ = &app;
     let trace = Arc::new(Trace::new(request_id(&req, &NEXT_ID)));
     let mut resp = TRACE.scope(Arc::clone(&trace), next.run(req)).await;
     if let Ok(v) = HeaderValue::from_str(&trace.id) {
