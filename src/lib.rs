@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod gguf;
 pub mod gpu;
+pub mod grammar;
 pub mod kernels;
 pub mod kv_cache;
 pub mod logging;

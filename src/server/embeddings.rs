@@ -266,6 +266,7 @@ async fn embed_one(app: &App, prompt: Vec<u32>) -> Result<Vec<f32>, ApiError> {
         queued_at: std::time::Instant::now(),
         admitted: Some(told),
         embed: Some(reply),
+        grammar: None,
     };
     enqueue(app, job, admitted, None).await?;
     if let Ok(v) = vector.await {

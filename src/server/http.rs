@@ -309,6 +309,7 @@ pub(super) async fn submit_request(
         queued_at: std::time::Instant::now(),
         admitted: Some(told),
         embed: None,
+        grammar: None,
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),

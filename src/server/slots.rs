@@ -63,6 +63,8 @@ pub struct Job {
     /// `Some`: an embedding, not a generation: the prompt rows run as a prefill and their
     /// pooled final hidden state is sent here (`embeddings`); failures still go to `tx`.
     pub embed: Option<EmbedReply>,
+    /// `Some`: every generated token must keep the output inside this grammar.
+    pub grammar: Option<crate::grammar::GrammarSpec>,
 }
 
 /// Where an embedding job's vector goes.
@@ -289,6 +291,7 @@ mod tests {
             queued_at: Instant::now(),
             admitted: None,
             embed: None,
+            grammar: None,
         };
         (job, rx)
     }
