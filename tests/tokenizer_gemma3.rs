@@ -283,3 +283,83 @@ fn builtin_gemma_template_matches_gemma3s_own() {
         }
     }
 }
+
+/// Every chat of chat.json, rendered by Gemma 3's own template (from the GGUF) and tokenized:
+/// the prompt and the ids llama.cpp's server gives, or an error where llama.cpp's template
+/// raised one.
+#[test]
+fn chat_template_matches_llama_server() {
+    let t = tokenizer();
+    let template = t.chat_template(None).unwrap();
+    let doc = json("chat.json");
+    let cases = doc["cases"].as_array().expect("chat cases");
+    assert!(cases.len() >= 5);
+    for (i, c) in cases.iter().enumerate() {
+        let msgs: Vec<ChatMessage> = c["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| {
+                ChatMessage::new(
+                    m["role"].as_str().expect("a role"),
+                    m["content"].as_str().expect("a content"),
+                )
+            })
+            .collect();
+        let gen = c["add_generation_prompt"].as_bool().unwrap_or(true);
+        let got = template.render(&msgs, gen);
+        if let Some(err) = c["error"].as_str() {
+            let err_msg = format!("{:?}", got.expect_err("llama.cpp's template raised"));
+            assert!(
+                err.contains("Conversation roles must alternate")
+                    && err_msg.contains("Conversation roles must alternate"),
+                "chat {i}: {err_msg}"
+            );
+            continue;
+        }
+        let prompt = got.unwrap();
+        assert_eq!(prompt, c["prompt"].as_str().unwrap(), "chat {i}");
+        let want = ids(&c["ids"]);
+        assert_eq!(t.encode(&prompt, true, true).unwrap(), want, "chat {i}");
+        // The contents hold no special-token text, so the forgery-proof path agrees.
+        assert_eq!(
+            t.encode_chat(&template, &msgs, gen).unwrap(),
+            want,
+            "chat {i}"
+        );
+        // Generation stops at <end_of_turn>: every turn the template closes ends with an EOG id.
+        let closes = want.iter().filter(|&&id| id == END_OF_TURN).count();
+        assert_eq!(closes, msgs.len() - usize::from(msgs[0].role == "system"));
+        assert!(t.is_eog(END_OF_TURN));
+    }
+}
+
+#[test]
+fn flint_tokenize_applies_the_chat_template() {
+    // `flint tokenize` (no --raw) renders each prompt as one user turn with the generation
+    // prompt: the first chat of chat.json.
+    let doc = json("chat.json");
+    let first = &doc["cases"][0];
+    assert_eq!(first["messages"].as_array().map(Vec::len), Some(1));
+    let prompt = first["messages"][0]["content"].as_str().unwrap();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gemma3");
+    std::fs::create_dir_all(&dir).unwrap();
+    let prompts = dir.join("chat.jsonl");
+    let line = serde_json::json!({"category": "chat", "prompt": prompt});
+    std::fs::write(&prompts, format!("{line}\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["tokenize", "--quiet", "-m"])
+        .arg(gguf_path())
+        .arg("--prompts")
+        .arg(&prompts)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(ids(&got["ids"]), ids(&first["ids"]));
+}
