@@ -6,7 +6,7 @@ emoji, combining marks, byte-fallback code points, control and user-defined toke
 are tokenized by llama-server's `POST /tokenize` (BOS added, special tokens parsed) on the tiny
 model of gen_gemma3_chat.py and by `flint tokenize --raw`; mismatches are printed.
 
-    /root/ggufenv/bin/python scripts/fuzz_gemma3_tokenize.py SEED COUNT   (MAXN=pieces per string)
+    ~/ggufenv/bin/python scripts/fuzz_gemma3_tokenize.py SEED COUNT   (MAXN=pieces per string)
 
 Needs target/tmp/gemma3/gemma3_vocab.gguf (cargo test --release --test tokenizer_gemma3 makes
 it), target/release/flint, gguf-py, numpy and llama.cpp's binaries.

