@@ -231,13 +231,36 @@ def llama_tokenize(bin_dir, gguf, text, parse_special):
     return json.loads(lines[-1])
 
 
+def llama_vocab_log(bin_dir, gguf):
+    """(EOG ids, EOT id, special-token cache size) from llama.cpp's verbose vocabulary load."""
+    exe = pathlib.Path(bin_dir) / "llama-tokenize"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(bin_dir))
+    p = subprocess.run([str(exe), "-m", str(gguf), "-p", "x", "-v"], capture_output=True, env=env)
+    log = (p.stdout + p.stderr).decode(errors="replace").splitlines()
+    eog, eot, cache = [], None, None
+    for line in log:
+        if "print_info: EOG token" in line:
+            eog.append(int(line.split("=")[1].split()[0]))
+        elif "print_info: EOT token" in line:
+            eot = int(line.split("=")[1].split()[0])
+        elif "special tokens cache size" in line:
+            cache = int(line.split("=")[1])
+    if p.returncode != 0 or not eog or eot is None or cache is None:
+        die(f"no EOG/EOT/cache lines in llama-tokenize -v:\n" + "\n".join(log[-20:]))
+    return sorted(eog), eot, cache
+
+
 def expected_json(bin_dir, gguf, corpus_path):
     lines = json.loads(pathlib.Path(corpus_path).read_text(encoding="utf-8"))["lines"]
+    eog, eot, cache = llama_vocab_log(bin_dir, gguf)
     out = [
         "{",
         '  "generator": "scripts/gen_gemma3_vocab.py",',
         '  "oracle": "llama.cpp b11434 llama-tokenize --ids (BOS added), on the vocab-only GGUF'
-        f' of {PACKAGE} {VERSION}",',
+        f' of {PACKAGE} {VERSION}; eog, eot and n_special from its -v load log",',
+        f'  "eog": {json.dumps(eog)},',
+        f'  "eot": {eot},',
+        f'  "n_special": {cache},',
         '  "cases": [',
     ]
     for n, line in enumerate(lines):

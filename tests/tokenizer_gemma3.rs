@@ -126,8 +126,22 @@ fn metadata_is_gemma3s() {
         (Some(UNK), Some(PAD), Some(END_OF_TURN))
     );
     assert!(t.add_bos() && !t.add_eos());
-    // llama.cpp's end-of-generation set for this vocabulary: <eos>, <end_of_turn> and `</s>`.
+    // llama.cpp's end-of-generation set for this vocabulary (from its load log): <eos>,
+    // <end_of_turn> and `</s>`; its EOT; the number of tokens it matches in raw text (control,
+    // user-defined, unknown).
+    let expected = json("expected.json");
+    assert_eq!(t.eog_ids(), &ids(&expected["eog"])[..]);
     assert_eq!(t.eog_ids(), &[EOS, END_OF_TURN, CLOSE_S]);
+    assert_eq!(s.eot.map(u64::from), expected["eot"].as_u64());
+    let n_special = (0..N_VOCAB)
+        .filter(|&id| {
+            matches!(
+                t.token_type(id),
+                Some(TokenType::Control | TokenType::UserDefined | TokenType::Unknown)
+            )
+        })
+        .count();
+    assert_eq!(Some(n_special as u64), expected["n_special"].as_u64());
     assert!(!t.is_eog(START_OF_TURN) && !t.is_eog(BOS) && !t.is_eog(PAD));
     assert_eq!(t.token_text(START_OF_TURN), Some("<start_of_turn>"));
     assert_eq!(t.token_text(END_OF_TURN), Some("<end_of_turn>"));
