@@ -231,23 +231,26 @@ def llama_tokenize(bin_dir, gguf, text, parse_special):
     return json.loads(lines[-1])
 
 
-def llama_vocab_log(bin_dir, gguf):
-    """(EOG ids, EOT id, special-token cache size) from llama.cpp's verbose vocabulary load."""
+def llama_vocab_log(bin_dir, gguf, prompt="x"):
+    """(EOG ids, EOT id or None, special-token cache size) from llama.cpp's verbose vocabulary
+    load (llama-tokenize -v on `prompt`)."""
     exe = pathlib.Path(bin_dir) / "llama-tokenize"
     env = dict(os.environ, LD_LIBRARY_PATH=str(bin_dir))
-    p = subprocess.run([str(exe), "-m", str(gguf), "-p", "x", "-v"], capture_output=True, env=env)
-    log = (p.stdout + p.stderr).decode(errors="replace").splitlines()
-    eog, eot, cache = [], None, None
-    for line in log:
-        if "print_info: EOG token" in line:
-            eog.append(int(line.split("=")[1].split()[0]))
-        elif "print_info: EOT token" in line:
-            eot = int(line.split("=")[1].split()[0])
-        elif "special tokens cache size" in line:
-            cache = int(line.split("=")[1])
-    if p.returncode != 0 or not eog or eot is None or cache is None:
-        die(f"no EOG/EOT/cache lines in llama-tokenize -v:\n" + "\n".join(log[-20:]))
-    return sorted(eog), eot, cache
+    # llama.cpp logs from a worker thread: a run may exit before its lines are out; retry.
+    for _ in range(5):
+        p = subprocess.run([str(exe), "-m", str(gguf), "-p", prompt, "-v"], capture_output=True, env=env)
+        log = (p.stdout + p.stderr).decode(errors="replace").splitlines()
+        eog, eot, cache = [], None, None
+        for line in log:
+            if "print_info: EOG token" in line:
+                eog.append(int(line.split("=")[1].split()[0]))
+            elif "print_info: EOT token" in line:
+                eot = int(line.split("=")[1].split()[0])
+            elif "special tokens cache size" in line:
+                cache = int(line.split("=")[1])
+        if p.returncode == 0 and eog and cache is not None:
+            return sorted(eog), eot, cache
+    die("no EOG/cache lines in llama-tokenize -v:\n" + "\n".join(log[-20:]))
 
 
 def expected_json(bin_dir, gguf, corpus_path):
