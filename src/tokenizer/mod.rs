@@ -303,7 +303,8 @@ impl Tokenizer {
     }
 
     /// The chat template: `override_source` (e.g. from `--chat-template-file`) or the model's
-    /// `tokenizer.chat_template`.
+    /// `tokenizer.chat_template`; it drops the BOS/EOS texts this tokenizer adds itself
+    /// ([`ChatTemplate::strip_added_special`]).
     pub fn chat_template(
         &self,
         override_source: Option<&str>,
