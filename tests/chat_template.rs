@@ -169,9 +169,23 @@ fn template_errors_are_typed() {
     ));
     // bos_token / eos_token come from the vocabulary.
     let t = tok
+        .chat_template(Some("x{{ bos_token }}|{{ eos_token }}"))
+        .unwrap();
+    assert_eq!(t.render(&[], false).unwrap(), "x<s>|</s>");
+    // This vocabulary adds BOS (SentencePiece's default), so a leading bos_token text is dropped
+    // from the rendering, as llama.cpp's common_chat_templates_apply does; EOS is not added, so
+    // a trailing eos_token stays.
+    let t = tok
         .chat_template(Some("{{ bos_token }}|{{ eos_token }}"))
         .unwrap();
-    assert_eq!(t.render(&[], false).unwrap(), "<s>|</s>");
+    assert_eq!(t.render(&[], false).unwrap(), "|</s>");
+    let mut tok = tok;
+    tok.set_add_bos(false).unwrap();
+    tok.set_add_eos(true).unwrap();
+    let t = tok
+        .chat_template(Some("{{ bos_token }}|{{ eos_token }}"))
+        .unwrap();
+    assert_eq!(t.render(&[], false).unwrap(), "<s>|");
 }
 
 #[test]

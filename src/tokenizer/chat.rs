@@ -4,6 +4,11 @@
 //! `messages`, `add_generation_prompt`, `bos_token` and `eos_token` in the context, plus
 //! `raise_exception`, `strftime_now`, a Python-compatible `tojson` and the common Python
 //! `str`/`dict` methods (see `pycompat`).
+//!
+//! A template made by [`Tokenizer::chat_template`](super::Tokenizer::chat_template) for a model
+//! that adds BOS (EOS) itself drops one leading `bos_token` (trailing `eos_token`) text from the
+//! rendering, as llama.cpp's `common_chat_templates_apply` does, so that a template that writes
+//! `{{ bos_token }}` (Gemma, Llama 3) does not give two BOS tokens.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,6 +50,10 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: String,
     eos_token: String,
+    /// Drop a leading `bos_token` / trailing `eos_token` text from the rendering (the
+    /// tokenizer adds the token itself).
+    strip_bos: bool,
+    strip_eos: bool,
 }
 
 /// Read a template file (`--chat-template-file`).
@@ -78,7 +87,18 @@ impl ChatTemplate {
             env,
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
+            strip_bos: false,
+            strip_eos: false,
         })
+    }
+
+    /// Drop a leading `bos_token` text from renderings when `add_bos` and a trailing
+    /// `eos_token` text when `add_eos` (llama.cpp's `common_chat_templates_apply`: the
+    /// tokenizer adds those tokens itself). Empty texts are never stripped.
+    pub fn strip_added_special(mut self, add_bos: bool, add_eos: bool) -> ChatTemplate {
+        self.strip_bos = add_bos && !self.bos_token.is_empty();
+        self.strip_eos = add_eos && !self.eos_token.is_empty();
+        self
     }
 
     /// Compile the template in the file at `path`.
@@ -119,6 +139,13 @@ impl ChatTemplate {
             ctx.insert(k, v.clone());
         }
         let tmpl = self.env.get_template(NAME)?;
-        Ok(tmpl.render(Value::from(ctx))?)
+        let mut text = tmpl.render(Value::from(ctx))?;
+        if self.strip_bos && text.starts_with(&self.bos_token) {
+            text.drain(..self.bos_token.len());
+        }
+        if self.strip_eos && text.ends_with(&self.eos_token) {
+            text.truncate(text.len() - self.eos_token.len());
+        }
+        Ok(text)
     }
 }

@@ -303,7 +303,8 @@ impl Tokenizer {
     }
 
     /// The chat template: `override_source` (e.g. from `--chat-template-file`) or the model's
-    /// `tokenizer.chat_template`.
+    /// `tokenizer.chat_template`; it drops the BOS/EOS texts this tokenizer adds itself
+    /// ([`ChatTemplate::strip_added_special`]).
     pub fn chat_template(
         &self,
         override_source: Option<&str>,
@@ -312,11 +313,12 @@ impl Tokenizer {
             .or(self.chat_template.as_deref())
             .ok_or(TokenizerError::NoChatTemplate)?;
         let text = |id: Option<TokenId>| id.and_then(|i| self.vocab.text(i)).unwrap_or_default();
-        ChatTemplate::new(
+        Ok(ChatTemplate::new(
             source,
             text(self.vocab.special.bos),
             text(self.vocab.special.eos),
-        )
+        )?
+        .strip_added_special(self.vocab.add_bos, self.vocab.add_eos))
     }
 
     /// The model's own template text, if it has one.

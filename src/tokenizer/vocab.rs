@@ -68,15 +68,19 @@ pub struct SpecialIds {
     pub mask: Option<TokenId>,
 }
 
-/// Texts llama.cpp treats as end of generation (and forces to control type).
-const EOG_TEXTS: [&str; 17] = [
+/// Texts llama.cpp (b11434, `llama_vocab::impl::load`) treats as end of generation and forces to
+/// control type, whatever the GGUF's token type says (Gemma 3's `</s>` is a normal token there).
+const EOG_TEXTS: [&str; 22] = [
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
     "<|return|>",
     "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
     "_<EOT>",
@@ -86,7 +90,9 @@ const EOG_TEXTS: [&str; 17] = [
     "<end_of_utterance>",
     "<eos>",
     "<turn|>",
+    "<|tool_response>",
     "<｜end▁of▁sentence｜>",
+    "[e~[",
 ];
 /// The subset that can be the end-of-turn id when the metadata has none (the lowest id found
 /// wins; llama.cpp takes the first in hash order). All are in `EOG_TEXTS`.
@@ -297,6 +303,11 @@ impl Vocab {
         eog.extend(self.special.eom);
         eog.sort_unstable();
         eog.dedup();
+        let has = |eog: &[TokenId], text: &str| {
+            eog.iter()
+                .copied()
+                .find(|&id| self.texts.get(id as usize).is_some_and(|t| t == text))
+        };
         // Only the well-known texts are forced to control type (not an EOS/EOT id that the
         // metadata points at a normal token), as in llama.cpp.
         for &id in &eog {
@@ -307,6 +318,27 @@ impl Vocab {
             if let Some(t) = self.types.get_mut(id as usize) {
                 if known && !t.is_special() {
                     *t = TokenType::Control;
+                }
+            }
+        }
+        // Harmony-style vocabularies end a turn with `<|return|>` / `<|call|>` (or `<|calls|>` /
+        // `<|flush|>`), not `<|end|>`: llama.cpp drops `<|end|>` from the set and makes it
+        // user-defined.
+        let call = has(&eog, "<|call|>").or(has(&eog, "<|calls|>"));
+        if let (Some(_), Some(end)) = (call, has(&eog, "<|end|>")) {
+            if has(&eog, "<|return|>").is_some() || has(&eog, "<|flush|>").is_some() {
+                eog.retain(|&id| id != end);
+                if let Some(t) = self.types.get_mut(end as usize) {
+                    *t = TokenType::UserDefined;
+                }
+            }
+        }
+        // Gemma 4 and PLaMo have a normal `</s>`: with their marker tokens it stays normal.
+        if let Some(s) = has(&eog, "</s>") {
+            if has(&eog, "<|tool_response>").is_some() || has(&eog, "<|plamo:eos|>").is_some() {
+                eog.retain(|&id| id != s);
+                if let Some(t) = self.types.get_mut(s as usize) {
+                    *t = TokenType::Normal;
                 }
             }
         }
