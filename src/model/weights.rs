@@ -310,6 +310,14 @@ pub fn load(
     hp: &Hparams,
     progress: bool,
 ) -> Result<ModelWeights> {
+    if hp.moe.is_some() {
+        // The MoE block runs on the device (`kernels::ops::moe`, `model::moe::upload_layer`);
+        // the layer loop of the forward pass does not call it yet.
+        return Err(Error::Usage(format!(
+            "{}: the device forward pass of mixture-of-experts models is not wired yet",
+            hp.arch.name()
+        )));
+    }
     super::shapes::check_shapes(file, hp)?;
     let mut l = Loader::new(ctx, file, progress);
     l.stack = Some(Family::for_context(ctx));

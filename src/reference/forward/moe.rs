@@ -156,6 +156,14 @@ impl MoeWeights {
         linear(x, rows, k)
     }
 
+    /// The block's output `[T, d]` for rows `cur` `[T, d]` (the normed residual), and each
+    /// row's experts `[T, k]`, best first.
+    pub fn apply(&self, cur: &[f32], d: usize) -> (Vec<f32>, Vec<usize>) {
+        let out = self.forward(cur, d, &mut Recorder::new(false), 0);
+        let ids = cur.chunks_exact(d).flat_map(|x| self.route(x).0).collect();
+        (out, ids)
+    }
+
     /// The block's output for `cur` `[T, d]` (the normed residual): `[T, d]`, recording each
     /// row's experts as `ffn_moe_topk-il` `[T, k]` (ids as f32) and weights as
     /// `ffn_moe_weights-il` `[T, k]`.
