@@ -300,6 +300,30 @@ pub struct MoeScratch {
 }
 
 impl MoeScratch {
+    /// Every buffer with its short name (`logits`, `ids`, …), for the allocation records.
+    pub fn named(&self) -> Vec<(&'static str, &wgpu::Buffer)> {
+        let mut v = vec![
+            ("logits", &self.logits),
+            ("ids", &self.ids),
+            ("weights", &self.weights),
+            ("gate", &self.gate),
+            ("up", &self.up),
+            ("h", &self.h),
+            ("y", &self.y),
+        ];
+        if let Some(s) = &self.shared {
+            let names = [
+                "shexp_gate",
+                "shexp_up",
+                "shexp_h",
+                "shexp_out",
+                "shexp_logit",
+            ];
+            v.extend(names.into_iter().zip(s.iter()));
+        }
+        v
+    }
+
     /// Buffers for `m` rows of `w` with hidden size `d`.
     pub fn new(ctx: &GpuContext, w: &MoeGpuWeights, d: u32, m: u32) -> Result<Self, GpuError> {
         let slots = u64::from(m) * u64::from(w.n_used);
