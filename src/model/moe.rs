@@ -147,6 +147,38 @@ impl MoeHparams {
         })
     }
 
+    /// The MoE block's scratch buffers (`kernels::ops::moe::MoeScratch`, its names) as f32s
+    /// per token row, for hidden size `d`: router logits `E`, ids and weights `k`, expert
+    /// gate / up / activation `k · f` each, expert outputs `k · d`, and with a shared expert
+    /// its gate / up / activation `f_sh` each, output `d` and gate logit 1.
+    pub fn scratch_widths(&self, d: u32) -> Vec<(&'static str, u64)> {
+        let (e, k, f) = (
+            u64::from(self.n_expert),
+            u64::from(self.n_expert_used),
+            u64::from(self.n_ff_exp),
+        );
+        let mut v = vec![
+            ("logits", e),
+            ("ids", k),
+            ("weights", k),
+            ("gate", k * f),
+            ("up", k * f),
+            ("h", k * f),
+            ("y", k * u64::from(d)),
+        ];
+        if let Some(sf) = self.n_ff_shexp {
+            let sf = u64::from(sf);
+            v.extend([
+                ("shexp_gate", sf),
+                ("shexp_up", sf),
+                ("shexp_h", sf),
+                ("shexp_out", u64::from(d)),
+                ("shexp_logit", 1),
+            ]);
+        }
+        v
+    }
+
     /// Checks layer `il`'s routing and expert tensors: the names this runtime reads, with their
     /// shapes, and no other; returns whether the layer has a shared expert.
     pub fn check_layer(
@@ -221,13 +253,11 @@ pub fn upload_layer(
     let up = |suffix: &str| -> Result<GpuWeight> {
         let name = format!("blk.{il}.{suffix}.weight");
         let (t, data) = file.tensor_data(&name)?;
-        let rows: u64 = t.shape.iter().skip(1).product();
-        Ok(GpuWeight::upload(
-            ctx,
-            &name,
-            t.ty,
-            [t.row_len(), rows],
-            data,
+        // A 3-D expert tensor [K, N, E] as [K, N · E], split by whole experts.
+        let group = if t.shape.len() == 3 { t.shape[1] } else { 1 };
+        let shape = [t.row_len(), t.n_rows()];
+        Ok(GpuWeight::upload_grouped(
+            ctx, &name, t.ty, shape, data, group,
         )?)
     };
     let shared = match shared {
