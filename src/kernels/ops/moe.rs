@@ -107,14 +107,27 @@ fn combine_variant(shared: bool) -> ShaderVariant {
     }
 }
 
-/// Every variant of this family that needs no weight type (the expert mat-vec has one per
-/// type and family, built on use).
+/// Every variant of this family: the router, the combine kernel, and the expert mat-vec for
+/// every matmul weight type in every registered matmul family, f16 on and off.
 pub fn variants() -> Vec<ShaderVariant> {
-    vec![
+    use crate::kernels::matmul::variants::REGISTERED_FAMILIES;
+    let mut out = vec![
         router_variant(),
         combine_variant(false),
         combine_variant(true),
-    ]
+    ];
+    for ty in crate::kernels::matmul::SUPPORTED_TYPES {
+        for family in REGISTERED_FAMILIES {
+            for f16 in [false, true] {
+                if let Ok(v) = matvec_id_variant(ty, family, f16) {
+                    if !out.contains(&v) {
+                        out.push(v);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Where an expert mat-vec reads and writes.
