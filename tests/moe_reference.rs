@@ -66,7 +66,7 @@ fn uints(v: &Value) -> Vec<u32> {
 
 /// A model either oracle runs, with its state.
 enum Oracle {
-    Dense(RefModel, flint::reference::forward::RefKvCache),
+    Dense(Box<RefModel>, Box<flint::reference::forward::RefKvCache>),
     Hybrid(
         Box<RefHybridModel>,
         Box<flint::reference::hybrid::RefHybridState>,
@@ -85,7 +85,7 @@ impl Oracle {
             let mut m = RefModel::load(&file).unwrap();
             m.round_moe_activations_q8_0(q8_activations);
             let c = m.new_cache(GgmlType::F32).unwrap();
-            Oracle::Dense(m, c)
+            Oracle::Dense(Box::new(m), Box::new(c))
         }
     }
 

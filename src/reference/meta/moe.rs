@@ -15,7 +15,7 @@ use super::{MetaError, RefArch, RefHparams};
 use crate::gguf::{Gguf, MetaValue, Metadata};
 
 /// The clamp of the top-k weights' sum (the smallest normal f16), `build_moe_ffn`.
-pub const WEIGHTS_SUM_MIN: f32 = 6.103515625e-5;
+pub const WEIGHTS_SUM_MIN: f32 = 1.0 / 16384.0; // 2^-14 = 6.103515625e-5
 
 /// The expert shape of a `qwen3moe` / `qwen35moe` model.
 #[derive(Debug, Clone, PartialEq)]
