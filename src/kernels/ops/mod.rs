@@ -28,6 +28,7 @@ pub mod delta;
 pub mod dspark;
 pub mod glu;
 pub mod moe;
+pub mod moe_block;
 pub mod norm;
 pub mod rope;
 pub mod select;
