@@ -3,7 +3,7 @@
 //! it) and against llama.cpp:
 //!
 //! - its metadata reader agrees with the GPU path's (`flint::model::Hparams`) on the preset, and
-//!   refuses `qwen35moe` and bad hybrid keys naming them;
+//!   refuses bad hybrid keys naming them;
 //! - a batch and the same tokens one at a time give the same logits (the oracle runs the
 //!   DeltaNet strictly token by token and sums every dot product in a fixed order: measured
 //!   max |Δ| 0, bound 0), the same named activations and the same final state;
@@ -149,11 +149,12 @@ fn bad_hybrid_keys_and_moe_are_refused_by_name() {
         );
     })
     .unwrap_err();
+    // qwen35moe is read under its own prefix (tests/moe_reference.rs runs it): a qwen35 file
+    // relabelled lacks its keys, and the error names the first one.
     assert!(
-        matches!(&err, MetaError::Moe { arch } if arch == "qwen35moe"),
+        matches!(&err, MetaError::Missing { key } if key == "qwen35moe.block_count"),
         "{err}"
     );
-    assert!(err.to_string().contains("MoE is not supported"), "{err}");
 
     let err = edited(|w| {
         w.set("qwen35.ssm.time_step_rank", MetaValue::U32(3));

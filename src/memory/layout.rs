@@ -31,7 +31,10 @@ pub fn weight_bytes(t: &TensorInfo, max_buffer: u64, max_binding: u64) -> u64 {
         max_storage_buffer_binding_size: max_binding,
         ..wgpu::Limits::default()
     };
-    crate::kernels::matmul::device_bytes(t.ty, [t.row_len(), t.n_rows()], &limits)
+    // 3-D expert tensors `[K, N, E]` split by whole experts (`model::moe::upload_layer`).
+    let group = if t.shape.len() == 3 { t.shape[1] } else { 1 };
+    let shape = [t.row_len(), t.n_rows()];
+    crate::kernels::matmul::layout::device_bytes_grouped(t.ty, shape, &limits, group)
         .unwrap_or_else(|_| raw_weight_bytes(t, max_binding))
 }
 

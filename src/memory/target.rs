@@ -89,6 +89,15 @@ pub fn buffers(
     if let Some(h) = &hp.hybrid {
         recurrent(&mut out, hp, h, n, u64::from(p.n_seq));
     }
+    // MoE models: the MoE block's scratch (`model::moe::MoeHparams::scratch_widths`).
+    for (name, width) in hp.moe.iter().flat_map(|m| m.scratch_widths(hp.n_embd)) {
+        out.push(buf(
+            Kind::Compute,
+            format!("act.moe.{name}"),
+            f32s(n * width),
+            true,
+        ));
+    }
     // Split-KV decode partials: the one compute buffer that grows with n_ctx, by
     // n_head × (head_dim_v + 2) floats per 256 context rows (< 1 % of the KV cache).
     out.push(buf(

@@ -8,6 +8,7 @@
 use crate::gguf::{Gguf, GgufError, MetaValue};
 
 pub use super::hybrid::{check_rope_sections, HybridHparams, LayerKind};
+pub use super::moe::MoeHparams;
 
 /// The model families flint runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,10 @@ pub enum Arch {
     Qwen3,
     /// Qwen3.5 / 3.6 hybrid: Gated DeltaNet and gated full-attention layers.
     Qwen35,
+    /// Qwen3 attention with a mixture-of-experts FFN (`super::moe`).
+    Qwen3Moe,
+    /// The Qwen3.5 hybrid with a mixture-of-experts FFN and a gated shared expert.
+    Qwen35Moe,
     /// A DSpark drafter in llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter in the legacy PrismML `dspark` format.
@@ -30,6 +35,8 @@ impl Arch {
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
             "qwen35" => Arch::Qwen35,
+            "qwen3moe" => Arch::Qwen3Moe,
+            "qwen35moe" => Arch::Qwen35Moe,
             "dflash" => Arch::Dflash,
             "dspark" => Arch::DsparkLegacy,
             _ => return None,
@@ -42,6 +49,8 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Qwen35 => "qwen35",
+            Arch::Qwen3Moe => "qwen3moe",
+            Arch::Qwen35Moe => "qwen35moe",
             Arch::Dflash => "dflash",
             Arch::DsparkLegacy => "dspark",
         }
@@ -55,10 +64,8 @@ impl Arch {
 /// Errors reading hyperparameters.
 #[derive(Debug, thiserror::Error)]
 pub enum HparamsError {
-    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35 and DSpark drafters: dflash, dspark)")]
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
-    #[error("architecture '{arch}' is a mixture-of-experts model: MoE is not supported yet (its dense sibling '{dense}' is)")]
-    MoeUnsupported { arch: String, dense: &'static str },
     #[error(transparent)]
     Metadata(#[from] GgufError),
     #[error("{key} = '{value}' is not supported: flint runs the RoPE scaling types none, linear and yarn")]
@@ -145,6 +152,8 @@ pub struct Hparams {
     /// Hybrid models (qwen35): the layer kinds and the Gated DeltaNet shape. Their attention
     /// layers are gated (`attn_q` holds q and a sigmoid output gate per head).
     pub hybrid: Option<HybridHparams>,
+    /// Mixture-of-experts models (qwen3moe, qwen35moe): the experts that replace the FFN.
+    pub moe: Option<MoeHparams>,
 }
 
 impl Hparams {
@@ -165,12 +174,6 @@ impl Hparams {
     pub fn from_gguf(g: &Gguf) -> Result<Hparams, HparamsError> {
         let m = &g.metadata;
         let arch_name = m.architecture()?;
-        if arch_name == "qwen35moe" {
-            return Err(HparamsError::MoeUnsupported {
-                arch: arch_name.to_string(),
-                dense: "qwen35",
-            });
-        }
         let arch = Arch::from_name(arch_name).ok_or_else(|| HparamsError::UnsupportedArch {
             arch: arch_name.to_string(),
         })?;
@@ -203,7 +206,13 @@ impl Hparams {
         let tied_embeddings = g.tensor("output.weight").is_none();
         let neox = matches!(
             arch,
-            Arch::Qwen2 | Arch::Qwen3 | Arch::Qwen35 | Arch::Dflash | Arch::DsparkLegacy
+            Arch::Qwen2
+                | Arch::Qwen3
+                | Arch::Qwen35
+                | Arch::Qwen3Moe
+                | Arch::Qwen35Moe
+                | Arch::Dflash
+                | Arch::DsparkLegacy
         );
         let scale = m
             .opt(&key("rope.scaling.factor"), |m, k| m.f32(k))?
@@ -214,12 +223,24 @@ impl Hparams {
         let rope = rope_scaling(g, p, n_ctx_train)?;
         let block_count = m.u32(&key("block_count"))?;
         let hybrid = match arch {
-            Arch::Qwen35 => Some(HybridHparams::from_gguf(g, p, block_count)?),
+            Arch::Qwen35 | Arch::Qwen35Moe => Some(HybridHparams::from_gguf(g, p, block_count)?),
             _ => None,
         };
         let n_layer = hybrid
             .as_ref()
             .map_or(block_count, |h| h.kinds.len() as u32);
+        // MoE models may omit feed_forward_length (llama.cpp reads it as optional).
+        let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen35Moe);
+        let n_ff = match moe_arch {
+            true => m
+                .opt(&key("feed_forward_length"), |m, k| m.u32(k))?
+                .unwrap_or(0),
+            false => m.u32(&key("feed_forward_length"))?,
+        };
+        let moe = match moe_arch {
+            true => Some(MoeHparams::from_gguf(g, p, n_ff, arch == Arch::Qwen35Moe)?),
+            false => None,
+        };
         let hp = Hparams {
             arch,
             n_layer,
@@ -228,7 +249,7 @@ impl Hparams {
             n_head_kv,
             head_dim,
             head_dim_v,
-            n_ff: m.u32(&key("feed_forward_length"))?,
+            n_ff,
             n_vocab,
             n_ctx_train,
             rope_base: m
@@ -251,10 +272,12 @@ impl Hparams {
             rope_beta_slow: rope.beta_slow,
             rms_eps: m.f32(&key("attention.layer_norm_rms_epsilon"))?,
             // qwen35's attention layers always norm q and k (its layer 0 is usually DeltaNet).
-            qk_norm: arch == Arch::Qwen35 || g.tensor("blk.0.attn_q_norm.weight").is_some(),
+            qk_norm: matches!(arch, Arch::Qwen35 | Arch::Qwen35Moe)
+                || g.tensor("blk.0.attn_q_norm.weight").is_some(),
             qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
             tied_embeddings,
             hybrid,
+            moe,
         };
         if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
             return Err(HparamsError::Invalid {

@@ -8,6 +8,7 @@ pub mod forward;
 pub mod hparams;
 pub mod hybrid;
 pub mod mixer;
+pub mod moe;
 pub mod presets;
 pub mod random_weights;
 pub mod shapes;

@@ -12,9 +12,11 @@ use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
 #[path = "presets_bonsai.rs"]
 mod bonsai;
+#[path = "presets_moe.rs"]
+mod moe;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 14] = [
+pub const PRESETS: [&str; 19] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -29,6 +31,11 @@ pub const PRESETS: [&str; 14] = [
     "qwen35-tiny-q8_0",
     "qwen35-tiny-q1_0",
     "qwen35-tiny-q2_0-g128",
+    moe::MOE_PRESETS[0],
+    moe::MOE_PRESETS[1],
+    moe::MOE_PRESETS[2],
+    moe::MOE_PRESETS[3],
+    moe::MOE_PRESETS[4],
 ];
 
 /// The writer of preset `name` (shape-only tensors), or `None` for an unknown name.
@@ -48,7 +55,7 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen35-tiny-q8_0" => qwen35_tiny(GgmlType::Q8_0),
         "qwen35-tiny-q1_0" => qwen35_tiny(GgmlType::Q1_0),
         "qwen35-tiny-q2_0-g128" => qwen35_tiny(GgmlType::Q2_0_G128),
-        _ => return None,
+        _ => return moe::moe_preset_writer(name),
     })
 }
 
@@ -115,7 +122,7 @@ pub(super) fn add_block(
 }
 
 /// llama.cpp's Q4_K_M rule for the layers whose attn_v and ffn_down get Q6_K.
-fn more_bits(i: u32, n: u32) -> bool {
+pub(super) fn more_bits(i: u32, n: u32) -> bool {
     i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
 }
 

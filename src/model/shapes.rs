@@ -109,6 +109,11 @@ fn check_layer(c: &Checker<'_>, hp: &Hparams, il: u32) -> Result<(), HparamsErro
         LayerKind::Attention => check_attention(c, hp, il)?,
         LayerKind::DeltaNet => check_delta_net(c, hp, il)?,
     }
+    if let Some(moe) = &hp.moe {
+        // Router, experts, shared expert; any other expert or routing tensor is refused.
+        moe.check_layer(c.g, il, hp.n_embd)?;
+        return Ok(());
+    }
     c.required(&p("ffn_gate.weight"), &[d, f])?;
     c.required(&p("ffn_up.weight"), &[d, f])?;
     c.required(&p("ffn_down.weight"), &[f, d])

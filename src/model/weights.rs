@@ -56,6 +56,9 @@ pub enum GateUp {
     /// (`MatmulIo::paired`, CPU drivers; the gate projection's dispatch saved). Its buffer takes
     /// exactly the bytes the memory plan gives the two weights.
     Paired(GpuWeight),
+    /// A mixture-of-experts layer (qwen3moe, qwen35moe): router, experts and shared expert,
+    /// run by `kernels::ops::moe::MoeBlock` in place of gate, up, GLU and down.
+    Moe(Box<crate::kernels::ops::moe::MoeGpuWeights>),
 }
 
 /// One layer's weights (cloning shares the device buffers).
@@ -67,6 +70,7 @@ pub struct LayerWeights {
     /// `ffn_norm` (`post_attention_norm` in qwen35).
     pub ffn_norm: wgpu::Buffer,
     pub ffn: GateUp,
+    /// `ffn_down` (a MoE layer: its `ffn_down_exps`, run by the MoE block).
     pub down: GpuWeight,
 }
 
@@ -110,6 +114,10 @@ impl LayerWeights {
             GateUp::Paired(w) => Err(Error::Usage(format!(
                 "{} holds gate and up paired where separate weights were expected",
                 w.name
+            ))),
+            GateUp::Moe(w) => Err(Error::Usage(format!(
+                "{} belongs to a mixture-of-experts layer where a dense FFN was expected",
+                w.router.name
             ))),
         }
     }
@@ -280,6 +288,23 @@ impl<'a> Loader<'a> {
             "ffn_norm.weight"
         };
         let ffn_norm = self.vector(&p(ffn_norm_name), hp.n_embd)?;
+        if let Some(moe) = &hp.moe {
+            let w = super::moe::upload_layer(self.ctx, self.file, il, hp.n_embd, moe)?;
+            let mut parts = vec![&w.router, &w.gate_exps, &w.up_exps, &w.down_exps];
+            parts.extend(w.shared.iter().flatten());
+            for part in parts {
+                self.allocations
+                    .push((part.name.clone(), part.buffer_bytes()));
+            }
+            let down = w.down_exps.clone();
+            return Ok(LayerWeights {
+                attn_norm,
+                mixer,
+                ffn_norm,
+                ffn: GateUp::Moe(Box::new(w)),
+                down,
+            });
+        }
         let names = ["ffn_gate.weight", "ffn_up.weight"].map(p);
         let paired = match self.stack {
             Some(family) => self.stacked(&p("ffn_gate_up"), &names, family, true)?,

@@ -278,17 +278,33 @@ fn split_size(l: &TypeLayout, nb: u64, rows: u64) -> ([u64; 3], u64) {
 
 /// The row splits of a `[K, N]` weight of `ty` whose buffers may be at most `limit` bytes.
 pub fn split_plan(ty: GgmlType, shape: [u64; 2], limit: u64) -> Result<Vec<SplitPlan>, GpuError> {
+    split_plan_grouped(ty, shape, limit, 1)
+}
+
+/// [`split_plan`] with every split holding whole groups of `group` rows (a 3-D expert tensor:
+/// one expert's rows), so a split never cuts an expert.
+pub fn split_plan_grouped(
+    ty: GgmlType,
+    shape: [u64; 2],
+    limit: u64,
+    group: u64,
+) -> Result<Vec<SplitPlan>, GpuError> {
     let (l, nb) = check_shape(ty, shape)?;
     let n = shape[1];
+    let group = group.max(1);
     let row_bytes = nb * l.block_bytes;
     let mut max_rows = (limit / row_bytes.max(1)).min(n);
+    max_rows -= max_rows % group;
     while max_rows > 0 && split_size(l, nb, max_rows).1 > limit {
-        max_rows -= 1;
+        max_rows -= group;
     }
     if max_rows == 0 {
         return Err(GpuError::BufferTooLarge {
-            what: format!("one row of a {ty} weight of shape [{}, {n}]", shape[0]),
-            bytes: split_size(l, nb, 1).1,
+            what: format!(
+                "{group} row(s) (one expert or row) of a {ty} weight of shape [{}, {n}]",
+                shape[0]
+            ),
+            bytes: split_size(l, nb, group).1,
             limit,
         });
     }
@@ -319,7 +335,17 @@ pub fn binding_limit(limits: &wgpu::Limits) -> u64 {
 /// Exact device bytes of a `[K, N]` weight of `ty` (the sum of its split buffers), for the
 /// memory planner.
 pub fn device_bytes(ty: GgmlType, shape: [u64; 2], limits: &wgpu::Limits) -> Result<u64, GpuError> {
-    let plan = split_plan(ty, shape, binding_limit(limits))?;
+    device_bytes_grouped(ty, shape, limits, 1)
+}
+
+/// [`device_bytes`] of a weight split by whole groups of `group` rows ([`split_plan_grouped`]).
+pub fn device_bytes_grouped(
+    ty: GgmlType,
+    shape: [u64; 2],
+    limits: &wgpu::Limits,
+    group: u64,
+) -> Result<u64, GpuError> {
+    let plan = split_plan_grouped(ty, shape, binding_limit(limits), group)?;
     Ok(plan.iter().map(|s| s.bytes).sum())
 }
 

@@ -243,10 +243,10 @@ fn type_define(ty: GgmlType) -> Result<&'static str, GpuError> {
 }
 
 /// A variant's text defines.
-type Defines = Vec<(&'static str, String)>;
+pub(crate) type Defines = Vec<(&'static str, String)>;
 
 /// Type defines, with `USE_F16` only where it changes something (F16 weights).
-fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError> {
+pub(crate) fn type_defines(ty: GgmlType, use_f16: bool) -> Result<(Defines, bool), GpuError> {
     let mut defines = vec![(type_define(ty)?, String::new())];
     let f16 = use_f16 && ty == GgmlType::F16;
     if f16 {

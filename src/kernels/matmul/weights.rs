@@ -7,7 +7,7 @@ use crate::gguf::GgmlType;
 use crate::gpu::buffers::create_storage_init;
 use crate::gpu::{GpuContext, GpuError};
 
-use super::layout::{binding_limit, check_shape, repack_split, split_plan, SplitPlan};
+use super::layout::{binding_limit, check_shape, repack_split, SplitPlan};
 use super::MatmulParams;
 
 /// One row split: rows `[row0, row0 + n_rows)` in `buffer`.
@@ -67,8 +67,34 @@ impl GpuWeight {
         gguf: &[u8],
         pad_to: u64,
     ) -> Result<GpuWeight, GpuError> {
+        Self::upload_with(ctx, name, ty, shape, gguf, pad_to, 1)
+    }
+
+    /// [`GpuWeight::upload`] split by whole groups of `group` rows (a 3-D expert tensor
+    /// `[K, N, E]` uploaded as `[K, N · E]` with `group = N`: no split cuts an expert).
+    pub fn upload_grouped(
+        ctx: &GpuContext,
+        name: &str,
+        ty: GgmlType,
+        shape: [u64; 2],
+        gguf: &[u8],
+        group: u64,
+    ) -> Result<GpuWeight, GpuError> {
+        Self::upload_with(ctx, name, ty, shape, gguf, 0, group)
+    }
+
+    fn upload_with(
+        ctx: &GpuContext,
+        name: &str,
+        ty: GgmlType,
+        shape: [u64; 2],
+        gguf: &[u8],
+        pad_to: u64,
+        group: u64,
+    ) -> Result<GpuWeight, GpuError> {
         let (l, nb) = check_shape(ty, shape)?;
-        let mut plan = split_plan(ty, shape, binding_limit(ctx.limits()))?;
+        let limit = binding_limit(ctx.limits());
+        let mut plan = super::layout::split_plan_grouped(ty, shape, limit, group)?;
         if let [only] = plan.as_mut_slice() {
             only.bytes = only.bytes.max(pad_to);
         }

@@ -10,6 +10,8 @@
 //!   (`shaders/ssm_conv.wgsl`, `shaders/delta_rule.wgsl`), batch invariant.
 //! - [`softmax`]: softmax over rows with scale and additive mask (`shaders/softmax.wgsl`), batch
 //!   invariant.
+//! - [`moe`]: the mixture-of-experts router, expert mat-vec by device ids and weighted sum
+//!   (`shaders/moe/*.wgsl`), batch invariant.
 //! - [`select`]: argmax and top-k over a vocabulary, two-stage (`shaders/argmax.wgsl`,
 //!   `shaders/topk.wgsl`).
 //!
@@ -25,6 +27,8 @@ pub mod copy;
 pub mod delta;
 pub mod dspark;
 pub mod glu;
+pub mod moe;
+pub mod moe_block;
 pub mod norm;
 pub mod rope;
 pub mod select;
@@ -47,6 +51,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(copy::variants());
     all.extend(dspark::variants());
     all.extend(delta::variants());
+    all.extend(moe::variants());
     all
 }
 

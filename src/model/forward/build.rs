@@ -334,6 +334,22 @@ impl Forward {
             });
         }
         let final_norm = add_norm(&weights.output_norm)?;
+        // One MoE scratch for every layer (they run one after another).
+        let moe_scratch = match weights.layers.iter().find_map(|l| match &l.ffn {
+            GateUp::Moe(w) => Some(w),
+            _ => None,
+        }) {
+            Some(w) => {
+                let s = crate::kernels::ops::moe::MoeScratch::new(ctx, w, d, max_rows)?;
+                for (name, buf) in s.named() {
+                    alloc
+                        .records
+                        .push((spec.name(&format!("act.moe.{name}")), buf.size()));
+                }
+                Some(s)
+            }
+            None => None,
+        };
         let argmax = if spec.argmax {
             let out = alloc.storage(&spec.name("io.argmax"))?;
             let op = Select::argmax(ctx, &b.logits, &out, max_logit_rows, hp.n_vocab)?;
@@ -365,6 +381,7 @@ impl Forward {
             rope_freqs: freqs,
             state_log: Default::default(),
             head_in: None,
+            moe_scratch,
         })
     }
 }
@@ -373,7 +390,7 @@ impl Forward {
 /// `matmul_rows.wgsl` epilogue for the up weight's type), so no GLU op is built.
 fn glu_applied(family: Family, ffn: &GateUp) -> bool {
     match ffn {
-        GateUp::Paired(_) => true,
+        GateUp::Paired(_) | GateUp::Moe(_) => true,
         GateUp::Separate { up, .. } => glu_epilogue(family, up.ty),
     }
 }

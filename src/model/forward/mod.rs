@@ -36,6 +36,7 @@ use crate::gpu::GpuContext;
 use crate::kernels::launch::{submit_with, Dispatch};
 use crate::kernels::matmul::{embed_dispatches, matmul_dispatches, Family, GpuWeight, MatmulIo};
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
+use crate::kernels::ops::moe::{MoeBlock, MoeScratch};
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::select::Select;
 use crate::kv_cache::KvCache;
@@ -46,7 +47,7 @@ pub use build::{rope_config, rope_yarn, Buffers, ForwardSpec};
 use projections::{gate_up_dispatches, qkv_dispatches};
 
 use super::hparams::Hparams;
-use super::weights::{Mixer, ModelWeights};
+use super::weights::{GateUp, Mixer, ModelWeights};
 use layer::{LayerOps, MixerOps};
 
 /// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
@@ -83,6 +84,8 @@ struct MatmulSet {
     /// Per layer: q, k, v, o, gate, up, down (a DeltaNet: qkv, z, beta + alpha, out, gate, up,
     /// down).
     layers: Vec<[Vec<Dispatch>; 7]>,
+    /// Per layer, a MoE layer's block (its gate, up and down entries are empty).
+    moe: Vec<Option<MoeBlock>>,
     lm_head: Vec<Dispatch>,
 }
 
@@ -119,6 +122,9 @@ pub struct Forward {
     /// Where the LM head reads its rows: the last `n_logits` rows of `act.xn` (`None`), or a
     /// batch's gathered rows (`act.head_in`, from row 0).
     head_in: Option<wgpu::Buffer>,
+    /// The MoE blocks' scratch (router logits, ids, weights, expert activations), sized for
+    /// `max_rows`; `None` for a dense model.
+    moe_scratch: Option<MoeScratch>,
 }
 
 impl Forward {
@@ -234,9 +240,21 @@ impl Forward {
             matmul_dispatches(ctx, self.family, w, &MatmulIo::dense(w, x, y, m))
         };
         let mut layers = Vec::with_capacity(self.weights.layers.len());
+        let mut moe = Vec::with_capacity(self.weights.layers.len());
         for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
             let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, l.glu.is_none(), b, m)?;
-            let down = mm(&lw.down, &b.glu, &b.xn)?;
+            // A MoE layer: xn (the normed residual) → the block → xn, as the dense FFN.
+            let (down, block) = match (&lw.ffn, &self.moe_scratch) {
+                (GateUp::Moe(w), Some(s)) => {
+                    let block = MoeBlock::new(ctx, self.family, w, s, &b.xn, &b.xn, m)?;
+                    (Vec::new(), Some(block))
+                }
+                (GateUp::Moe(_), None) => {
+                    return Err(Error::Usage("a MoE layer without MoE scratch".into()))
+                }
+                _ => (mm(&lw.down, &b.glu, &b.xn)?, None),
+            };
+            moe.push(block);
             let [p0, p1, p2, out] = match (&lw.mixer, &l.mixer) {
                 (Mixer::Attention(aw), MixerOps::Attention(a)) => {
                     let rope = a
@@ -283,6 +301,7 @@ impl Forward {
         Ok(MatmulSet {
             embed: embed_dispatches(ctx, &self.weights.token_embd, &b.tokens, 0, m, &b.x, 0)?,
             layers,
+            moe,
             lm_head: matmul_dispatches(ctx, self.family, head, &io)?,
         })
     }
@@ -474,6 +493,10 @@ impl Forward {
             l.mixer_dispatches(m, mm, &mut list, calls);
             let [.., gate, up, down] = mm;
             list.push(&l.ffn_norm.dispatch);
+            if let Some(Some(block)) = set.moe.get(il) {
+                list.extend(block.dispatches());
+                continue;
+            }
             list.extend(gate.iter().chain(up));
             list.extend(l.glu.as_ref().map(|op| &op.dispatch));
             list.extend(down);

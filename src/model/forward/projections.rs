@@ -78,5 +78,7 @@ pub(super) fn gate_up_dispatches(
             };
             [Vec::new(), matmul_dispatches(ctx, family, w, &io)?]
         }
+        // The MoE block (`MatmulSet::moe`) replaces gate, up, GLU and down.
+        GateUp::Moe(_) => [Vec::new(), Vec::new()],
     })
 }

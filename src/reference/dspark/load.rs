@@ -363,5 +363,6 @@ fn load_layer(t: &Tensors<'_>, hp: &RefHparams, il: u32) -> Result<LayerWeights,
         ffn_gate: t.get(&name("ffn_gate.weight"), d, n_ff)?,
         ffn_up: t.get(&name("ffn_up.weight"), d, n_ff)?,
         ffn_down: t.get(&name("ffn_down.weight"), n_ff, d)?,
+        moe: None,
     })
 }

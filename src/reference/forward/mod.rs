@@ -23,6 +23,7 @@
 
 mod cache;
 mod linear;
+pub mod moe;
 mod pass;
 pub(crate) mod steps;
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! x        = ffn_inp + (silu(cur·Wgᵀ) ⊙ cur·Wuᵀ)·Wdᵀ          ffn_out-il, l_out-il
 //! ```
 
-use super::steps::{embed, ffn_block, finish, requested_rows, Ffn, Head, Recorder};
+use super::steps::{embed, ffn_block, finish, moe_block, requested_rows, Ffn, Head, Recorder};
 use super::{linear, Capture, ForwardError, ForwardOutput, RefKvCache, RefModel};
 use crate::reference::attention::{attention, AttnDims, Mask};
 use crate::reference::ops::{add, rms_norm};
@@ -128,15 +128,20 @@ impl RefModel {
             let ffn_inp = add(&x, &attn_out); // [T, n_embd]
             rec.put("ffn_inp", l, &[t, n_embd], &ffn_inp);
 
-            // ---- feed-forward block ------------------------------------------------------
-            let ffn = Ffn {
-                norm: &lw.ffn_norm,
-                gate: &lw.ffn_gate,
-                up: &lw.ffn_up,
-                down: &lw.ffn_down,
-                n_ff: hp.n_ff as usize,
+            // ---- feed-forward block (qwen3moe: routed experts, `super::moe`) -------------
+            x = match &lw.moe {
+                Some(moe) => moe_block(&ffn_inp, &lw.ffn_norm, moe, n_embd, eps, &mut rec, il),
+                None => {
+                    let ffn = Ffn {
+                        norm: &lw.ffn_norm,
+                        gate: &lw.ffn_gate,
+                        up: &lw.ffn_up,
+                        down: &lw.ffn_down,
+                        n_ff: hp.n_ff as usize,
+                    };
+                    ffn_block(&ffn_inp, &ffn, n_embd, eps, &mut rec, il)
+                }
             };
-            x = ffn_block(&ffn_inp, &ffn, n_embd, eps, &mut rec, il);
         }
         cache.commit(kv_len);
         let head = Head {

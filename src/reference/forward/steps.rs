@@ -3,6 +3,7 @@
 //! named-activation recorder, and the end (taps in request order, the final norm and LM head
 //! over the requested rows).
 
+use super::moe::MoeWeights;
 use super::{linear, Capture, ForwardError, ForwardOutput, Named, Rows};
 use crate::reference::ops::{add, rms_norm, swiglu};
 
@@ -101,6 +102,27 @@ pub(crate) fn ffn_block(
     let gate = linear(&cur, f.gate, n_embd); // [T, n_ff]
     let up = linear(&cur, f.up, n_embd); // [T, n_ff]
     let ffn_out = linear(&swiglu(&gate, &up), f.down, f.n_ff); // [T, n_embd]
+    rec.put("ffn_out", l, &[t, n_embd], &ffn_out);
+    let x = add(ffn_inp, &ffn_out); // [T, n_embd]
+    rec.put("l_out", l, &[t, n_embd], &x);
+    x
+}
+
+/// The MoE feed-forward block: as [`ffn_block`] with [`MoeWeights::forward`] for the GLU
+/// (`norm` is `ffn_norm` or, in qwen35moe, `post_attention_norm`).
+pub(crate) fn moe_block(
+    ffn_inp: &[f32],
+    norm: &[f32],
+    moe: &MoeWeights,
+    n_embd: usize,
+    eps: f32,
+    rec: &mut Recorder,
+    il: usize,
+) -> Vec<f32> {
+    let (l, t) = (Some(il), ffn_inp.len() / n_embd);
+    let cur = rms_norm(ffn_inp, n_embd, Some(norm), eps); // [T, n_embd]
+    rec.put("ffn_norm", l, &[t, n_embd], &cur);
+    let ffn_out = moe.forward(&cur, n_embd, rec, il); // [T, n_embd]
     rec.put("ffn_out", l, &[t, n_embd], &ffn_out);
     let x = add(ffn_inp, &ffn_out); // [T, n_embd]
     rec.put("l_out", l, &[t, n_embd], &x);

@@ -7,7 +7,9 @@
 use super::ForwardError;
 use crate::gguf::Gguf;
 use crate::reference::matmul::dequantize_matrix;
-use crate::reference::meta::{RefArch, RefHparams};
+use crate::reference::meta::{RefArch, RefHparams, RefMoe};
+
+use super::moe::MoeWeights;
 
 /// One transformer block's weights (shapes as stored, `[N, K]` for matrices).
 #[derive(Debug, Clone)]
@@ -29,10 +31,12 @@ pub struct LayerWeights {
     pub wo: Vec<f32>,
     /// `[n_embd]`
     pub ffn_norm: Vec<f32>,
-    /// `[n_ff, n_embd]`, `[n_ff, n_embd]`, `[n_embd, n_ff]`
+    /// `[n_ff, n_embd]`, `[n_ff, n_embd]`, `[n_embd, n_ff]` (empty in a MoE layer)
     pub ffn_gate: Vec<f32>,
     pub ffn_up: Vec<f32>,
     pub ffn_down: Vec<f32>,
+    /// qwen3moe: the router and experts that replace the dense FFN.
+    pub moe: Option<MoeWeights>,
 }
 
 /// The whole model's weights.
@@ -58,7 +62,8 @@ impl Weights {
     /// Dequantize every tensor the forward pass reads. `bytes` is the whole file `g` was parsed
     /// from.
     pub fn load(g: &Gguf, bytes: &[u8], hp: &RefHparams) -> Result<Weights, ForwardError> {
-        if !matches!(hp.arch, RefArch::Llama | RefArch::Qwen2 | RefArch::Qwen3) {
+        let dense = matches!(hp.arch, RefArch::Llama | RefArch::Qwen2 | RefArch::Qwen3);
+        if !dense && hp.arch != RefArch::Qwen3Moe {
             return Err(ForwardError::Unsupported {
                 what: "architecture for the dense reference forward (qwen35: reference::hybrid)",
                 value: hp.arch.name().to_string(),
@@ -74,9 +79,25 @@ impl Weights {
         let o_dim = (hp.n_head * hp.head_dim_v) as usize;
         let (n_ff, n_vocab) = (hp.n_ff as usize, hp.n_vocab as usize);
         let head_dim = hp.head_dim as usize;
+        let moe = match dense {
+            true => None,
+            false => Some(RefMoe::from_gguf(g, hp)?),
+        };
         let mut layers = Vec::with_capacity(hp.n_layer as usize);
         for il in 0..hp.n_layer {
             let name = |s: &str| format!("blk.{il}.{s}");
+            let (ffn_gate, ffn_up, ffn_down, moe) = match &moe {
+                Some(m) => {
+                    let w = MoeWeights::load(&t, il as usize, n_embd, m)?;
+                    (Vec::new(), Vec::new(), Vec::new(), Some(w))
+                }
+                None => (
+                    t.get(&name("ffn_gate.weight"), n_embd, n_ff)?,
+                    t.get(&name("ffn_up.weight"), n_embd, n_ff)?,
+                    t.get(&name("ffn_down.weight"), n_ff, n_embd)?,
+                    None,
+                ),
+            };
             layers.push(LayerWeights {
                 attn_norm: t.get(&name("attn_norm.weight"), n_embd, 1)?,
                 wq: t.get(&name("attn_q.weight"), n_embd, q_dim)?,
@@ -89,9 +110,10 @@ impl Weights {
                 k_norm: t.opt(&name("attn_k_norm.weight"), head_dim, 1)?,
                 wo: t.get(&name("attn_output.weight"), o_dim, n_embd)?,
                 ffn_norm: t.get(&name("ffn_norm.weight"), n_embd, 1)?,
-                ffn_gate: t.get(&name("ffn_gate.weight"), n_embd, n_ff)?,
-                ffn_up: t.get(&name("ffn_up.weight"), n_embd, n_ff)?,
-                ffn_down: t.get(&name("ffn_down.weight"), n_ff, n_embd)?,
+                ffn_gate,
+                ffn_up,
+                ffn_down,
+                moe,
             });
         }
         Ok(Weights {

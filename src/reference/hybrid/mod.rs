@@ -47,7 +47,7 @@ pub use weights::{DeltaNetWeights, GatedAttnWeights, HybridLayer, HybridWeights,
 
 use crate::gguf::{GgmlType, Gguf, GgufFile};
 use crate::reference::forward::{Capture, ForwardError, RefKvCache};
-use crate::reference::meta::{RefArch, RefHparams, RefHybrid};
+use crate::reference::meta::{RefHparams, RefHybrid};
 use crate::reference::ops::RopeRef;
 
 pub(crate) use crate::reference::forward::steps::Recorder;
@@ -73,9 +73,9 @@ impl RefHybridModel {
     /// As [`Self::load`], from a parsed file `g` and the bytes it was parsed from.
     pub fn from_gguf(g: &Gguf, bytes: &[u8]) -> Result<RefHybridModel, ForwardError> {
         let hp = RefHparams::from_gguf(g)?;
-        if hp.arch != RefArch::Qwen35 {
+        if !hp.arch.is_hybrid() {
             return Err(ForwardError::Unsupported {
-                what: "architecture for the hybrid reference forward (qwen35 only)",
+                what: "architecture for the hybrid reference forward (qwen35, qwen35moe)",
                 value: hp.arch.name().to_string(),
             });
         }

@@ -6,7 +6,9 @@ use super::attn::gated_attention;
 use super::deltanet::deltanet;
 use super::weights::Mixer;
 use super::{Recorder, RefHybridModel, RefHybridState};
-use crate::reference::forward::steps::{embed, ffn_block, finish, requested_rows, Ffn, Head};
+use crate::reference::forward::steps::{
+    embed, ffn_block, finish, moe_block, requested_rows, Ffn, Head,
+};
 use crate::reference::forward::{Capture, ForwardError, ForwardOutput};
 use crate::reference::ops::{add, rms_norm};
 
@@ -90,15 +92,21 @@ impl RefHybridModel {
             let ffn_inp = add(&x, &mixed); // [T, n_embd]
             rec.put("ffn_inp", l, &[t, n_embd], &ffn_inp);
 
-            // ---- feed-forward block ------------------------------------------------------
-            let ffn = Ffn {
-                norm: &lw.post_attention_norm,
-                gate: &lw.ffn_gate,
-                up: &lw.ffn_up,
-                down: &lw.ffn_down,
-                n_ff: hp.n_ff as usize,
+            // ---- feed-forward block (qwen35moe: routed + shared experts) ------------------
+            let norm = &lw.post_attention_norm;
+            x = match &lw.moe {
+                Some(moe) => moe_block(&ffn_inp, norm, moe, n_embd, eps, &mut rec, il),
+                None => {
+                    let ffn = Ffn {
+                        norm,
+                        gate: &lw.ffn_gate,
+                        up: &lw.ffn_up,
+                        down: &lw.ffn_down,
+                        n_ff: hp.n_ff as usize,
+                    };
+                    ffn_block(&ffn_inp, &ffn, n_embd, eps, &mut rec, il)
+                }
             };
-            x = ffn_block(&ffn_inp, &ffn, n_embd, eps, &mut rec, il);
         }
         state.kv.commit(end);
         state.len = end;

@@ -21,8 +21,9 @@
 //! Norm weights are used as stored (the converter folds Qwen3.5's `1 + w` into them).
 
 use crate::gguf::Gguf;
+use crate::reference::forward::moe::MoeWeights;
 use crate::reference::forward::{ForwardError, Tensors};
-use crate::reference::meta::{RefHparams, RefHybrid, RefLayerKind};
+use crate::reference::meta::{RefArch, RefHparams, RefHybrid, RefLayerKind, RefMoe};
 
 /// A gated full attention layer's mixer (matrices `[N, K]`).
 #[derive(Debug, Clone)]
@@ -74,10 +75,12 @@ pub struct HybridLayer {
     pub attn_norm: Vec<f32>,
     pub post_attention_norm: Vec<f32>,
     pub mixer: Mixer,
-    /// `[n_ff, n_embd]`, `[n_ff, n_embd]`, `[n_embd, n_ff]`
+    /// `[n_ff, n_embd]`, `[n_ff, n_embd]`, `[n_embd, n_ff]` (empty in a MoE layer)
     pub ffn_gate: Vec<f32>,
     pub ffn_up: Vec<f32>,
     pub ffn_down: Vec<f32>,
+    /// qwen35moe: the router, experts and shared expert that replace the dense FFN.
+    pub moe: Option<MoeWeights>,
 }
 
 /// The whole model's weights (the main-pass layers; MTP blocks are not loaded).
@@ -111,9 +114,25 @@ impl HybridWeights {
         let head_dim = hp.head_dim as usize;
         let (n_head, n_head_kv) = (hp.n_head as usize, hp.n_head_kv as usize);
         let n_v = hy.n_v_heads as usize;
+        let moe = match hp.arch {
+            RefArch::Qwen35Moe => Some(RefMoe::from_gguf(g, hp)?),
+            _ => None,
+        };
         let mut layers = Vec::with_capacity(hy.kinds.len());
         for (il, kind) in hy.kinds.iter().enumerate() {
             let name = |s: &str| format!("blk.{il}.{s}");
+            let (ffn_gate, ffn_up, ffn_down, moe) = match &moe {
+                Some(m) => {
+                    let w = MoeWeights::load(&t, il, d, m)?;
+                    (Vec::new(), Vec::new(), Vec::new(), Some(w))
+                }
+                None => (
+                    t.get(&name("ffn_gate.weight"), d, n_ff)?,
+                    t.get(&name("ffn_up.weight"), d, n_ff)?,
+                    t.get(&name("ffn_down.weight"), n_ff, d)?,
+                    None,
+                ),
+            };
             let mixer = match kind {
                 RefLayerKind::Attention => Mixer::Attention(GatedAttnWeights {
                     wq: t.get(&name("attn_q.weight"), d, 2 * n_head * head_dim)?,
@@ -143,9 +162,10 @@ impl HybridWeights {
                 attn_norm: t.get(&name("attn_norm.weight"), d, 1)?,
                 post_attention_norm: t.get(&name("post_attention_norm.weight"), d, 1)?,
                 mixer,
-                ffn_gate: t.get(&name("ffn_gate.weight"), d, n_ff)?,
-                ffn_up: t.get(&name("ffn_up.weight"), d, n_ff)?,
-                ffn_down: t.get(&name("ffn_down.weight"), n_ff, d)?,
+                ffn_gate,
+                ffn_up,
+                ffn_down,
+                moe,
             });
         }
         Ok(HybridWeights {

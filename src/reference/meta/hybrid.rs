@@ -14,7 +14,7 @@
 //!   falls in one of the first three sections (a pair in the fourth is refused, naming it).
 
 use super::read::{bool_array_key, int_array_key, u32_key};
-use super::{MetaError, RefArch, RefHparams};
+use super::{MetaError, RefHparams};
 use crate::gguf::{Gguf, Metadata};
 
 /// The mixer of one layer.
@@ -78,7 +78,7 @@ impl RefHybrid {
 
     /// Read the hybrid keys of the `qwen35` file `g`, whose backbone `hp` was read from it.
     pub fn from_gguf(g: &Gguf, hp: &RefHparams) -> Result<RefHybrid, MetaError> {
-        if hp.arch != RefArch::Qwen35 {
+        if !hp.arch.is_hybrid() {
             return Err(MetaError::NotHybrid {
                 arch: hp.arch.name().to_string(),
             });

@@ -7,6 +7,7 @@
 //!   (`dflash`, and the legacy `dspark`, whose backbone keys are `dspark.*`).
 //! - [`RefHybrid`] (`hybrid.rs`): what `qwen35` adds: the layer kinds and the Gated DeltaNet
 //!   shape.
+//! - [`RefMoe`] (`moe.rs`): what `qwen3moe` and `qwen35moe` add: the experts and the router.
 //! - [`RefDrafterMeta`] (`drafter.rs`): what a drafter declares (block size, taps, heads).
 //! - [`drafter_tensor`]: the legacy `dspark` names of the drafter-only tensors.
 
@@ -14,10 +15,12 @@
 
 mod drafter;
 mod hybrid;
+mod moe;
 mod read;
 
 pub use drafter::{drafter_tensor, RefDrafterMeta};
 pub use hybrid::{RefHybrid, RefLayerKind};
+pub use moe::{RefMoe, WEIGHTS_SUM_MIN};
 
 use crate::gguf::Gguf;
 use read::{f32_key, string_key, u32_key};
@@ -41,8 +44,8 @@ pub enum MetaError {
         why: &'static str,
     },
     #[error(
-        "architecture '{arch}' is not one the oracle reads (llama, qwen2, qwen3, qwen35, dflash, \
-         dspark)"
+        "architecture '{arch}' is not one the oracle reads (llama, qwen2, qwen3, qwen35, qwen3moe, \
+         qwen35moe, dflash, dspark)"
     )]
     Arch { arch: String },
     #[error(
@@ -68,6 +71,10 @@ pub enum RefArch {
     Qwen3,
     /// Qwen3.5: Gated DeltaNet and gated full attention layers ([`RefHybrid`]).
     Qwen35,
+    /// Qwen3 attention with a mixture-of-experts FFN ([`RefMoe`]).
+    Qwen3Moe,
+    /// The Qwen3.5 hybrid with a mixture-of-experts FFN and a gated shared expert.
+    Qwen35Moe,
     /// A DSpark drafter, llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter, the legacy PrismML `dspark` format.
@@ -82,6 +89,8 @@ impl RefArch {
             RefArch::Qwen2 => "qwen2",
             RefArch::Qwen3 => "qwen3",
             RefArch::Qwen35 => "qwen35",
+            RefArch::Qwen3Moe => "qwen3moe",
+            RefArch::Qwen35Moe => "qwen35moe",
             RefArch::Dflash => "dflash",
             RefArch::DsparkLegacy => "dspark",
         }
@@ -89,6 +98,11 @@ impl RefArch {
 
     pub fn is_drafter(self) -> bool {
         matches!(self, RefArch::Dflash | RefArch::DsparkLegacy)
+    }
+
+    /// Gated DeltaNet / gated attention layers (`qwen35`, `qwen35moe`).
+    pub fn is_hybrid(self) -> bool {
+        matches!(self, RefArch::Qwen35 | RefArch::Qwen35Moe)
     }
 }
 
@@ -195,11 +209,8 @@ impl RefHparams {
             "qwen2" => RefArch::Qwen2,
             "qwen3" => RefArch::Qwen3,
             "qwen35" => RefArch::Qwen35,
-            "qwen35moe" => {
-                return Err(MetaError::Moe {
-                    arch: arch_name.to_string(),
-                })
-            }
+            "qwen3moe" => RefArch::Qwen3Moe,
+            "qwen35moe" => RefArch::Qwen35Moe,
             "dflash" => RefArch::Dflash,
             "dspark" => RefArch::DsparkLegacy,
             other => {
@@ -223,7 +234,7 @@ impl RefHparams {
         for (k, v) in [("block_count", n_layer), ("embedding_length", n_embd)] {
             positive(&key(k), v)?;
         }
-        if arch == RefArch::Qwen35 {
+        if arch.is_hybrid() {
             n_layer -= hybrid::nextn_layers(m, p, n_layer)?;
         }
         positive(&key("attention.head_count"), n_head)?;

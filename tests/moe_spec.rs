@@ -1,0 +1,80 @@
+//! Speculative decoding on a mixture-of-experts target (`qwen3moe-tiny-q8_0` with random
+//! weights, as `flint gguf preset … --weights random` writes it): greedy output with a random
+//! `flint dspark init` drafter, and with an adversary whose drafts are partly right (accepted
+//! and rejected drafts in one verify batch), is exactly plain decoding. A verify batch's rows
+//! route to different experts; the MoE block computes each row alone, so the batch cannot
+//! change a row (tests/moe_forward.rs checks the bits).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::gguf::GgufFile;
+use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::speculative::adversarial::{Adversary, AdversaryKind};
+
+fn tiny_target(dir: &Path) -> PathBuf {
+    let out = dir.join("qwen3moe-tiny.gguf");
+    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["gguf", "preset", "qwen3moe-tiny-q8_0"])
+        .arg(&out)
+        .args(["--weights", "random", "--seed", "21"])
+        .output()
+        .expect("run flint");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    out
+}
+
+fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
+    Engine::load(&EngineOptions {
+        model: model.to_path_buf(),
+        n_ctx: 256,
+        n_ubatch: 16,
+        draft,
+        ..EngineOptions::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn greedy_output_is_plain_decoding_on_a_moe_target() {
+    let tmp = common::temp_dir("spec-moe");
+    let model = tiny_target(tmp.path());
+    let n = 20;
+    let mut eng = engine(&model, None);
+    let prompt = eng
+        .tok
+        .encode("The experts of the mixture", true, true)
+        .unwrap();
+    let want = eng.generate_plain(&prompt, n, None, |_| Ok(true)).unwrap();
+    let want = want.generated_token_ids;
+    let n_vocab = eng.fwd.hp.n_vocab;
+    let target = GgufFile::open(&model).unwrap();
+    let gamma = 4;
+    let opts = InitOptions {
+        block: gamma,
+        seed: 5,
+        ..InitOptions::default()
+    };
+    let dpath = tmp.path().join("drafter.gguf");
+    random_drafter(&target, &opts)
+        .unwrap()
+        .write_file(&dpath)
+        .unwrap();
+    let mut deng = engine(&model, Some(DraftOptions::new(dpath)));
+    let (mut dspark, _) = deng.drafter.take().unwrap();
+    let seq: Vec<u32> = prompt.iter().chain(&want).copied().collect();
+    let mut adv = Adversary::new(AdversaryKind::Partial, seq, gamma, n_vocab);
+    let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, &prompt, n);
+    assert_eq!(out, want, "partly right drafts: output differs from plain");
+    assert!(s.accepted > 0 && s.accepted < s.drafted, "{s:?}");
+    let (out, s) = common::drive::speculate(&mut deng, &mut dspark, gamma, &prompt, n);
+    assert_eq!(out, want, "random DSpark: output differs from plain");
+    assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
+}
