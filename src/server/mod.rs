@@ -8,6 +8,7 @@ mod anthropic;
 mod anthropic_stream;
 mod batch_worker;
 mod bias;
+mod chat_prompt;
 pub mod conn;
 mod cors;
 mod embed_job;
@@ -27,6 +28,8 @@ mod response;
 mod slots;
 mod state;
 pub mod stop;
+pub mod structured;
+pub mod tools;
 mod worker;
 
 use std::net::{IpAddr, SocketAddr};

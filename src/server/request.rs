@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::prompt::completion_prompt;
+use super::structured::{self, Structured};
 use super::{bias, fields};
 use crate::sampling::SamplerParams;
 use crate::tokenizer::ChatMessage;
@@ -53,6 +54,8 @@ pub struct GenRequest {
     /// `parse_special` (completions only, default false): special-token text in `prompt`
     /// (`<|im_end|>`) becomes control tokens. Chat message contents are always plain text.
     pub parse_special: bool,
+    /// `response_format`, `json_schema`, `grammar`, tools and template variables.
+    pub structured: Structured,
 }
 
 /// What the server allows.
@@ -139,6 +142,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         Some(_) => return Err(ApiError::invalid("model", "`model` must be a string")),
     }
     fields::check(endpoint, o)?;
+    let structured = structured::parse(endpoint, o)?;
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
             return Err(ApiError::invalid(
@@ -212,6 +216,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         stream,
         include_usage,
         parse_special,
+        structured,
     })
 }
 
@@ -383,9 +388,67 @@ pub fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
                     ))
                 }
             };
-            Ok(ChatMessage::new(role, content(m.get("content"), &field)?))
+            let mut msg = ChatMessage::new(role, content(m.get("content"), &field)?);
+            let text = |k: &str| -> Result<Option<String>, ApiError> {
+                match m.get(k) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.clone())),
+                    Some(_) => Err(ApiError::invalid(
+                        &format!("{field}.{k}"),
+                        format!("`{k}` must be a string"),
+                    )),
+                }
+            };
+            msg.tool_call_id = text("tool_call_id")?;
+            msg.name = text("name")?;
+            msg.reasoning_content = text("reasoning_content")?;
+            msg.tool_calls = tool_calls(m.get("tool_calls"), &field)?;
+            Ok(msg)
         })
         .collect()
+}
+
+/// An assistant message's `tool_calls`, each `function.arguments` turned from its JSON text
+/// into the object it holds (templates iterate the arguments; llama.cpp does the same).
+fn tool_calls(v: Option<&Value>, field: &str) -> Result<Option<Value>, ApiError> {
+    let field = format!("{field}.tool_calls");
+    let list = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) if a.is_empty() => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(ApiError::invalid(&field, "`tool_calls` must be an array")),
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, c) in list.iter().enumerate() {
+        let bad = || {
+            ApiError::invalid(
+                &format!("{field}[{i}]"),
+                "a tool call is {\"id\", \"type\": \"function\", \"function\": {\"name\", \
+                 \"arguments\"}}",
+            )
+        };
+        let f = c
+            .get("function")
+            .and_then(Value::as_object)
+            .ok_or_else(bad)?;
+        let name = f.get("name").and_then(Value::as_str).ok_or_else(bad)?;
+        let args = match f.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => Value::String(s.clone()),
+            },
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(bad()),
+        };
+        let mut call = serde_json::json!({"type": "function",
+            "function": {"name": name, "arguments": args}});
+        if let Some(id) = c.get("id").filter(|v| v.is_string()) {
+            call["id"] = id.clone();
+        }
+        out.push(call);
+    }
+    Ok(Some(Value::Array(out)))
 }
 
 /// A message's content: a string, null, or text parts.
