@@ -218,6 +218,23 @@ pub fn check(spec: &GrammarSpec, field: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Whether llguidance's matcher for `spec` takes every byte of `text` and then accepts (the
+/// tests' oracle: the engine masks with the same matcher).
+#[cfg(test)]
+pub(crate) fn accepts(spec: &GrammarSpec, text: &str) -> Result<bool, String> {
+    let f = factory().as_ref().ok_or("no factory")?;
+    let parser = f
+        .create_parser(top_level(spec))
+        .map_err(|e| e.to_string())?;
+    let mut m = llguidance::Matcher::new(Ok(parser));
+    let ids: Vec<u32> = text.bytes().map(u32::from).collect();
+    if m.validate_tokens(&ids).map_err(|e| e.to_string())? < ids.len() {
+        return Ok(false);
+    }
+    m.consume_tokens(&ids).map_err(|e| e.to_string())?;
+    m.is_accepting().map_err(|e| e.to_string())
+}
+
 /// Whether a rendered prompt leaves the model inside `<think>` (the template opened it).
 pub fn thinking_open(prompt: &str) -> bool {
     prompt.trim_end().ends_with("<think>")
@@ -252,4 +269,92 @@ pub fn plan(
         check(spec, s.field)?;
     }
     Ok((spec, reader))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(v: Value) -> Result<Structured, ApiError> {
+        parse(Endpoint::Chat, v.as_object().unwrap())
+    }
+
+    #[test]
+    fn response_formats_become_schemas_held_by_llguidance() {
+        let s = body(json!({"response_format": {"type": "json_object"}})).unwrap();
+        let spec = GrammarSpec::JsonSchema(s.json.unwrap());
+        assert_eq!(accepts(&spec, r#"{"a": [1, 2]}"#), Ok(true));
+        assert_eq!(accepts(&spec, "[1]"), Ok(false));
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                            "required": ["n"], "additionalProperties": false});
+        let s = body(json!({"response_format": {"type": "json_schema",
+            "json_schema": {"name": "n_only", "schema": schema, "strict": true}}}))
+        .unwrap();
+        let spec = GrammarSpec::JsonSchema(s.json.clone().unwrap());
+        assert_eq!(accepts(&spec, r#"{"n": 3}"#), Ok(true));
+        assert_eq!(accepts(&spec, r#"{"n": "3"}"#), Ok(false));
+        // Thinking left open: free reasoning, then the schema.
+        let (spec, reader) = plan(&s, None, "<|im_start|>assistant\n<think>\n", true).unwrap();
+        assert!(reader.thinking_open);
+        let spec = spec.unwrap();
+        assert_eq!(
+            accepts(&spec, "hmm {\"n\": 1}? no.\n</think>\n\n{\"n\": 2}"),
+            Ok(true)
+        );
+        assert_eq!(accepts(&spec, "</think>\n\n{\"n\": \"x\"}"), Ok(false));
+        assert_eq!(accepts(&spec, "{\"n\": 2}"), Ok(false));
+    }
+
+    #[test]
+    fn refusals_name_their_field() {
+        for (v, param) in [
+            (json!({"grammar": "root ::= \"a\""}), "grammar"),
+            (
+                json!({"response_format": {"type": "xml"}}),
+                "response_format",
+            ),
+            (
+                json!({"response_format": {"type": "json_schema",
+                "json_schema": {"name": "bad name", "schema": {}}}}),
+                "response_format",
+            ),
+            (
+                json!({"json_schema": {"type": "object"},
+                    "response_format": {"type": "json_object"}}),
+                "json_schema",
+            ),
+            (
+                json!({"grammar": "%llguidance {}\nstart: missing_rule"}),
+                "grammar",
+            ),
+            (json!({"chat_template_kwargs": [1]}), "chat_template_kwargs"),
+            (
+                json!({"json_schema": {"type": "object"}, "tools": [{"type": "function",
+                "function": {"name": "f"}}]}),
+                "json_schema",
+            ),
+        ] {
+            let e = body(v.clone()).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{v}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn a_schema_llguidance_cannot_honour_is_refused_naming_the_keyword() {
+        let bad = json!({"type": "string", "format": "flint-no-such-format"});
+        let e = body(json!({"response_format": {"type": "json_schema",
+            "json_schema": {"name": "x", "schema": bad}}}))
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("response_format"));
+        assert!(e.message.contains("format"), "{}", e.message);
+    }
+
+    #[test]
+    fn llguidance_lark_grammars_pass() {
+        let s = body(json!({"grammar": "%llguidance {}\nstart: \"yes\" | \"no\""})).unwrap();
+        let (spec, _) = plan(&s, None, "", false).unwrap();
+        let spec = spec.unwrap();
+        assert_eq!(accepts(&spec, "yes"), Ok(true));
+        assert_eq!(accepts(&spec, "maybe"), Ok(false));
+    }
 }

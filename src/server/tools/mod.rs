@@ -328,7 +328,7 @@ pub fn parse(o: &Obj) -> Result<Option<ToolSetup>, ApiError> {
 }
 
 #[cfg(test)]
-mod tests {
+mod unit {
     use super::*;
     use serde_json::json;
 
@@ -415,3 +415,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;
