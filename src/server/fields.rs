@@ -161,6 +161,7 @@ pub const FIELDS: &[Field] = &[
     f("grammar", ALL, H),
     f("json_schema", ALL, H),
     f("chat_template_kwargs", CHAT, H),
+    f("max_reasoning_chars", CHAT, H),
     f(
         "functions",
         CHAT,

@@ -17,8 +17,9 @@ use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
 use super::request::Endpoint;
+use super::tools::grammar::{self, Think};
 use super::tools::parse::Reader;
-use super::tools::{self, grammar, Choice, Format, ToolSetup};
+use super::tools::{self, Choice, Format, ToolSetup};
 use crate::grammar::GrammarSpec;
 
 /// What a request asks its output to be, before the template is known.
@@ -33,6 +34,9 @@ pub struct Structured {
     pub template_kwargs: Map<String, Value>,
     /// The field the constraint came from (what a compile error names).
     pub field: &'static str,
+    /// `max_reasoning_chars` (flint's): the reasoning of an open `<think>` is cut to this many
+    /// characters by the grammar, which then asks for `</think>`.
+    pub max_reasoning: Option<u64>,
 }
 
 type Obj = Map<String, Value>;
@@ -109,6 +113,20 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
             }
         };
     }
+    s.max_reasoning =
+        match o.get("max_reasoning_chars") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|n| (1..=1 << 20).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                "max_reasoning_chars",
+                format!("`max_reasoning_chars` is {v}: it must be an integer in [1, 1048576]"),
+            )
+                    })?,
+            ),
+        };
     if let Some(schema) = &s.json {
         check(&GrammarSpec::JsonSchema(schema.clone()), s.field)?;
     }
@@ -249,21 +267,29 @@ pub fn plan(
     chat: bool,
 ) -> Result<(Option<GrammarSpec>, Reader), ApiError> {
     let open = chat && thinking_open(prompt);
+    let think = Think {
+        open,
+        budget: s.max_reasoning,
+    };
     let format = Format::detect(template.unwrap_or(""));
     let reader = Reader {
         tools: s.tools.clone().map(|t| (format, t)),
         thinking_open: open,
     };
     let spec = if let Some(t) = &s.tools {
-        grammar::tools(t, format, open).map(GrammarSpec::Lark)
+        grammar::tools(t, format, think).map(GrammarSpec::Lark)
     } else if let Some(schema) = &s.json {
         Some(if open {
-            GrammarSpec::Lark(grammar::json_answer(schema, true))
+            GrammarSpec::Lark(grammar::json_answer(schema, think))
         } else {
             GrammarSpec::JsonSchema(schema.clone())
         })
-    } else {
+    } else if s.lark.is_some() {
         s.lark.clone().map(GrammarSpec::Lark)
+    } else if open && s.max_reasoning.is_some() {
+        Some(GrammarSpec::Lark(grammar::free_answer(think)))
+    } else {
+        None
     };
     if let Some(spec) = &spec {
         check(spec, s.field)?;

@@ -18,12 +18,28 @@ pub fn lit(s: &str) -> String {
     Value::from(s).to_string()
 }
 
-/// The free reasoning of an open `<think>`: everything up to the first `</think>`, then
-/// whitespace.
-const THINK: &str = "think[lazy]: /(.|\\n)*<\\/think>/\n";
+/// Where the answer starts: after the prompt, or inside a `<think>` the template opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Think {
+    /// The prompt leaves `<think>` open: a free reasoning up to `</think>` comes first.
+    pub open: bool,
+    /// At most this many characters of reasoning (`max_reasoning_chars`); `None`: unbounded.
+    pub budget: Option<u64>,
+}
+
+impl Think {
+    /// The rule of the reasoning: everything up to the first `</think>`.
+    fn rule(self) -> String {
+        let reps = match self.budget {
+            Some(n) => format!("{{0,{n}}}"),
+            None => "*".to_string(),
+        };
+        format!("think[lazy]: /(.|\\n){reps}<\\/think>/\n")
+    }
+}
 
 /// The grammar of a tool-using answer; `None` when `tool_choice` is `none` (no constraint).
-pub fn tools(setup: &ToolSetup, format: Format, thinking_open: bool) -> Option<String> {
+pub fn tools(setup: &ToolSetup, format: Format, think: Think) -> Option<String> {
     if setup.choice == Choice::None {
         return None;
     }
@@ -33,7 +49,7 @@ pub fn tools(setup: &ToolSetup, format: Format, thinking_open: bool) -> Option<S
     if format == Format::Generic {
         let env = generic_envelope(&callable, required, setup.parallel);
         g.push_str(&format!("answer: %json {env}\n"));
-        return Some(finish(g, "answer", thinking_open));
+        return Some(finish(g, "answer", think));
     }
     match format {
         Format::QwenXml => xml(&mut g, &callable),
@@ -58,20 +74,29 @@ pub fn tools(setup: &ToolSetup, format: Format, thinking_open: bool) -> Option<S
         ),
     };
     g.push_str(&top);
-    Some(finish(g, "calls", thinking_open))
+    Some(finish(g, "calls", think))
 }
 
 /// The grammar of a JSON answer (`response_format`, `json_schema`): the schema, after a free
 /// reasoning when thinking is open.
-pub fn json_answer(schema: &Value, thinking_open: bool) -> String {
-    finish(format!("answer: %json {schema}\n"), "answer", thinking_open)
+pub fn json_answer(schema: &Value, think: Think) -> String {
+    finish(format!("answer: %json {schema}\n"), "answer", think)
+}
+
+/// Free text after a bounded reasoning (`max_reasoning_chars` with nothing else asked).
+pub fn free_answer(think: Think) -> String {
+    finish(
+        "answer: TEXT?\nTEXT: /(.|\\n)+/\n".to_string(),
+        "answer",
+        think,
+    )
 }
 
 /// The start rule (with the free reasoning first when thinking is open) over `rules`.
-fn finish(rules: String, top: &str, thinking_open: bool) -> String {
+fn finish(rules: String, top: &str, think: Think) -> String {
     let ws = "WS: /[ \\t\\r\\n]+/\n";
-    if thinking_open {
-        format!("start: think WS? {top}\n{THINK}{ws}{rules}")
+    if think.open {
+        format!("start: think WS? {top}\n{}{ws}{rules}", think.rule())
     } else {
         format!("start: {top}\n{ws}{rules}")
     }
@@ -111,7 +136,7 @@ fn xml(g: &mut String, callable: &[&Tool]) {
         let mut optional = Vec::new();
         for (j, (name, schema)) in params.iter().enumerate() {
             let value = if t.is_string(name) {
-                "str_value".to_string()
+                raw_string(g, schema, &format!("f{i}_p{j}_v"))
             } else {
                 format!("%json {schema} \"\\n</parameter>\\n\"")
             };
@@ -148,6 +173,30 @@ fn xml(g: &mut String, callable: &[&Tool]) {
             alts.join(" | ")
         ));
     }
+}
+
+/// A raw string value up to `\n</parameter>\n`: one of its `enum`, at most `maxLength`
+/// characters, or free (the shared lazy `str_value`).
+fn raw_string(g: &mut String, schema: &Value, rule: &str) -> String {
+    let end = "\"\\n</parameter>\\n\"";
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        let alts: Vec<String> = e.iter().filter_map(Value::as_str).map(lit).collect();
+        if !alts.is_empty() {
+            return format!("({}) {end}", alts.join(" | "));
+        }
+    }
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
+        let min = schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .min(max);
+        g.push_str(&format!(
+            "{rule}[lazy]: /(.|\\n){{{min},{max}}}\\n<\\/parameter>\\n/\n"
+        ));
+        return rule.to_string();
+    }
+    "str_value".to_string()
 }
 
 /// One call object: `{"name": NAME, KEY: ARGUMENTS}`, nothing else.

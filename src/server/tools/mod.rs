@@ -26,15 +26,16 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// Whether parameter `p` is declared `"type": "string"` (the Qwen XML format writes such
-    /// values raw, every other value as JSON).
+    /// Whether parameter `p` is a string (`"type": "string"`, or an `enum` of strings): the
+    /// Qwen XML format writes such values raw, every other value as JSON.
     pub fn is_string(&self, p: &str) -> bool {
-        self.parameters
-            .get("properties")
-            .and_then(|ps| ps.get(p))
-            .and_then(|s| s.get("type"))
-            .and_then(Value::as_str)
-            == Some("string")
+        let Some(s) = self.parameters.get("properties").and_then(|ps| ps.get(p)) else {
+            return false;
+        };
+        s.get("type").and_then(Value::as_str) == Some("string")
+            || s.get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|e| !e.is_empty() && e.iter().all(Value::is_string))
     }
 
     /// The declared parameters (name, schema), in the schema's order.

@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use super::delta::Streamer;
+use super::grammar::Think;
 use super::parse::{Parsed, Reader};
 use super::{grammar, Choice, Format, ToolSetup};
 use crate::grammar::GrammarSpec;
@@ -26,7 +27,8 @@ fn setup(choice: Choice, parallel: bool) -> ToolSetup {
 }
 
 fn lark(s: &ToolSetup, f: Format, open: bool) -> GrammarSpec {
-    GrammarSpec::Lark(grammar::tools(s, f, open).unwrap())
+    let think = Think { open, budget: None };
+    GrammarSpec::Lark(grammar::tools(s, f, think).unwrap())
 }
 
 fn ok(g: &GrammarSpec, text: &str) -> bool {
@@ -42,7 +44,7 @@ const XML_CALL: &str = "<tool_call>\n<function=get_weather>\n<parameter=city>\nP
                         </function>\n</tool_call>";
 const XML_SWAPPED: &str =
     "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n\
-                           <parameter=city>\nOslo\n</parameter>\n<parameter=units>\n\"c\"\n\
+                           <parameter=city>\nOslo\n</parameter>\n<parameter=units>\nc\n\
                            </parameter>\n</function>\n</tool_call>";
 const XML_NOW: &str = "<tool_call>\n<function=now>\n</function>\n</tool_call>";
 
@@ -61,7 +63,7 @@ fn qwen_xml_required_takes_calls_in_the_template_spelling_only() {
         // `days` is an integer.
         &XML_CALL.replace("\n3\n", "\nthree\n"),
         &XML_CALL.replace("get_weather", "get_time"),
-        &XML_SWAPPED.replace("\"c\"", "\"k\""),
+        &XML_SWAPPED.replace("\nc\n", "\nk\n"),
     ] {
         assert!(!ok(&g, bad), "{bad}");
     }
@@ -82,7 +84,24 @@ fn qwen_xml_auto_lets_text_run_until_a_call_and_thinking_stays_free() {
         &format!("I think <tool_call> is needed.\n</think>\n\n{XML_CALL}")
     ));
     assert!(!ok(&t, &format!("thinking\n</think>\n\nplain text")));
-    assert!(grammar::tools(&setup(Choice::None, true), Format::QwenXml, false).is_none());
+    let bounded = Think {
+        open: true,
+        budget: Some(8),
+    };
+    let b = GrammarSpec::Lark(
+        grammar::tools(&setup(Choice::Required, true), Format::QwenXml, bounded).unwrap(),
+    );
+    assert!(ok(&b, &format!("short\n</think>\n\n{XML_NOW}")));
+    assert!(!ok(
+        &b,
+        &format!("much longer thought\n</think>\n\n{XML_NOW}")
+    ));
+    assert!(grammar::tools(
+        &setup(Choice::None, true),
+        Format::QwenXml,
+        Think::default()
+    )
+    .is_none());
 }
 
 const HERMES_CALL: &str = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \
