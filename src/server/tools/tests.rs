@@ -249,3 +249,63 @@ fn calls_are_read_back_whole_and_streamed_without_retraction() {
         }
     }
 }
+
+/// The Qwen3.5-style preset template writes an assistant's calls back in exactly the spelling
+/// the grammar takes and the reader reads (a multi-turn loop sees its own calls again).
+#[test]
+fn the_preset_template_renders_calls_the_grammar_takes_back() {
+    use crate::tokenizer::{ChatMessage, ChatTemplate};
+    let src = crate::model::presets::chat_template("qwen35-tiny-tools-f32").unwrap();
+    assert_eq!(Format::detect(src), Format::QwenXml);
+    let t = ChatTemplate::new(src, "", "<|im_end|>").unwrap();
+    let s = setup(Choice::Required, true);
+    let tools: Vec<&Value> = s.tools.iter().map(|t| &t.raw).collect();
+    let args = json!({"city": "Paris", "days": 3, "units": "c"});
+    let mut assistant = ChatMessage::new("assistant", "");
+    assistant.tool_calls = Some(json!([{"id": "c0", "type": "function",
+        "function": {"name": "get_weather", "arguments": args}},
+        {"id": "c1", "type": "function", "function": {"name": "now", "arguments": {}}}]));
+    let mut result = ChatMessage::new("tool", "sunny");
+    result.tool_call_id = Some("c0".into());
+    let msgs = [
+        ChatMessage::new("system", "Be brief."),
+        ChatMessage::new("user", "Weather in Paris?"),
+        assistant,
+        result,
+        ChatMessage::new("tool", "12:00"),
+    ];
+    let kw = |on: bool| {
+        vec![
+            (
+                "tools",
+                minijinja::Value::from(minijinja::value::Serde(&tools)),
+            ),
+            ("enable_thinking", minijinja::Value::from(on)),
+        ]
+    };
+    let text = t.render_with(&msgs, true, &kw(false)).unwrap();
+    assert!(
+        text.contains("<tools>\n{\"function\": {\"name\": \"get_weather\""),
+        "{text}"
+    );
+    assert!(text.contains("<tool_response>\nsunny\n</tool_response>\n<tool_response>\n12:00"));
+    assert!(text.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    assert!(t
+        .render_with(&msgs, true, &kw(true))
+        .unwrap()
+        .ends_with("assistant\n<think>\n"));
+    let turn = text.split("<|im_start|>assistant\n").nth(1).unwrap();
+    let calls = turn.split("<|im_end|>").next().unwrap();
+    let g = lark(&s, Format::QwenXml, false);
+    assert!(ok(&g, calls), "{calls}");
+    let reader = Reader {
+        tools: Some((Format::QwenXml, s)),
+        thinking_open: false,
+    };
+    let p = reader.parse(calls, false);
+    assert_eq!(p.calls.len(), 2);
+    assert_eq!(
+        serde_json::from_str::<Value>(&p.calls[0].arguments).unwrap(),
+        args
+    );
+}
