@@ -290,16 +290,17 @@ pub const FIELDS: &[Field] = &[
         "reasoning_format",
         CHAT,
         no(
-            "reasoning is not parsed out of the text (only `none`)",
-            Off::Strs(&["none"]),
-            r#""deepseek""#,
+            "reasoning is split out as `reasoning_content` whenever the template opens \
+             `<think>` (llama-server's `auto` / `deepseek`); other formats are not supported",
+            Off::Strs(&["auto", "deepseek"]),
+            r#""none""#,
         ),
     ),
     f(
         "thinking_forced_open",
         CHAT,
         no(
-            "reasoning is not parsed out of the text",
+            "the template decides whether `<think>` is open (see `chat_template_kwargs`)",
             Off::False,
             "true",
         ),
