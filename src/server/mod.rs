@@ -20,6 +20,7 @@ mod http;
 mod inflight;
 mod llama_completion;
 mod llama_routes;
+mod messages;
 mod metrics;
 mod prompt;
 mod reqlog;

@@ -7,8 +7,9 @@ use serde_json::{json, Value};
 use super::delta::Streamer;
 use super::grammar::Think;
 use super::parse::{Parsed, Reader};
-use super::{grammar, Choice, Format, ToolSetup};
+use super::{grammar, parse, Choice, Format, ToolSetup};
 use crate::grammar::GrammarSpec;
+use crate::server::error::ApiError;
 use crate::server::structured::accepts;
 
 fn setup(choice: Choice, parallel: bool) -> ToolSetup {
@@ -307,5 +308,90 @@ fn the_preset_template_renders_calls_the_grammar_takes_back() {
     assert_eq!(
         serde_json::from_str::<Value>(&p.calls[0].arguments).unwrap(),
         args
+    );
+}
+
+// The request side: `tools`, `tool_choice`, `parallel_tool_calls`, and format detection.
+
+fn req(v: Value) -> Result<Option<ToolSetup>, ApiError> {
+    parse(v.as_object().unwrap())
+}
+
+fn weather() -> Value {
+    json!({"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}})
+}
+
+#[test]
+fn choices_follow_openai_spellings() {
+    let t = json!([weather(), {"type": "function", "function": {"name": "now"}}]);
+    let s = req(json!({"tools": t})).unwrap().unwrap();
+    assert_eq!(
+        (s.choice.clone(), s.allowed.len(), s.parallel),
+        (Choice::Auto, 2, true)
+    );
+    let s = req(json!({"tools": t, "tool_choice": "required", "parallel_tool_calls": false}))
+        .unwrap()
+        .unwrap();
+    assert_eq!((s.choice, s.parallel), (Choice::Required, false));
+    let named = json!({"type": "function", "function": {"name": "now"}});
+    let s = req(json!({"tools": t, "tool_choice": named}))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (s.choice, s.allowed),
+        (Choice::Required, vec!["now".to_string()])
+    );
+    let allowed = json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto",
+        "tools": [{"type": "function", "function": {"name": "get_weather"}}]}});
+    let s = req(json!({"tools": t, "tool_choice": allowed}))
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.callable().len(), 1);
+    assert!(s.tool("get_weather").unwrap().is_string("city"));
+}
+
+#[test]
+fn refusals_name_the_field() {
+    let t = json!([weather()]);
+    for (body, param) in [
+        (
+            json!({"tools": t, "tool_choice": {"type": "function",
+            "function": {"name": "nope"}}}),
+            "tool_choice",
+        ),
+        (
+            json!({"tools": t, "tool_choice": "sometimes"}),
+            "tool_choice",
+        ),
+        (json!({"tools": [{"type": "code_interpreter"}]}), "tools[0]"),
+        (json!({"tools": [weather(), weather()]}), "tools"),
+        (json!({"tool_choice": "required"}), "tool_choice"),
+        (
+            json!({"tools": t, "parallel_tool_calls": 1}),
+            "parallel_tool_calls",
+        ),
+    ] {
+        let e = req(body).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some(param), "{e:?}");
+    }
+}
+
+#[test]
+fn formats_are_detected_from_template_markers() {
+    let qwen = "{{'<tool_call>\\n<function=' + n + '>\\n<parameter=' + p }}";
+    assert_eq!(Format::detect(qwen), Format::QwenXml);
+    assert_eq!(
+        Format::detect("<tool_call>\\n{{ tc | tojson }}"),
+        Format::Hermes
+    );
+    assert_eq!(
+        Format::detect("<|start_header_id|>ipython{% if tools %}"),
+        Format::Llama3
+    );
+    assert_eq!(
+        Format::detect("<|im_start|>{{ m.content }}"),
+        Format::Generic
     );
 }
