@@ -272,8 +272,13 @@ pub fn plan(
         budget: s.max_reasoning,
     };
     let format = Format::detect(template.unwrap_or(""));
+    // `tool_choice: "none"` answers in text: nothing is read as a call.
     let reader = Reader {
-        tools: s.tools.clone().map(|t| (format, t)),
+        tools: s
+            .tools
+            .clone()
+            .filter(|t| t.choice != Choice::None)
+            .map(|t| (format, t)),
         thinking_open: open,
     };
     let spec = if let Some(t) = &s.tools {
