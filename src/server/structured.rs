@@ -253,6 +253,53 @@ pub(crate) fn accepts(spec: &GrammarSpec, text: &str) -> Result<bool, String> {
     m.is_accepting().map_err(|e| e.to_string())
 }
 
+/// A random walk under `spec`'s masks over the byte vocabulary (each step a uniformly chosen
+/// allowed byte, the end token with probability 1/2 when allowed): the text a model with
+/// random weights may write under the constraint; an error if it had not ended by `max` steps.
+#[cfg(test)]
+pub(crate) fn random_walk(spec: &GrammarSpec, seed: u64, max: usize) -> Result<String, String> {
+    let f = factory().as_ref().ok_or("no factory")?;
+    let mut m = llguidance::Matcher::new(f.create_parser(top_level(spec)));
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut rnd = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let mut out = Vec::new();
+    for _ in 0..max {
+        let so_far =
+            |out: &[u8], why: String| format!("{why} after {:?}", String::from_utf8_lossy(out));
+        if m.is_stopped() {
+            return String::from_utf8(out).map_err(|e| e.to_string());
+        }
+        let mask = m.compute_mask().map_err(|e| so_far(&out, e.to_string()))?;
+        let allowed: Vec<u32> = (0..256u32).filter(|&t| mask.is_allowed(t)).collect();
+        if mask.is_allowed(256) && (allowed.is_empty() || rnd() % 2 == 0) {
+            return String::from_utf8(out).map_err(|e| e.to_string());
+        }
+        let Some(&t) = allowed.get(rnd() as usize % allowed.len().max(1)) else {
+            return Err(so_far(&out, "no token allowed".into()));
+        };
+        m.consume_token(t)
+            .map_err(|e| so_far(&out, e.to_string()))?;
+        out.push(t as u8);
+    }
+    Err(so_far_end(&out, max))
+}
+
+#[cfg(test)]
+fn so_far_end(out: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(out);
+    format!(
+        "no end in {max} steps: ...{:?}",
+        &s[s.len().saturating_sub(300)..]
+    )
+}
+
 /// Whether a rendered prompt leaves the model inside `<think>` (the template opened it).
 pub fn thinking_open(prompt: &str) -> bool {
     prompt.trim_end().ends_with("<think>")

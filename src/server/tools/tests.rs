@@ -10,7 +10,7 @@ use super::parse::{Parsed, Reader};
 use super::{grammar, parse, Choice, Format, ToolSetup};
 use crate::grammar::GrammarSpec;
 use crate::server::error::ApiError;
-use crate::server::structured::accepts;
+use crate::server::structured::{accepts, random_walk};
 
 fn setup(choice: Choice, parallel: bool) -> ToolSetup {
     let body = json!({"tools": [
@@ -394,4 +394,61 @@ fn formats_are_detected_from_template_markers() {
         Format::detect("<|im_start|>{{ m.content }}"),
         Format::Generic
     );
+}
+
+/// What a random-weight model writes under each format's grammar (random walks over the masks)
+/// is read back into calls of allowed tools whose arguments are JSON objects with every
+/// required parameter, and the stream of it assembles to the same calls.
+#[test]
+fn random_walks_under_the_grammars_read_back_as_valid_calls() {
+    let bounded = json!({"tools": [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
+                           "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                           "metric": {"type": "boolean"}},
+            "required": ["city", "days"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {
+            "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}},
+            "required": ["zone"], "additionalProperties": false}}}
+    ], "tool_choice": "required", "parallel_tool_calls": false});
+    let s = super::parse(bounded.as_object().unwrap()).unwrap().unwrap();
+    for format in [
+        Format::QwenXml,
+        Format::Hermes,
+        Format::Llama3,
+        Format::Generic,
+    ] {
+        for open in [false, true] {
+            let think = Think {
+                open,
+                budget: Some(24),
+            };
+            let g = GrammarSpec::Lark(grammar::tools(&s, format, think).unwrap());
+            let reader = Reader {
+                tools: Some((format, s.clone())),
+                thinking_open: open,
+            };
+            for seed in 0..12 {
+                let text = random_walk(&g, seed, 4000)
+                    .unwrap_or_else(|e| panic!("{format:?} open={open} seed {seed}: {e}"));
+                let p = reader.parse(&text, false);
+                assert_eq!(
+                    p.calls.len(),
+                    1,
+                    "{format:?} {open} {seed}: {text:?} -> {p:?}"
+                );
+                let call = &p.calls[0];
+                let tool = s.tool(&call.name).unwrap_or_else(|| panic!("{text:?}"));
+                let a: Value = serde_json::from_str(&call.arguments)
+                    .unwrap_or_else(|e| panic!("{e}: {text:?} -> {call:?}"));
+                for r in tool.required() {
+                    assert!(a.get(r).is_some(), "{r} missing: {text:?} -> {a}");
+                }
+                let (_, c, calls) = stream(&reader, &text, 1 + seed as usize % 5);
+                assert_eq!(c, p.content);
+                assert_eq!(calls, vec![(call.name.clone(), call.arguments.clone())]);
+            }
+        }
+    }
 }
