@@ -84,7 +84,7 @@ fn qwen_xml_auto_lets_text_run_until_a_call_and_thinking_stays_free() {
         &t,
         &format!("I think <tool_call> is needed.\n</think>\n\n{XML_CALL}")
     ));
-    assert!(!ok(&t, &format!("thinking\n</think>\n\nplain text")));
+    assert!(!ok(&t, "thinking\n</think>\n\nplain text"));
     let bounded = Think {
         open: true,
         budget: Some(8),
