@@ -104,7 +104,22 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
         }
         s.template_kwargs = match o.get("chat_template_kwargs") {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m.clone(),
+            Some(Value::Object(m)) => {
+                const OWN: [&str; 5] = [
+                    "messages",
+                    "tools",
+                    "add_generation_prompt",
+                    "bos_token",
+                    "eos_token",
+                ];
+                if let Some(k) = m.keys().find(|k| OWN.contains(&k.as_str())) {
+                    return Err(ApiError::invalid(
+                        "chat_template_kwargs",
+                        format!("`chat_template_kwargs` cannot set `{k}`: the request sets it"),
+                    ));
+                }
+                m.clone()
+            }
             Some(_) => {
                 return Err(ApiError::invalid(
                     "chat_template_kwargs",
@@ -406,6 +421,10 @@ mod tests {
                 "grammar",
             ),
             (json!({"chat_template_kwargs": [1]}), "chat_template_kwargs"),
+            (
+                json!({"chat_template_kwargs": {"messages": []}}),
+                "chat_template_kwargs",
+            ),
             (
                 json!({"json_schema": {"type": "object"}, "tools": [{"type": "function",
                 "function": {"name": "f"}}]}),
