@@ -330,3 +330,5 @@ pub fn parse(o: &Obj) -> Result<Option<ToolSetup>, ApiError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_loop;
