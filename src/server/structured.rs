@@ -143,7 +143,10 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
             ),
         };
     if let Some(schema) = &s.json {
-        check(&GrammarSpec::JsonSchema(schema.clone()), s.field)?;
+        check(
+            &GrammarSpec::JsonSchema(grammar::bounded_json(schema)),
+            s.field,
+        )?;
     }
     if let Some(lark) = &s.lark {
         check(&GrammarSpec::Lark(lark.clone()), "grammar")?;
@@ -285,7 +288,7 @@ pub fn plan(
         Some(if open {
             GrammarSpec::Lark(grammar::json_answer(schema, think))
         } else {
-            GrammarSpec::JsonSchema(schema.clone())
+            GrammarSpec::JsonSchema(grammar::bounded_json(schema))
         })
     } else if s.lark.is_some() {
         s.lark.clone().map(GrammarSpec::Lark)

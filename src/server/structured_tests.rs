@@ -23,6 +23,14 @@ fn response_formats_become_schemas_held_by_llguidance() {
     let spec = GrammarSpec::JsonSchema(s.json.clone().unwrap());
     assert_eq!(accepts(&spec, r#"{"n": 3}"#), Ok(true));
     assert_eq!(accepts(&spec, r#"{"n": "3"}"#), Ok(false));
+    // Whitespace between JSON tokens: pretty-printing passes, a run past 24 does not.
+    let (spec, _) = plan(&s, None, "", true).unwrap();
+    let spec = spec.unwrap();
+    assert_eq!(accepts(&spec, "{\n  \"n\": 3\n}"), Ok(true));
+    assert_eq!(
+        accepts(&spec, &format!("{{\"n\":{}3}}", " ".repeat(30))),
+        Ok(false)
+    );
     // Thinking left open: free reasoning, then the schema.
     let (spec, reader) = plan(&s, None, "<|im_start|>assistant\n<think>\n", true).unwrap();
     assert!(reader.thinking_open);

@@ -18,6 +18,20 @@ pub fn lit(s: &str) -> String {
     Value::from(s).to_string()
 }
 
+/// llguidance's JSON options for every schema flint compiles: whitespace between JSON tokens
+/// allowed (pretty-printing) but at most 24 characters per gap, so a model cannot spin in
+/// whitespace until `max_tokens` (llguidance's default is unbounded). A schema that sets its own
+/// `x-guidance` keeps it.
+pub fn bounded_json(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    if let Some(o) = s.as_object_mut() {
+        o.entry("x-guidance").or_insert_with(|| {
+            json!({"whitespace_flexible": false, "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{1,24}"})
+        });
+    }
+    s
+}
+
 /// Where the answer starts: after the prompt, or inside a `<think>` the template opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Think {
@@ -48,7 +62,7 @@ pub fn tools(setup: &ToolSetup, format: Format, think: Think) -> Option<String> 
     let mut g = String::new();
     if format == Format::Generic {
         let env = generic_envelope(&callable, required, setup.parallel);
-        g.push_str(&format!("answer: %json {env}\n"));
+        g.push_str(&format!("answer: %json {}\n", bounded_json(&env)));
         return Some(finish(g, "answer", think));
     }
     match format {
@@ -80,6 +94,7 @@ pub fn tools(setup: &ToolSetup, format: Format, think: Think) -> Option<String> 
 /// The grammar of a JSON answer (`response_format`, `json_schema`): the schema, after a free
 /// reasoning when thinking is open.
 pub fn json_answer(schema: &Value, think: Think) -> String {
+    let schema = bounded_json(schema);
     finish(format!("answer: %json {schema}\n"), "answer", think)
 }
 
@@ -138,7 +153,7 @@ fn xml(g: &mut String, callable: &[&Tool]) {
             let value = if t.is_string(name) {
                 raw_string(g, schema, &format!("f{i}_p{j}_v"))
             } else {
-                format!("%json {schema} \"\\n</parameter>\\n\"")
+                format!("%json {} \"\\n</parameter>\\n\"", bounded_json(schema))
             };
             g.push_str(&format!(
                 "f{i}_p{j}: {} {value}\n",
@@ -209,6 +224,8 @@ fn call_schema(t: &Tool, key: &str) -> Value {
     })
 }
 
+/// Any one of the callable tools' call objects (not bounded: [`bounded_json`] goes on the
+/// schema at the top of a `%json`).
 fn any_call(callable: &[&Tool], key: &str) -> Value {
     json!({"anyOf": callable.iter().map(|t| call_schema(t, key)).collect::<Vec<_>>()})
 }
@@ -218,7 +235,7 @@ fn hermes(g: &mut String, callable: &[&Tool]) {
     g.push_str("call: \"<tool_call>\" call_tail\n");
     g.push_str(&format!(
         "call_tail: \"\\n\" %json {} \"\\n</tool_call>\"\n",
-        any_call(callable, "arguments")
+        bounded_json(&any_call(callable, "arguments"))
     ));
 }
 
@@ -228,7 +245,7 @@ fn hermes(g: &mut String, callable: &[&Tool]) {
 fn llama3(g: &mut String, callable: &[&Tool]) {
     g.push_str(&format!(
         "call: %json {}\n",
-        any_call(callable, "parameters")
+        bounded_json(&any_call(callable, "parameters"))
     ));
 }
 
