@@ -99,6 +99,12 @@ fn preset(name: &str, output: &Path, weights: PresetWeights, seed: u64) -> Resul
     if !is_drafter {
         let n_vocab = crate::model::Hparams::from_gguf(&arch)?.n_vocab;
         byte_vocab::set_byte_tokenizer(&mut w, n_vocab);
+        if let Some(t) = presets::chat_template(name) {
+            w.set(
+                "tokenizer.chat_template",
+                crate::gguf::MetaValue::String(t.into()),
+            );
+        }
     }
     let header = w.to_bytes()?;
     let mut tmp = output.as_os_str().to_owned();

@@ -6,7 +6,8 @@
 //! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 //!
 //! `qwen35-tiny-*` are not published models: tiny `qwen35` hybrids (8 layers, attention at 3
-//! and 7, Gated DeltaNet elsewhere) for tests, meant to be written with random weights.
+//! and 7, Gated DeltaNet elsewhere) for tests, meant to be written with random weights;
+//! `qwen35-tiny-tools-f32` is the F32 one with a Qwen3.5-style tool-calling template.
 
 use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
@@ -16,7 +17,7 @@ mod bonsai;
 mod moe;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 19] = [
+pub const PRESETS: [&str; 20] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -31,6 +32,7 @@ pub const PRESETS: [&str; 19] = [
     "qwen35-tiny-q8_0",
     "qwen35-tiny-q1_0",
     "qwen35-tiny-q2_0-g128",
+    "qwen35-tiny-tools-f32",
     moe::MOE_PRESETS[0],
     moe::MOE_PRESETS[1],
     moe::MOE_PRESETS[2],
@@ -55,8 +57,19 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen35-tiny-q8_0" => qwen35_tiny(GgmlType::Q8_0),
         "qwen35-tiny-q1_0" => qwen35_tiny(GgmlType::Q1_0),
         "qwen35-tiny-q2_0-g128" => qwen35_tiny(GgmlType::Q2_0_G128),
+        "qwen35-tiny-tools-f32" => qwen35_tiny(GgmlType::F32),
         _ => return moe::moe_preset_writer(name),
     })
+}
+
+/// The chat template a preset written with a vocabulary carries instead of plain ChatML:
+/// `qwen35-tiny-tools-f32` has a Qwen3.5-style template (tools in the system turn, XML tool
+/// calls, `enable_thinking`), so tool calling is tested on a random-weight model.
+pub fn chat_template(name: &str) -> Option<&'static str> {
+    match name {
+        "qwen35-tiny-tools-f32" => Some(include_str!("templates/qwen35_tools.jinja")),
+        _ => None,
+    }
 }
 
 /// The bytes of preset `name`'s shape-only GGUF, or `None` for an unknown name.

@@ -102,7 +102,7 @@ const fn no(reason: &'static str, off: Off, ask: &'static str) -> Kind {
 
 use Kind::{Honoured as H, Metadata as M};
 
-const STRUCTURED: &str = "structured output (grammars, JSON schemas, tools) is a later issue";
+const FUNCTIONS: &str = "the deprecated `functions` / `function_call`: use `tools` / `tool_choice`";
 const PROBS: &str = "log probabilities are not supported";
 const SAMPLER: &str = "this sampler is not in flint's chain \
                        (penalties, top-k, top-p, min-p, temperature)";
@@ -144,7 +144,6 @@ pub const FIELDS: &[Field] = &[
     f("service_tier", CHAT, M),
     f("safety_identifier", CHAT, M),
     f("prompt_cache_key", CHAT, M),
-    f("parallel_tool_calls", CHAT, M),
     f("cache_prompt", ALL, M),
     f("mirostat_tau", ALL, M),
     f("mirostat_eta", ALL, M),
@@ -154,47 +153,27 @@ pub const FIELDS: &[Field] = &[
     f("dry_allowed_length", ALL, M),
     f("dry_penalty_last_n", ALL, M),
     f("dry_sequence_breakers", ALL, M),
-    // Structured output and tools.
-    f(
-        "tools",
-        CHAT,
-        no(
-            STRUCTURED,
-            Off::Empty,
-            r#"[{"type":"function","function":{"name":"f"}}]"#,
-        ),
-    ),
-    f(
-        "tool_choice",
-        CHAT,
-        no(STRUCTURED, Off::Strs(&["none", "auto"]), r#""required""#),
-    ),
+    // Structured output and tools (src/server/structured.rs, src/server/tools/).
+    f("parallel_tool_calls", CHAT, H),
+    f("tools", CHAT, H),
+    f("tool_choice", CHAT, H),
+    f("response_format", ALL, H),
+    f("grammar", ALL, H),
+    f("json_schema", ALL, H),
+    f("chat_template_kwargs", CHAT, H),
+    f("max_reasoning_chars", CHAT, H),
     f(
         "functions",
         CHAT,
-        no(STRUCTURED, Off::Empty, r#"[{"name":"f"}]"#),
+        no(FUNCTIONS, Off::Empty, r#"[{"name":"f"}]"#),
     ),
     f(
         "function_call",
         CHAT,
-        no(STRUCTURED, Off::Strs(&["none", "auto"]), r#"{"name":"f"}"#),
+        no(FUNCTIONS, Off::Strs(&["none", "auto"]), r#"{"name":"f"}"#),
     ),
-    f(
-        "response_format",
-        ALL,
-        no(STRUCTURED, Off::TextFormat, r#"{"type":"json_object"}"#),
-    ),
-    f(
-        "grammar",
-        ALL,
-        no(STRUCTURED, Off::Empty, r#""root ::= \"a\"""#),
-    ),
-    f(
-        "json_schema",
-        ALL,
-        no(STRUCTURED, Off::Null, r#"{"type":"string"}"#),
-    ),
-    f("parse_tool_calls", CHAT, no(STRUCTURED, Off::False, "true")),
+    // Tool calls are always read out of the text.
+    f("parse_tool_calls", CHAT, M),
     // Samplers flint does not have.
     f("typical_p", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
     f("tfs_z", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
@@ -308,28 +287,20 @@ pub const FIELDS: &[Field] = &[
     ),
     // Chat templates and reasoning.
     f(
-        "chat_template_kwargs",
-        CHAT,
-        no(
-            "the chat template is rendered with its standard variables only",
-            Off::Empty,
-            r#"{"enable_thinking":false}"#,
-        ),
-    ),
-    f(
         "reasoning_format",
         CHAT,
         no(
-            "reasoning is not parsed out of the text (only `none`)",
-            Off::Strs(&["none"]),
-            r#""deepseek""#,
+            "reasoning is split out as `reasoning_content` whenever the template opens \
+             `<think>` (llama-server's `auto` / `deepseek`); other formats are not supported",
+            Off::Strs(&["auto", "deepseek"]),
+            r#""none""#,
         ),
     ),
     f(
         "thinking_forced_open",
         CHAT,
         no(
-            "reasoning is not parsed out of the text",
+            "the template decides whether `<think>` is open (see `chat_template_kwargs`)",
             Off::False,
             "true",
         ),

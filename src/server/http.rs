@@ -197,6 +197,8 @@ pub struct Submitted {
     pub prompt_tokens: usize,
     /// The slot's context rows.
     pub n_ctx: u32,
+    /// How to read a chat answer back (reasoning, tool calls); `None`: the text is the content.
+    pub reader: Option<super::tools::parse::Reader>,
 }
 
 async fn generate(
@@ -213,6 +215,7 @@ async fn generate(
         model: app.alias.clone(),
         endpoint,
         include_usage: sub.include_usage,
+        reader: sub.reader,
     };
     if sub.stream {
         Ok(response::stream(meta, sub.rx, app.timeouts.keep_alive))
@@ -243,9 +246,16 @@ pub(super) async fn submit_request(
     let endpoint = req.endpoint;
     let tokenize = {
         let (ready, prompt, special) = (Arc::clone(ready), req.prompt.clone(), req.parse_special);
-        tokio::task::spawn_blocking(move || tokens(&ready, &prompt, special))
+        let structured = req.structured.clone();
+        tokio::task::spawn_blocking(move || {
+            super::chat_prompt::prepare(&ready, &prompt, special, &structured)
+        })
     };
-    let prompt = tokenize
+    let super::chat_prompt::Prepared {
+        ids: prompt,
+        grammar,
+        reader,
+    } = tokenize
         .await
         .map_err(|e| ApiError::internal(format!("tokenizer task: {e}")))??;
     let n_ctx = ready.limits.n_ctx as usize;
@@ -309,7 +319,7 @@ pub(super) async fn submit_request(
         queued_at: std::time::Instant::now(),
         admitted: Some(told),
         embed: None,
-        grammar: None,
+        grammar,
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),
@@ -322,6 +332,7 @@ pub(super) async fn submit_request(
         include_usage,
         prompt_tokens,
         n_ctx: ready.limits.n_ctx,
+        reader,
     })
 }
 

@@ -7,7 +7,9 @@
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+pub use super::messages::messages;
 use super::prompt::completion_prompt;
+use super::structured::{self, Structured};
 use super::{bias, fields};
 use crate::sampling::SamplerParams;
 use crate::tokenizer::ChatMessage;
@@ -53,6 +55,8 @@ pub struct GenRequest {
     /// `parse_special` (completions only, default false): special-token text in `prompt`
     /// (`<|im_end|>`) becomes control tokens. Chat message contents are always plain text.
     pub parse_special: bool,
+    /// `response_format`, `json_schema`, `grammar`, tools and template variables.
+    pub structured: Structured,
 }
 
 /// What the server allows.
@@ -139,6 +143,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         Some(_) => return Err(ApiError::invalid("model", "`model` must be a string")),
     }
     fields::check(endpoint, o)?;
+    let structured = structured::parse(endpoint, o)?;
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
             return Err(ApiError::invalid(
@@ -212,6 +217,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         stream,
         include_usage,
         parse_special,
+        structured,
     })
 }
 
@@ -343,78 +349,6 @@ fn stops(o: &Obj) -> Result<Vec<String>, ApiError> {
             None => Err(ApiError::invalid("stop", "`stop` must hold strings")),
         })
         .collect()
-}
-
-/// `messages` of a chat request (also `/apply-template`'s).
-pub fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
-    let list = match o.get("messages") {
-        Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(Value::Array(_)) => return Err(ApiError::invalid("messages", "`messages` is empty")),
-        Some(_) => return Err(ApiError::invalid("messages", "`messages` must be an array")),
-        None => return Err(ApiError::invalid("messages", "`messages` is required")),
-    };
-    list.iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let field = format!("messages[{i}]");
-            let m = m
-                .as_object()
-                .ok_or_else(|| ApiError::invalid(&field, format!("`{field}` must be an object")))?;
-            let role = match m.get("role").and_then(Value::as_str) {
-                Some(r @ ("system" | "developer" | "user" | "assistant" | "tool")) => {
-                    if r == "developer" {
-                        "system"
-                    } else {
-                        r
-                    }
-                }
-                Some(r) => {
-                    return Err(ApiError::invalid(
-                        &format!("{field}.role"),
-                        format!(
-                            "role {r:?} is not one of system, developer, user, assistant, tool"
-                        ),
-                    ))
-                }
-                None => {
-                    return Err(ApiError::invalid(
-                        &format!("{field}.role"),
-                        "`role` must be a string",
-                    ))
-                }
-            };
-            Ok(ChatMessage::new(role, content(m.get("content"), &field)?))
-        })
-        .collect()
-}
-
-/// A message's content: a string, null, or text parts.
-fn content(v: Option<&Value>, field: &str) -> Result<String, ApiError> {
-    let field = format!("{field}.content");
-    match v {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .map(|p| {
-                match (
-                    p.get("type").and_then(Value::as_str),
-                    p.get("text").and_then(Value::as_str),
-                ) {
-                    (Some("text"), Some(t)) => Ok(t),
-                    _ => Err(ApiError::invalid(
-                        &field,
-                        "only text content parts are supported",
-                    )),
-                }
-            })
-            .collect::<Result<Vec<&str>, _>>()
-            .map(|t| t.concat()),
-        Some(_) => Err(ApiError::invalid(
-            &field,
-            "`content` must be a string or an array of parts",
-        )),
-    }
 }
 
 /// Reject JSON nested deeper than `max` before parsing it (serde's own limit is 128).

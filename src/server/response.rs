@@ -13,6 +13,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::error::ApiError;
 use super::request::Endpoint;
 use super::slots::{Event, Outcome};
+use super::tools::delta::{self, Streamer};
+use super::tools::parse::Reader;
 
 /// What every body of one response repeats.
 #[derive(Debug, Clone)]
@@ -22,6 +24,8 @@ pub struct Meta {
     pub model: String,
     pub endpoint: Endpoint,
     pub include_usage: bool,
+    /// How to read a chat answer (reasoning, tool calls); `None`: the text is the content.
+    pub reader: Option<Reader>,
 }
 
 fn usage(o: &Outcome) -> Value {
@@ -86,16 +90,30 @@ impl Meta {
         })
     }
 
+    /// The prefix of this response's tool-call ids.
+    fn call_prefix(&self) -> String {
+        self.id.replacen("chatcmpl", "call", 1)
+    }
+
     /// A whole (non-streamed) completion.
     pub fn whole(&self, text: String, o: &Outcome) -> Value {
-        let choice = match self.endpoint {
-            Endpoint::Chat => json!({
+        let choice = match (self.endpoint, &self.reader) {
+            (Endpoint::Chat, Some(reader)) => {
+                let parsed = reader.parse(&text, false);
+                json!({
+                    "index": 0,
+                    "message": delta::message(&parsed, &self.call_prefix()),
+                    "logprobs": null,
+                    "finish_reason": finish_reason(o, !parsed.calls.is_empty()),
+                })
+            }
+            (Endpoint::Chat, None) => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
                 "logprobs": null,
                 "finish_reason": o.finish_reason,
             }),
-            Endpoint::Completion | Endpoint::LlamaCompletion => json!({
+            (Endpoint::Completion | Endpoint::LlamaCompletion, _) => json!({
                 "index": 0,
                 "text": text,
                 "logprobs": null,
@@ -156,6 +174,98 @@ enum Stage {
     End,
 }
 
+/// `tool_calls` when the answer made calls and ended by itself.
+fn finish_reason(o: &Outcome, calls: bool) -> &'static str {
+    if calls && o.finish_reason == "stop" {
+        "tool_calls"
+    } else {
+        o.finish_reason
+    }
+}
+
+/// A stream's state between events.
+struct Streaming {
+    rx: UnboundedReceiver<Event>,
+    meta: Meta,
+    stage: Stage,
+    /// Reads tool calls and reasoning out of the text (chat with a reader).
+    reader: Option<Streamer>,
+    /// Chunks ready to send before the next event is read.
+    pending: std::collections::VecDeque<Value>,
+}
+
+impl Streaming {
+    fn delta_chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        self.meta.envelope(
+            true,
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]),
+        )
+    }
+
+    /// The next event of the stream (`None`: it ended).
+    async fn next(&mut self) -> Option<Result<SseEvent, Infallible>> {
+        loop {
+            if let Some(v) = self.pending.pop_front() {
+                return Some(data(&v));
+            }
+            let (ev, next) = match std::mem::replace(&mut self.stage, Stage::End) {
+                Stage::Start if self.meta.endpoint == Endpoint::Chat => {
+                    (data(&self.meta.chunk(Some(""), true, None)), Stage::Body)
+                }
+                Stage::Start | Stage::Body => match self.rx.recv().await {
+                    Some(Event::Text(t)) => match &mut self.reader {
+                        Some(r) => {
+                            let deltas = r.push(&t);
+                            let chunks: Vec<Value> = deltas
+                                .into_iter()
+                                .map(|d| self.delta_chunk(d, None))
+                                .collect();
+                            self.pending.extend(chunks);
+                            self.stage = Stage::Body;
+                            continue;
+                        }
+                        None => (data(&self.meta.chunk(Some(&t), false, None)), Stage::Body),
+                    },
+                    Some(Event::Done(o)) => {
+                        let mut calls = false;
+                        if let Some(r) = &mut self.reader {
+                            let (deltas, parsed) = r.finish();
+                            calls = !parsed.calls.is_empty();
+                            let chunks: Vec<Value> = deltas
+                                .into_iter()
+                                .map(|d| self.delta_chunk(d, None))
+                                .collect();
+                            self.pending.extend(chunks);
+                        }
+                        let mut last = self.meta.chunk(None, false, Some(finish_reason(&o, calls)));
+                        last["timings"] = timings(&o);
+                        self.pending.push_back(last);
+                        self.stage = Stage::Usage(Box::new(o));
+                        continue;
+                    }
+                    Some(Event::Error(m)) => (data(&ApiError::internal(m).body()), Stage::End),
+                    Some(Event::Shutdown) => (data(&shutting_down().body()), Stage::End),
+                    None => (
+                        data(&ApiError::internal("the generation ended without a result").body()),
+                        Stage::End,
+                    ),
+                },
+                Stage::Usage(o) if self.meta.include_usage => {
+                    let mut v = self.meta.envelope(true, json!([]));
+                    v["usage"] = usage(&o);
+                    (data(&v), Stage::Done)
+                }
+                Stage::Usage(_) | Stage::Done => {
+                    (Ok(SseEvent::default().data("[DONE]")), Stage::End)
+                }
+                Stage::End => return None,
+            };
+            self.stage = next;
+            return Some(ev);
+        }
+    }
+}
+
 pub fn data(v: &Value) -> Result<SseEvent, Infallible> {
     Ok(SseEvent::default().data(v.to_string()))
 }
@@ -176,35 +286,20 @@ where
 
 /// Stream a generation as server-sent events.
 pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>, keep_alive: Option<Duration>) -> Response {
-    let start = (rx, meta, Stage::Start);
-    let events = futures_util::stream::unfold(start, |(mut rx, meta, stage)| async move {
-        let (ev, next) = match stage {
-            Stage::Start if meta.endpoint == Endpoint::Chat => {
-                (data(&meta.chunk(Some(""), true, None)), Stage::Body)
-            }
-            Stage::Start | Stage::Body => match rx.recv().await {
-                Some(Event::Text(t)) => (data(&meta.chunk(Some(&t), false, None)), Stage::Body),
-                Some(Event::Done(o)) => {
-                    let mut last = meta.chunk(None, false, Some(o.finish_reason));
-                    last["timings"] = timings(&o);
-                    (data(&last), Stage::Usage(Box::new(o)))
-                }
-                Some(Event::Error(m)) => (data(&ApiError::internal(m).body()), Stage::End),
-                Some(Event::Shutdown) => (data(&shutting_down().body()), Stage::End),
-                None => (
-                    data(&ApiError::internal("the generation ended without a result").body()),
-                    Stage::End,
-                ),
-            },
-            Stage::Usage(o) if meta.include_usage => {
-                let mut v = meta.envelope(true, json!([]));
-                v["usage"] = usage(&o);
-                (data(&v), Stage::Done)
-            }
-            Stage::Usage(_) | Stage::Done => (Ok(SseEvent::default().data("[DONE]")), Stage::End),
-            Stage::End => return None,
-        };
-        Some((ev, (rx, meta, next)))
+    let reader = match (meta.endpoint, &meta.reader) {
+        (Endpoint::Chat, Some(r)) => Some(Streamer::new(r.clone(), meta.call_prefix())),
+        _ => None,
+    };
+    let start = Streaming {
+        rx,
+        meta,
+        stage: Stage::Start,
+        reader,
+        pending: Default::default(),
+    };
+    let events = futures_util::stream::unfold(start, |mut st| async move {
+        let ev = st.next().await?;
+        Some((ev, st))
     });
     sse(events, keep_alive)
 }

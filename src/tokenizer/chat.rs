@@ -21,11 +21,22 @@ use super::pycompat;
 
 const NAME: &str = "chat_template";
 
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One chat message. Besides role and content, the parts of OpenAI's messages that agent loops
+/// send back (an assistant's `tool_calls` and `reasoning_content`, a tool result's
+/// `tool_call_id` and `name`) are handed to the template under the same names when present.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// An assistant's calls: `[{"id", "type": "function", "function": {"name", "arguments"}}]`,
+    /// `arguments` an object (templates iterate it) where the request's string parsed as one.
+    pub tool_calls: Option<serde_json::Value>,
+    /// A `tool` message's call id.
+    pub tool_call_id: Option<String>,
+    /// A `tool` message's function name.
+    pub name: Option<String>,
+    /// An assistant's reasoning (thinking templates render it back inside `<think>`).
+    pub reasoning_content: Option<String>,
 }
 
 impl ChatMessage {
@@ -33,6 +44,7 @@ impl ChatMessage {
         ChatMessage {
             role: role.into(),
             content: content.into(),
+            ..ChatMessage::default()
         }
     }
 
@@ -40,6 +52,18 @@ impl ChatMessage {
         let mut m = BTreeMap::new();
         m.insert("role", Value::from(self.role.as_str()));
         m.insert("content", Value::from(self.content.as_str()));
+        if let Some(calls) = &self.tool_calls {
+            m.insert("tool_calls", Value::from(minijinja::value::Serde(calls)));
+        }
+        for (k, v) in [
+            ("tool_call_id", &self.tool_call_id),
+            ("name", &self.name),
+            ("reasoning_content", &self.reasoning_content),
+        ] {
+            if let Some(v) = v {
+                m.insert(k, Value::from(v.as_str()));
+            }
+        }
         Value::from(m)
     }
 }
@@ -54,6 +78,7 @@ pub struct ChatTemplate {
     /// tokenizer adds the token itself).
     strip_bos: bool,
     strip_eos: bool,
+    source: String,
 }
 
 /// Read a template file (`--chat-template-file`).
@@ -89,6 +114,7 @@ impl ChatTemplate {
             eos_token: eos_token.to_string(),
             strip_bos: false,
             strip_eos: false,
+            source: source.to_string(),
         })
     }
 
@@ -108,6 +134,11 @@ impl ChatTemplate {
         eos_token: &str,
     ) -> Result<ChatTemplate, TokenizerError> {
         ChatTemplate::new(&read_template_file(path)?, bos_token, eos_token)
+    }
+
+    /// The template's source text (tool-call formats are detected from it).
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// Render `messages`; with `add_generation_prompt` the template opens the assistant turn.

@@ -138,12 +138,27 @@ impl Tokenizer {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<RenderedChat, TokenizerError> {
+        self.render_chat_with(template, messages, add_generation_prompt, &[])
+    }
+
+    /// [`Tokenizer::render_chat`] with extra template variables (`tools`,
+    /// `chat_template_kwargs` such as `enable_thinking`).
+    pub fn render_chat_with(
+        &self,
+        template: &ChatTemplate,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        extra: &[(&str, minijinja::Value)],
+    ) -> Result<RenderedChat, TokenizerError> {
         let mut table = Table::default();
         let escaped: Vec<ChatMessage> = messages
             .iter()
-            .map(|m| ChatMessage::new(m.role.clone(), table.escape(self, &m.content)))
+            .map(|m| ChatMessage {
+                content: table.escape(self, &m.content),
+                ..m.clone()
+            })
             .collect();
-        let rendered = template.render(&escaped, add_generation_prompt)?;
+        let rendered = template.render_with(&escaped, add_generation_prompt, extra)?;
         Ok(table.restore(&rendered))
     }
 

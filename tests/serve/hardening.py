@@ -91,7 +91,10 @@ def bad_params(slot_ctx, model):
     c.append(("chat top_logprobs=2", CHAT, chat(logprobs=True, top_logprobs=2), "(top_)?logprobs"))
     c.append(("text logprobs=1", TEXT, text(logprobs=1), "logprobs"))
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    c.append(("chat tools", CHAT, chat(tools=[tool]), "tools"))
+    c.append(("chat tools code_interpreter", CHAT, chat(tools=[{"type": "code_interpreter"}]), "tools"))
+    named = {"type": "function", "function": {"name": "g"}}
+    c.append(("chat tool_choice unknown", CHAT, chat(tools=[tool], tool_choice=named), "tool_choice"))
+    c.append(("chat grammar GBNF", CHAT, chat(grammar='root ::= "a"'), "grammar"))
     c.append(("chat messages missing", CHAT, {"max_tokens": 1}, "messages"))
     c.append(("chat messages='hi'", CHAT, chat(messages="hi"), "messages"))
     c.append(("chat content=5", CHAT, chat(messages=[{"role": "user", "content": 5}]), None))

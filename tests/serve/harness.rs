@@ -55,10 +55,19 @@ pub fn spawn_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Child, Arc<Mutex<String>>, mpsc::Receiver<String>) {
+    spawn_model_env(&model(), args, env)
+}
+
+/// [`spawn_env`] serving the model file `model`.
+pub fn spawn_model_env(
+    model: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, Arc<Mutex<String>>, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flint"))
         .arg("serve")
         .arg("-m")
-        .arg(model())
+        .arg(model)
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -136,9 +145,14 @@ impl Server {
 
     /// [`Server::start`] with environment variables added.
     pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::start_model(&model(), args, env)
+    }
+
+    /// [`Server::start_env`] serving the model file `model`.
+    pub fn start_model(model: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut all = vec!["--port", "0"];
         all.extend_from_slice(args);
-        let (child, log, rx) = spawn_env(&all, env);
+        let (child, log, rx) = spawn_model_env(model, &all, env);
         let mut s = Server {
             child,
             log,

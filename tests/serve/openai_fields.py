@@ -5,7 +5,8 @@
 
 - every `--refused` field, sent with the client's `extra_body` (chat completions), is answered
   with `openai.BadRequestError` whose `param` is the field's name;
-- a field the client itself defines but flint refuses (`tools`, `response_format` json) too;
+- a field the client itself defines but flint refuses (the deprecated `functions`, a
+  `response_format` schema llguidance cannot compile) too;
 - on the token ids of "The capital of France is" (given: llama.cpp's top token, its runner-up,
   and a low token), `logit_bias` in OpenAI's own spelling (the client's `dict[str, int]`):
   greedy gives the top token, -100 on it the runner-up, +100 forces the low one;
@@ -50,7 +51,9 @@ def main():
         name, _, value = item.partition("=")
         refused(client, name, json.loads(value))
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    for kw, name in (({"tools": [tool]}, "tools"), ({"response_format": {"type": "json_object"}}, "response_format")):
+    bad = {"type": "json_schema",
+           "json_schema": {"name": "x", "schema": {"type": "string", "format": "no-such-format"}}}
+    for kw, name in (({"functions": [tool["function"]]}, "functions"), ({"response_format": bad}, "response_format")):
         try:
             client.chat.completions.create(
                 model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=1, **kw

@@ -1,0 +1,308 @@
+//! Structured output of a request: `response_format` (`text`, `json_object`, `json_schema`),
+//! llama-server's `json_schema` and `grammar`, and the tools (see [`super::tools`]) become one
+//! [`GrammarSpec`] for the engine, and a [`Reader`] that turns the generated text back into
+//! the answer. Every grammar is compiled here once before the request is queued, so a schema
+//! llguidance cannot honour is a 400 naming what it refused (fail closed: never an
+//! unconstrained answer in its place).
+//!
+//! Sources: <https://platform.openai.com/docs/api-reference/chat/create> (`response_format`),
+//! llama.cpp's `tools/server/README.md` (`json_schema`, `grammar`, `chat_template_kwargs`).
+
+use std::sync::{Arc, OnceLock};
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{ApproximateTokEnv, TokRxInfo, TokTrie};
+use llguidance::ParserFactory;
+use serde_json::{json, Map, Value};
+
+use super::error::ApiError;
+use super::request::Endpoint;
+use super::tools::grammar::{self, Think};
+use super::tools::parse::Reader;
+use super::tools::{self, Choice, Format, ToolSetup};
+use crate::grammar::GrammarSpec;
+
+/// What a request asks its output to be, before the template is known.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Structured {
+    /// A JSON schema for the whole answer (`{"type": "object"}` for `json_object`).
+    pub json: Option<Value>,
+    /// A Lark grammar (`grammar` starting with `%llguidance`).
+    pub lark: Option<String>,
+    pub tools: Option<ToolSetup>,
+    /// `chat_template_kwargs`: extra variables of the chat template.
+    pub template_kwargs: Map<String, Value>,
+    /// The field the constraint came from (what a compile error names).
+    pub field: &'static str,
+    /// `max_reasoning_chars` (flint's): the reasoning of an open `<think>` is cut to this many
+    /// characters by the grammar, which then asks for `</think>`.
+    pub max_reasoning: Option<u64>,
+}
+
+type Obj = Map<String, Value>;
+
+/// Reads the structured-output fields of a request body.
+pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
+    let mut s = Structured::default();
+    let mut asked: Vec<&'static str> = Vec::new();
+    if let Some(schema) = response_format(o.get("response_format"))? {
+        s.json = Some(schema);
+        asked.push("response_format");
+    }
+    match o.get("json_schema") {
+        None | Some(Value::Null) => {}
+        Some(v @ (Value::Object(_) | Value::Bool(true))) => {
+            s.json = Some(v.clone());
+            asked.push("json_schema");
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "json_schema",
+                "`json_schema` must be a JSON schema object",
+            ))
+        }
+    }
+    match o.get("grammar") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(g)) if g.trim().is_empty() => {}
+        Some(Value::String(g)) if g.trim_start().starts_with("%llguidance") => {
+            s.lark = Some(g.clone());
+            asked.push("grammar");
+        }
+        Some(Value::String(_)) => {
+            return Err(ApiError::invalid(
+                "grammar",
+                "GBNF grammars are not supported: send a JSON schema (`response_format` or \
+                 `json_schema`), or a Lark grammar in llguidance's dialect that starts with \
+                 `%llguidance {}`",
+            ))
+        }
+        Some(_) => return Err(ApiError::invalid("grammar", "`grammar` must be a string")),
+    }
+    if asked.len() > 1 {
+        return Err(ApiError::invalid(
+            asked[1],
+            format!(
+                "`{}` and `{}` both constrain the output: send one",
+                asked[0], asked[1]
+            ),
+        ));
+    }
+    s.field = asked.first().copied().unwrap_or("tools");
+    if endpoint == Endpoint::Chat {
+        s.tools = tools::parse(o)?;
+        if let (Some(t), Some(f)) = (&s.tools, asked.first()) {
+            if t.choice != Choice::None {
+                return Err(ApiError::invalid(
+                    f,
+                    format!(
+                        "`{f}` with `tools` is not supported: a tool call and a constrained \
+                         answer are two grammars (set `tool_choice` to \"none\")"
+                    ),
+                ));
+            }
+        }
+        s.template_kwargs = match o.get("chat_template_kwargs") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => {
+                const OWN: [&str; 5] = [
+                    "messages",
+                    "tools",
+                    "add_generation_prompt",
+                    "bos_token",
+                    "eos_token",
+                ];
+                if let Some(k) = m.keys().find(|k| OWN.contains(&k.as_str())) {
+                    return Err(ApiError::invalid(
+                        "chat_template_kwargs",
+                        format!("`chat_template_kwargs` cannot set `{k}`: the request sets it"),
+                    ));
+                }
+                m.clone()
+            }
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "chat_template_kwargs",
+                    "`chat_template_kwargs` must be an object",
+                ))
+            }
+        };
+    }
+    s.max_reasoning =
+        match o.get("max_reasoning_chars") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|n| (1..=1 << 20).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                "max_reasoning_chars",
+                format!("`max_reasoning_chars` is {v}: it must be an integer in [1, 1048576]"),
+            )
+                    })?,
+            ),
+        };
+    if let Some(schema) = &s.json {
+        check(
+            &GrammarSpec::JsonSchema(grammar::bounded_json(schema)),
+            s.field,
+        )?;
+    }
+    if let Some(lark) = &s.lark {
+        check(&GrammarSpec::Lark(lark.clone()), "grammar")?;
+    }
+    Ok(s)
+}
+
+/// `response_format`: `None` for text, the schema otherwise.
+fn response_format(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
+    let f = "response_format";
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let o = v
+        .as_object()
+        .ok_or_else(|| ApiError::invalid(f, "`response_format` must be an object"))?;
+    match o.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => {
+            let js = o
+                .get("json_schema")
+                .and_then(Value::as_object)
+                .ok_or_else(|| {
+                    ApiError::invalid(f, "`response_format.json_schema` must be an object")
+                })?;
+            let name = js.get("name").and_then(Value::as_str).unwrap_or_default();
+            let ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                return Err(ApiError::invalid(
+                    f,
+                    format!(
+                        "`response_format.json_schema.name` is {name:?}: it must be 1 to 64 of \
+                         a-z, A-Z, 0-9, _ and -"
+                    ),
+                ));
+            }
+            match js.get("strict") {
+                None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+                Some(_) => {
+                    return Err(ApiError::invalid(
+                        f,
+                        "`response_format.json_schema.strict` must be a boolean",
+                    ))
+                }
+            }
+            match js.get("schema") {
+                None | Some(Value::Null) => Ok(Some(json!({}))),
+                Some(s @ Value::Object(_)) => Ok(Some(s.clone())),
+                Some(_) => Err(ApiError::invalid(
+                    f,
+                    "`response_format.json_schema.schema` must be an object",
+                )),
+            }
+        }
+        Some(t) => Err(ApiError::invalid(
+            f,
+            format!("`response_format.type` is {t:?}: it must be text, json_object or json_schema"),
+        )),
+        None => Err(ApiError::invalid(f, "`response_format.type` is required")),
+    }
+}
+
+/// A byte-level vocabulary (256 bytes and an end token): enough to compile any grammar and
+/// find what it refuses, with no model loaded.
+pub(crate) fn factory() -> &'static Option<ParserFactory> {
+    static F: OnceLock<Option<ParserFactory>> = OnceLock::new();
+    F.get_or_init(|| {
+        let mut words: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        words.push(b"\xFF<|end|>".to_vec());
+        let info = TokRxInfo::new(words.len() as u32, words.len() as u32 - 1);
+        let env: llguidance::toktrie::TokEnv =
+            Arc::new(ApproximateTokEnv::new(TokTrie::from(&info, &words)));
+        let mut f = ParserFactory::new_simple(&env).ok()?;
+        f.quiet();
+        Some(f)
+    })
+}
+
+/// llguidance's grammar of `spec`.
+pub fn top_level(spec: &GrammarSpec) -> TopLevelGrammar {
+    match spec {
+        GrammarSpec::JsonSchema(s) => TopLevelGrammar::from_json_schema(s.clone()),
+        GrammarSpec::Regex(r) => TopLevelGrammar::from_regex(r),
+        GrammarSpec::Lark(l) => TopLevelGrammar::from_lark(l.clone()),
+    }
+}
+
+/// Compiles `spec`; a refusal is a 400 on `field` quoting llguidance's reason (which names the
+/// keyword or rule it cannot honour).
+pub fn check(spec: &GrammarSpec, field: &str) -> Result<(), ApiError> {
+    let f = factory()
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("the grammar compiler could not start"))?;
+    match f.create_parser(top_level(spec)) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(ApiError::invalid(
+            field,
+            format!("`{field}` cannot be compiled into a constraint: {e}"),
+        )),
+    }
+}
+
+/// Whether a rendered prompt leaves the model inside `<think>` (the template opened it).
+pub fn thinking_open(prompt: &str) -> bool {
+    prompt.trim_end().ends_with("<think>")
+}
+
+/// The grammar and the reader of a request whose prompt is `prompt` (the rendered chat, or
+/// the completion prompt), on a model whose chat template is `template` (its source).
+pub fn plan(
+    s: &Structured,
+    template: Option<&str>,
+    prompt: &str,
+    chat: bool,
+) -> Result<(Option<GrammarSpec>, Reader), ApiError> {
+    let open = chat && thinking_open(prompt);
+    let think = Think {
+        open,
+        budget: s.max_reasoning,
+    };
+    let format = Format::detect(template.unwrap_or(""));
+    // `tool_choice: "none"` answers in text: nothing is read as a call.
+    let reader = Reader {
+        tools: s
+            .tools
+            .clone()
+            .filter(|t| t.choice != Choice::None)
+            .map(|t| (format, t)),
+        thinking_open: open,
+    };
+    let spec = if let Some(t) = &s.tools {
+        grammar::tools(t, format, think).map(GrammarSpec::Lark)
+    } else if let Some(schema) = &s.json {
+        Some(if open {
+            GrammarSpec::Lark(grammar::json_answer(schema, think))
+        } else {
+            GrammarSpec::JsonSchema(grammar::bounded_json(schema))
+        })
+    } else if s.lark.is_some() {
+        s.lark.clone().map(GrammarSpec::Lark)
+    } else if open && s.max_reasoning.is_some() {
+        Some(GrammarSpec::Lark(grammar::free_answer(think)))
+    } else {
+        None
+    };
+    if let Some(spec) = &spec {
+        check(spec, s.field)?;
+    }
+    Ok((spec, reader))
+}
+
+#[cfg(test)]
+#[path = "structured_tests.rs"]
+pub(crate) mod tests;
