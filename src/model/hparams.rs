@@ -7,6 +7,7 @@
 
 use crate::gguf::{Gguf, GgufError, MetaValue};
 
+pub use super::gemma3::Gemma3Hparams;
 pub use super::hybrid::{check_rope_sections, HybridHparams, LayerKind};
 
 /// The model families flint runs.
@@ -17,6 +18,8 @@ pub enum Arch {
     Qwen3,
     /// Qwen3.5 / 3.6 hybrid: Gated DeltaNet and gated full-attention layers.
     Qwen35,
+    /// Gemma 3: sliding-window and global attention layers (`model/gemma3.rs`).
+    Gemma3,
     /// A DSpark drafter in llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter in the legacy PrismML `dspark` format.
@@ -30,6 +33,7 @@ impl Arch {
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
             "qwen35" => Arch::Qwen35,
+            "gemma3" => Arch::Gemma3,
             "dflash" => Arch::Dflash,
             "dspark" => Arch::DsparkLegacy,
             _ => return None,
@@ -42,6 +46,7 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Qwen35 => "qwen35",
+            Arch::Gemma3 => "gemma3",
             Arch::Dflash => "dflash",
             Arch::DsparkLegacy => "dspark",
         }
@@ -55,7 +60,7 @@ impl Arch {
 /// Errors reading hyperparameters.
 #[derive(Debug, thiserror::Error)]
 pub enum HparamsError {
-    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35 and DSpark drafters: dflash, dspark)")]
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, gemma3 and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
     #[error("architecture '{arch}' is a mixture-of-experts model: MoE is not supported yet (its dense sibling '{dense}' is)")]
     MoeUnsupported { arch: String, dense: &'static str },
@@ -145,6 +150,8 @@ pub struct Hparams {
     /// Hybrid models (qwen35): the layer kinds and the Gated DeltaNet shape. Their attention
     /// layers are gated (`attn_q` holds q and a sigmoid output gate per head).
     pub hybrid: Option<HybridHparams>,
+    /// Gemma 3: sliding layers, their RoPE base, the attention scale, the logit soft-cap.
+    pub gemma3: Option<Gemma3Hparams>,
 }
 
 impl Hparams {
@@ -203,7 +210,12 @@ impl Hparams {
         let tied_embeddings = g.tensor("output.weight").is_none();
         let neox = matches!(
             arch,
-            Arch::Qwen2 | Arch::Qwen3 | Arch::Qwen35 | Arch::Dflash | Arch::DsparkLegacy
+            Arch::Qwen2
+                | Arch::Qwen3
+                | Arch::Qwen35
+                | Arch::Gemma3
+                | Arch::Dflash
+                | Arch::DsparkLegacy
         );
         let scale = m
             .opt(&key("rope.scaling.factor"), |m, k| m.f32(k))?
@@ -220,6 +232,12 @@ impl Hparams {
         let n_layer = hybrid
             .as_ref()
             .map_or(block_count, |h| h.kinds.len() as u32);
+        let gemma3 = match arch {
+            Arch::Gemma3 => Some(Gemma3Hparams::from_gguf(
+                g, p, n_layer, n_embd, n_head, head_dim,
+            )?),
+            _ => None,
+        };
         let hp = Hparams {
             arch,
             n_layer,
@@ -255,6 +273,7 @@ impl Hparams {
             qkv_bias: g.tensor("blk.0.attn_q.bias").is_some(),
             tied_embeddings,
             hybrid,
+            gemma3,
         };
         if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
             return Err(HparamsError::Invalid {

@@ -68,6 +68,9 @@ pub struct LayerWeights {
     pub ffn_norm: wgpu::Buffer,
     pub ffn: GateUp,
     pub down: GpuWeight,
+    /// Gemma 3: `post_attention_norm`, `post_ffw_norm` `[d]`, on the attention's and the FFN's
+    /// output before each residual add.
+    pub post_norms: Option<[wgpu::Buffer; 2]>,
 }
 
 /// Every weight of a model (cloning shares the device buffers: server slots use one copy).
@@ -292,12 +295,21 @@ impl<'a> Loader<'a> {
                 up: self.matrix(&names[1])?,
             },
         };
+        let down = self.matrix(&p("ffn_down.weight"))?;
+        let post_norms = match hp.gemma3 {
+            Some(_) => Some([
+                self.vector(&p("post_attention_norm.weight"), hp.n_embd)?,
+                self.vector(&p("post_ffw_norm.weight"), hp.n_embd)?,
+            ]),
+            None => None,
+        };
         Ok(LayerWeights {
             attn_norm,
             mixer,
             ffn_norm,
             ffn,
-            down: self.matrix(&p("ffn_down.weight"))?,
+            down,
+            post_norms,
         })
     }
 }
