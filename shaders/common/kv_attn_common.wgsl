@@ -57,6 +57,11 @@ fn attn_split_range(row: u32, s: u32) -> vec2<u32> {
     if (start >= n_vis) {
         return vec2<u32>(start, 0u);
     }
+    // Sliding window (mode 3): a split whose every key is past the window is skipped as one
+    // that sees nothing (the same result as masking each key).
+    if (params.mask_mode == 3u && start + ATTN_SPLIT + params.mask_stride <= positions[row] + 1u) {
+        return vec2<u32>(start, 0u);
+    }
     return vec2<u32>(start, min(ATTN_SPLIT, n_vis - start));
 }
 

@@ -105,6 +105,31 @@ impl Gemma3Hparams {
     }
 }
 
+/// `FLINT_SWA_FULL=1`: sliding layers keep the full context like global ones (llama.cpp's
+/// `--swa-full`), for comparing the ring with a full cache.
+pub const SWA_FULL_ENV: &str = "FLINT_SWA_FULL";
+
+/// Rows of layer `il`'s KV cache when it is a sliding layer kept as a ring: `window + max_rows`
+/// (`max_rows`: the largest step, a prefill ubatch or a verify batch), so that every query of a
+/// step, and of a step after a rollback of at most `max_rows` rows, still finds the `window`
+/// keys it sees. `None` (a plain cache of the full context) for global layers, other models,
+/// when the ring would not be smaller than `n_ctx`, or under [`SWA_FULL_ENV`].
+pub fn ring_rows(hp: &super::Hparams, il: u32, n_ctx: u32, max_rows: u32) -> Option<u32> {
+    let g = hp.gemma3.as_ref().filter(|g| g.is_sliding(il))?;
+    if std::env::var(SWA_FULL_ENV).is_ok_and(|v| v == "1") {
+        return None;
+    }
+    let rows = g.sliding_window.checked_add(max_rows)?;
+    (rows < n_ctx).then_some(rows)
+}
+
+/// Whether a cache of `len` positions whose sliding layers are rings of `window + max_rows`
+/// rows can be cut back to `pos` and continued: the window before `pos` must not have been
+/// overwritten, which holds when at most `max_rows` rows are dropped (or all of them).
+pub fn ring_can_truncate(len: u32, pos: u32, max_rows: u32) -> bool {
+    pos <= len && (pos == 0 || len - pos <= max_rows)
+}
+
 /// The scale of the token embedding row: `sqrt(d)` in f32 (`sqrtf(n_embd)`).
 pub fn embd_scale(n_embd: u32) -> f32 {
     (n_embd as f32).sqrt()

@@ -102,7 +102,7 @@ impl AttnShape {
                 self.n_head,
             ));
         }
-        if self.max_kv_len > kv.n_ctx {
+        if self.max_kv_len > kv.n_ctx && !kv.ring {
             return Err(bad(
                 "max kv_len",
                 format!("at most n_ctx {}", kv.n_ctx),

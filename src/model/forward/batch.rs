@@ -32,7 +32,7 @@ use crate::{Error, Result};
 
 use super::attn_build::{attn_io, AttnEnv};
 use super::build::{rope_config, ForwardSpec};
-use super::gemma3::{layer_attention, sliding_rope};
+use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
 use super::layer::AttnOps;
 use super::rope_store::RopeStore;
 use super::Forward;
@@ -187,6 +187,18 @@ impl BatchForward {
     /// Each sequence's cache bookkeeping (lengths, truncation for a reused prefix).
     pub fn kv(&mut self) -> &mut KvCache {
         &mut self.fwd.kv
+    }
+
+    /// Whether sequence `seq`'s cache can be cut back to `pos` and continued (Gemma 3's ring
+    /// caches: at most a step's rows, or all of them; any `pos` up to its length otherwise).
+    pub fn can_truncate(&self, seq: usize, pos: u32) -> bool {
+        let Ok(len) = self.fwd.kv.len(seq) else {
+            return false;
+        };
+        if self.fwd.ring() {
+            return crate::model::gemma3::ring_can_truncate(len, pos, self.fwd.max_rows());
+        }
+        pos <= len
     }
 
     /// Rows of a sequence's cache.
@@ -425,6 +437,7 @@ fn seq_ops(
             _ => (&fwd.rope_freqs, &rope_cfg),
         };
         let (mask, scale) = layer_attention(hp, il, spec.mask);
+        let [k_layout, v_layout] = layer_layouts(hp, il, spec, [k_layout, v_layout])?;
         let env = AttnEnv {
             spec,
             freqs,

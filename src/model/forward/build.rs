@@ -22,7 +22,7 @@ use crate::model::weights::{GateUp, Mixer, ModelWeights};
 use crate::Result;
 
 use super::attn_build::{attention_ops, AttnEnv};
-use super::gemma3::{ffn_glu, layer_attention, post_norms, sliding_rope, Gemma3Ops};
+use super::gemma3::{ffn_glu, layer_attention, layer_layouts, post_norms, sliding_rope, Gemma3Ops};
 use super::layer::{AttnOps, DeltaOps, LayerOps, MixerOps};
 use super::Forward;
 
@@ -288,7 +288,7 @@ impl Forward {
         // x += xn, then xn = rms_norm(x) * w: a residual add fused into the norm after it.
         let add_norm =
             |w: &wgpu::Buffer| RmsNorm::add_then_norm(ctx, &b.x, &b.xn, w, max_rows, d, eps);
-        let gemma3 = Gemma3Ops::new(ctx, &hp, &b, max_rows, max_logit_rows)?;
+        let gemma3 = Gemma3Ops::new(ctx, &hp, &b, spec)?;
         let mut layers = Vec::with_capacity(hp.n_layer as usize);
         let (mut n_kv, mut n_state) = (0usize, 0usize);
         for (il, lw) in weights.layers.iter().enumerate() {
@@ -315,11 +315,12 @@ impl Forward {
                         _ => (&freqs, &rope_cfg),
                     };
                     let (mask, scale) = layer_attention(&hp, il, spec.mask);
+                    let [kl, vl] = layer_layouts(&hp, il, spec, [k_layout, v_layout])?;
                     let env = AttnEnv {
                         spec,
                         freqs: layer_freqs,
                         rope_cfg: layer_rope,
-                        layouts: [&k_layout, &v_layout],
+                        layouts: [&kl, &vl],
                         split_decode,
                         mask,
                         scale,

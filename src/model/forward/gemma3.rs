@@ -13,16 +13,17 @@
 use crate::gpu::buffers::create_storage_init;
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{AttnShape, MaskMode};
+use crate::kernels::attention::{KvLayout, KvType};
 use crate::kernels::ops::binary::{Binary, BinaryOp};
 use crate::kernels::ops::glu::Glu;
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::rope::{rope_table, RopeConfig};
 use crate::kernels::ops::Io;
-use crate::model::gemma3::embd_scale;
+use crate::model::gemma3::{embd_scale, ring_rows};
 use crate::model::hparams::Hparams;
 use crate::Result;
 
-use super::build::rope_config;
+use super::build::{rope_config, ForwardSpec};
 use super::Buffers;
 
 /// The model-wide Gemma 3 ops of a forward pass.
@@ -35,6 +36,9 @@ pub(super) struct Gemma3Ops {
     /// The sliding layers' RoPE: base `rope.freq_base_swa`, no scaling, and its table.
     pub swa_cfg: RopeConfig,
     pub swa_freqs: wgpu::Buffer,
+    /// The sliding layers' caches are rings (`model::gemma3::ring_rows`): a truncation may
+    /// drop at most the largest step's rows.
+    pub ring: bool,
 }
 
 impl Gemma3Ops {
@@ -43,9 +47,9 @@ impl Gemma3Ops {
         ctx: &GpuContext,
         hp: &Hparams,
         b: &Buffers,
-        max_rows: u32,
-        max_logit_rows: u32,
+        spec: &ForwardSpec,
     ) -> Result<Option<Gemma3Ops>> {
+        let (max_rows, max_logit_rows) = (spec.max_rows, spec.max_logit_rows);
         let Some(g) = &hp.gemma3 else {
             return Ok(None);
         };
@@ -66,11 +70,13 @@ impl Gemma3Ops {
         let table = rope_table(&swa_cfg, None, None)?;
         let swa_freqs =
             create_storage_init(ctx, "rope table (sliding)", bytemuck::cast_slice(&table))?;
+        let ring = (0..hp.n_layer).any(|il| ring_rows(hp, il, spec.kv_rows, max_rows).is_some());
         Ok(Some(Gemma3Ops {
             embed_scale,
             softcap,
             swa_cfg,
             swa_freqs,
+            ring,
         }))
     }
 
@@ -114,6 +120,27 @@ pub(super) fn layer_attention(hp: &Hparams, il: u32, mask: MaskMode) -> (MaskMod
         Some(g) => (mask, g.attn_scale),
         None => (mask, AttnShape::default_scale(hp.head_dim)),
     }
+}
+
+/// Layer `il`'s K and V cache layouts: `full` (the pass's), or rings of
+/// `model::gemma3::ring_rows` rows for a Gemma 3 sliding layer.
+pub(super) fn layer_layouts(
+    hp: &Hparams,
+    il: u32,
+    spec: &ForwardSpec,
+    full: [KvLayout; 2],
+) -> Result<[KvLayout; 2]> {
+    let Some(rows) = ring_rows(hp, il, spec.kv_rows, spec.max_rows) else {
+        return Ok(full);
+    };
+    let ring = |ty, dim| -> Result<KvLayout> {
+        let layout = KvLayout::new(KvType::from_ggml(ty)?, rows, hp.n_head_kv, dim)?;
+        Ok(layout.as_ring())
+    };
+    Ok([
+        ring(spec.type_k, hp.head_dim)?,
+        ring(spec.type_v, hp.head_dim_v)?,
+    ])
 }
 
 /// Whether layer `il` takes the sliding layers' RoPE.

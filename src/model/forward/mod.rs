@@ -221,6 +221,12 @@ impl Forward {
         Ok(())
     }
 
+    /// Whether the sliding layers' caches are rings (Gemma 3): a truncation may drop at most
+    /// [`Forward::max_rows`] rows, or all of them ([`Forward::can_truncate`]).
+    pub fn ring(&self) -> bool {
+        self.gemma3.as_ref().is_some_and(|g| g.ring)
+    }
+
     /// Most rows one step computes logits for (a verify batch of `n_draft + 1`).
     pub fn max_logit_rows(&self) -> u32 {
         self.max_logit_rows
