@@ -33,8 +33,9 @@ use flint::reference::gemma3::RefGemma3Model;
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gemma3");
-/// |device − CPU oracle (f16 K/V)|, as in tests/gemma3_llamacpp.rs (measured there 6.2e-4).
-const DEVICE_ORACLE_BOUND: f32 = 2e-3;
+/// |device − CPU oracle (f16 K/V)| over 80 positions (measured: tiny-a 1.5e-3, tiny-b 3.2e-4;
+/// tests/gemma3_llamacpp.rs measures 6.2e-4 over its 24).
+const DEVICE_ORACLE_BOUND: f32 = 5e-3;
 const N_CTX: u32 = 128;
 const UBATCH: u32 = 4;
 
