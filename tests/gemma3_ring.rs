@@ -12,7 +12,8 @@
 //!   the same bits.
 //! - Speculative greedy output on a random-weight Gemma 3 target equals plain decoding, with a
 //!   random DSpark drafter and with adversarial drafters that force rollbacks, on prompts
-//!   longer than the window.
+//!   longer than the window; batched steps (a ring per slot) give each sequence its tokens
+//!   alone.
 //!
 //! One test function: `FLINT_SWA_FULL` is process-wide, so nothing else here builds a forward
 //! while it is set.
@@ -22,10 +23,13 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use flint::engine::batch::BatchEngine;
+use flint::engine::batching::{plan_step, Work};
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::{GgmlType, GgufFile};
 use flint::gpu::{DeviceOptions, GpuContext};
 use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::model::forward::batch::Segment;
 use flint::model::forward::Forward;
 use flint::model::gemma3::SWA_FULL_ENV;
 use flint::reference::forward::{Capture, Rows};
@@ -228,6 +232,8 @@ fn speculation_is_plain_decoding() {
         })
         .collect();
     let n_vocab = eng.fwd.hp.n_vocab;
+    drop(eng);
+    batched_sequences_give_their_tokens_alone(&model, &prompts, n);
     let target = GgufFile::open(&model).unwrap();
     let gamma = 4;
     let opts = InitOptions {
@@ -251,6 +257,77 @@ fn speculation_is_plain_decoding() {
         let (out, s) = common::drive::speculate(&mut deng, &mut dspark, gamma, p, n);
         assert_eq!(&out, want, "random DSpark: output differs from plain");
         assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
+    }
+}
+
+/// Batched steps (`flint serve`'s path, a ring per slot): three sequences admitted at
+/// different steps, prompts cut into chunks beside the others' decode rows, each gives the
+/// greedy tokens it gives alone.
+fn batched_sequences_give_their_tokens_alone(model: &Path, prompts: &[Vec<u32>], n: usize) {
+    let opts = EngineOptions {
+        model: model.to_path_buf(),
+        n_ctx: 256,
+        n_ubatch: 16,
+        ..EngineOptions::default()
+    };
+    let mut alone = Engine::load(&opts).unwrap();
+    let want: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| {
+            alone.reset().unwrap();
+            let s = alone.generate_plain(p, n, None, |_| Ok(true)).unwrap();
+            s.generated_token_ids
+        })
+        .collect();
+    drop(alone);
+    let k = prompts.len();
+    let mut eng = BatchEngine::load(&opts, k as u32).unwrap();
+    let (mut fed, mut next) = (vec![0usize; k], vec![0u32; k]);
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); k];
+    let mut step = 0;
+    while out.iter().any(|o| o.len() < n) {
+        let work: Vec<Work> = (0..k)
+            .filter(|&s| step >= 2 * s && out[s].len() < n)
+            .map(|s| Work {
+                seq: s,
+                prompt_left: prompts[s].len() - fed[s],
+            })
+            .collect();
+        step += 1;
+        let rows = plan_step(&work, eng.fwd.max_rows() as usize);
+        let mut segs = Vec::new();
+        let mut logits_of = Vec::new();
+        for &(s, m) in &rows {
+            let (tokens, logits) = if fed[s] < prompts[s].len() {
+                let part = &prompts[s][fed[s]..fed[s] + m];
+                (part, fed[s] + m == prompts[s].len())
+            } else {
+                (std::slice::from_ref(&next[s]), true)
+            };
+            segs.push(Segment {
+                seq: s,
+                tokens,
+                n_logits: u32::from(logits),
+            });
+            if logits {
+                logits_of.push(s);
+            }
+        }
+        if segs.is_empty() {
+            continue;
+        }
+        eng.step(&segs).unwrap();
+        for &(s, m) in &rows {
+            fed[s] = (fed[s] + m).min(prompts[s].len());
+        }
+        let ids = eng.fwd.argmax(&eng.ctx).unwrap();
+        for (&s, &t) in logits_of.iter().zip(&ids) {
+            out[s].push(t);
+            next[s] = t;
+        }
+    }
+    for (s, (g, w)) in out.iter().zip(&want).enumerate() {
+        assert_eq!(&g[..w.len()], &w[..], "sequence {s}: batched vs alone");
     }
 }
 

@@ -406,10 +406,15 @@ fn render(
     ));
     if let Some(s) = swa_split(p, &inp.hp, r) {
         line(format!(
-            "  kv: sliding {} layers × {} rows (ring) {} + global {} layers × {} rows {} = {}; \
+            "  kv: sliding {} layers × {} rows{} {} + global {} layers × {} rows {} = {}; \
              a full cache in every layer: {}",
             s.sliding_layers,
             s.sliding_rows,
+            if s.sliding_rows < u64::from(r.n_ctx) {
+                " (ring)"
+            } else {
+                ""
+            },
             fmt_bytes(s.sliding_bytes),
             s.global_layers,
             r.n_ctx,

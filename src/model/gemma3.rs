@@ -186,6 +186,31 @@ mod tests {
     }
 
     #[test]
+    fn rings_of_the_12b_preset() {
+        let bytes = crate::model::presets::preset("gemma3-12b-q4_k_m")
+            .unwrap()
+            .unwrap();
+        let g = crate::gguf::Gguf::parse(&bytes).unwrap();
+        let hp = crate::model::Hparams::from_gguf(&g).unwrap();
+        let g3 = hp.gemma3.as_ref().unwrap();
+        assert_eq!((g3.sliding_window, g3.n_sliding()), (1024, 40));
+        assert_eq!(ring_rows(&hp, 0, 32768, 512), Some(1536));
+        assert_eq!(ring_rows(&hp, 5, 32768, 512), None);
+        assert_eq!(ring_rows(&hp, 0, 1536, 512), None);
+        assert_eq!(hp.rope_freq_scale, 1.0 / 8.0);
+        assert_eq!(g3.rope_base_swa, DEFAULT_ROPE_BASE_SWA);
+    }
+
+    #[test]
+    fn rings_truncate_by_at_most_a_step() {
+        assert!(ring_can_truncate(100, 100, 4));
+        assert!(ring_can_truncate(100, 96, 4));
+        assert!(!ring_can_truncate(100, 95, 4));
+        assert!(ring_can_truncate(100, 0, 4));
+        assert!(!ring_can_truncate(100, 101, 4));
+    }
+
+    #[test]
     fn attention_scale_by_size() {
         assert_eq!(attn_scale(34, 2560, 8, 256), 1.0 / 16.0);
         // 27B: d 5376, 32 heads → 1/√168.
