@@ -187,10 +187,7 @@ fn main(
         for (var jj = 0u; jj < n_max; jj++) {
             let j = start + jj;
             let dot = score_dot(&q, j, kv_head, lid);
-            var add = 0.0;
-            if (params.mask_mode == 2u) {
-                add = mask[row * params.mask_stride + j];
-            }
+            let add = attn_mask_add(row, j);
             let score = fma(dot, params.scale, add);
             sc[jj] = score;
             m_s = select(m_s, max(m_s, score), jj < n);

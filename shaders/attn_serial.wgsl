@@ -189,10 +189,7 @@ fn main(
                 dot = fma(q[2u * w + 7u], e.y, dot);
             }
 #endif
-            var add = 0.0;
-            if (params.mask_mode == 2u) {
-                add = mask[row * params.mask_stride + j];
-            }
+            let add = attn_mask_add(row, j);
             let score = fma(dot, params.scale, add);
             sc[jj] = score;
             m_s = max(m_s, score);

@@ -2,6 +2,7 @@
 //   OP_ADD    y[i] = a[i] + b[i % n_b]  (n_b = n: same shape; n_b = n_cols: a row vector
 //             broadcast over every row of a [n / n_cols, n_cols])
 //   OP_SCALE  y[i] = a[i] * scale
+//   OP_SOFTCAP y[i] = scale * tanh(a[i] * (1 / scale))  (Gemma's final logit soft-cap)
 // Exactly one OP_* per variant (Rust side: src/kernels/ops/binary.rs).
 //   IN_PLACE  a is read from and y written to binding 2 (binding 1 absent).
 // One invocation per element.
@@ -12,7 +13,7 @@
 struct Params {
     n: u32,
     n_b: u32, // OP_ADD: elements of b, >= 1, divides n
-    scale: f32, // OP_SCALE
+    scale: f32, // OP_SCALE: the factor; OP_SOFTCAP: the cap
     _pad: u32,
 }
 
@@ -47,5 +48,8 @@ fn main(
 #endif
 #ifdef OP_SCALE
     dst[t] = x * params.scale;
+#endif
+#ifdef OP_SOFTCAP
+    dst[t] = params.scale * tanh(x * (1.0 / params.scale));
 #endif
 }

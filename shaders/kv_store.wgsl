@@ -118,7 +118,7 @@ fn main(
     let head = (t % params.units_per_token) / params.units_per_head;
     let unit = t % params.units_per_head;
     let pos = positions[token];
-    if (pos >= params.n_ctx) {
+    if (KV_RING == 0u && pos >= params.n_ctx) {
         return;
     }
     let row = kv_row_base(pos, head, params.n_kv_heads, d);

@@ -105,7 +105,7 @@ fn main(
         let w = u % k_words;
         let token = row / n_kv;
         let pos = positions[token];
-        if (pos >= params.n_ctx) {
+        if (KV_RING == 0u && pos >= params.n_ctx) {
             return;
         }
         let base = row * params.head_dim;
@@ -122,7 +122,7 @@ fn main(
     let row = params.row0 * n_kv + u / v_words;
     let w = u % v_words;
     let pos = positions[row / n_kv];
-    if (pos >= params.n_ctx) {
+    if (KV_RING == 0u && pos >= params.n_ctx) {
         return;
     }
     let base = row * params.head_dim_v;
@@ -155,7 +155,7 @@ fn main(
     let w = t % words;
     let n_kv = params.n_kv_heads;
     let pos = positions[token];
-    let stored = pos < params.n_ctx;
+    let stored = KV_RING > 0u || pos < params.n_ctx;
     if (w < k_words) {
         let rotated = 2u * w < params.n_rot;
         var cs = vec2<f32>(1.0, 0.0);

@@ -2,7 +2,7 @@
 // attn_serial, attn_rows): 0 uniform Params, 1 q_in f32 [n_q, n_head, D], 2 k_cache, 3 v_cache
 // (common/kv_layout.wgsl; array<vec2<f16>> under USE_F16: the same words, converted natively;
 // array<vec4<u64>> under KV_U64: eight words per entry),
-// 4 positions u32 [n_q] (causal mode), 5 mask f32 [n_q, mask_stride] (explicit mode). The
+// 4 positions u32 [n_q] (causal and sliding modes), 5 mask f32 [n_q, mask_stride] (explicit mode). The
 // includer declares `enable f16;` under USE_F16 and its outputs from binding 6 on.
 // Needs common/kv_attn_common.wgsl (Params) first.
 
@@ -30,3 +30,15 @@
 #endif
 @group(0) @binding(4) var<storage, read> positions: array<u32>;
 @group(0) @binding(5) var<storage, read> mask: array<f32>;
+
+// The additive mask of key j for `row`: the explicit mask's value (mode 2), the hidden score
+// for a key past the sliding window (mode 3), else 0.
+fn attn_mask_add(row: u32, j: u32) -> f32 {
+    if (params.mask_mode == 2u) {
+        return mask[row * params.mask_stride + j];
+    }
+    if (params.mask_mode == 3u && j + params.mask_stride <= positions[row]) {
+        return ATTN_NEG_BIG;
+    }
+    return 0.0;
+}

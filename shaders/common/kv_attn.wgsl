@@ -96,10 +96,7 @@ fn attn_scores(t: AttnTask, start: u32, n: u32, lid: u32) {
                 }
             }
         }
-        var add = 0.0;
-        if (params.mask_mode == 2u) {
-            add = mask[t.row * params.mask_stride + j];
-        }
+        let add = attn_mask_add(t.row, j);
         for (var h = 0u; h < t.n_heads; h++) {
             attn_p[h * ATTN_SPLIT + jj] = fma(acc[h], params.scale, add);
         }

@@ -18,8 +18,9 @@ struct Params {
     n_kv_heads: u32,  // KV heads (n_head % n_kv_heads == 0)
     head_dim: u32,    // D, a multiple of 32, at most ATTN_MAX_DIM
     kv_len: u32,      // cache rows 0..kv_len hold data
-    mask_mode: u32,   // 0 none (all kv_len keys), 1 causal (keys <= positions[row]), 2 explicit
-    mask_stride: u32, // floats per row of the explicit mask
+    mask_mode: u32,   // 0 none (all kv_len keys), 1 causal (keys <= positions[row]), 2 explicit,
+                      // 3 sliding window (causal, keys j with positions[row] - j >= mask_stride hidden)
+    mask_stride: u32, // floats per row of the explicit mask; the window (mode 3)
     n_splits: u32,    // ceil(kv_len / ATTN_SPLIT): the split stride of the partials
     group: u32,       // n_head / n_kv_heads
     n_chunks: u32,    // ceil(group / ATTN_MAX_GROUP)
@@ -39,7 +40,7 @@ const ATTN_NEG_BIG: f32 = -3.4028235e38;
 
 // Keys row `row` sees: 0..attn_visible(row).
 fn attn_visible(row: u32) -> u32 {
-    if (params.mask_mode == 1u) {
+    if (params.mask_mode == 1u || params.mask_mode == 3u) {
         return min(params.kv_len, positions[row] + 1u);
     }
     return params.kv_len;
@@ -54,6 +55,11 @@ fn attn_split_range(row: u32, s: u32) -> vec2<u32> {
     let n_vis = attn_visible(row);
     let start = s * ATTN_SPLIT;
     if (start >= n_vis) {
+        return vec2<u32>(start, 0u);
+    }
+    // Sliding window (mode 3): a split whose every key is past the window is skipped as one
+    // that sees nothing (the same result as masking each key).
+    if (params.mask_mode == 3u && start + ATTN_SPLIT + params.mask_stride <= positions[row] + 1u) {
         return vec2<u32>(start, 0u);
     }
     return vec2<u32>(start, min(ATTN_SPLIT, n_vis - start));

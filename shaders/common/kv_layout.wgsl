@@ -53,9 +53,18 @@ fn kv_row_words(d: u32) -> u32 {
     return kv_quant_words(d) + kv_scale_words(d);
 }
 
+// Rows of a ring cache (a sliding-window layer's: position pos lives in row pos % KV_RING and
+// positions stay absolute everywhere else); 0: a plain cache, position pos in row pos.
+override KV_RING: u32 = 0u;
+
 // First word of row (pos, head).
 fn kv_row_base(pos: u32, head: u32, n_kv_heads: u32, d: u32) -> u32 {
-    return (pos * n_kv_heads + head) * kv_row_words(d);
+    var slot = pos;
+    if (KV_RING > 0u) {
+        // max(): the pipeline folds KV_RING, and a literal `% 0` would not validate.
+        slot = pos % max(KV_RING, 1u);
+    }
+    return (slot * n_kv_heads + head) * kv_row_words(d);
 }
 
 // Offset (from the row base) of the word holding the scale of quant word w.

@@ -14,6 +14,7 @@ use crate::gpu::{DeviceOptions, GpuContext};
 use crate::memory::budget::BudgetSource;
 use crate::memory::context::{default_ctx, CtxChoice, CtxSource};
 use crate::memory::suggest::suggestions;
+use crate::memory::swa::swa_split;
 use crate::memory::{
     fmt_bytes, parse_bytes, plan, Budget, DeviceLimits, DrafterShape, Kind, Owner, RunParams,
     TargetShape,
@@ -265,6 +266,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             })),
             "budget_bytes": p.budget.usable(),
             "total_bytes": p.total(),
+            "kv_sliding_window": swa_split(&p, &inp.hp, &params).map(|s| json!({
+                "sliding_layers": s.sliding_layers,
+                "sliding_rows": s.sliding_rows,
+                "sliding_bytes": s.sliding_bytes,
+                "global_layers": s.global_layers,
+                "global_bytes": s.global_bytes,
+                "full_cache_bytes": s.full_bytes,
+            })),
             "buffers": buffers,
             "suggestions": alts,
         });
@@ -395,6 +404,25 @@ fn render(
         p.buffers.len(),
         fmt_bytes(p.total())
     ));
+    if let Some(s) = swa_split(p, &inp.hp, r) {
+        line(format!(
+            "  kv: sliding {} layers × {} rows{} {} + global {} layers × {} rows {} = {}; \
+             a full cache in every layer: {}",
+            s.sliding_layers,
+            s.sliding_rows,
+            if s.sliding_rows < u64::from(r.n_ctx) {
+                " (ring)"
+            } else {
+                ""
+            },
+            fmt_bytes(s.sliding_bytes),
+            s.global_layers,
+            r.n_ctx,
+            fmt_bytes(s.global_bytes),
+            fmt_bytes(s.sliding_bytes + s.global_bytes),
+            fmt_bytes(s.full_bytes)
+        ));
+    }
     line(String::new());
     if p.fits() {
         line(format!(

@@ -70,14 +70,25 @@ pub const KV_TYPES: [GgmlType; 3] = [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4
 pub fn kv_caches(
     prefix: &str,
     hp: &Hparams,
-    (type_k, type_v): (GgmlType, GgmlType),
+    types: (GgmlType, GgmlType),
     n_rows: u64,
+) -> Vec<(String, u64)> {
+    kv_caches_by_layer(prefix, hp, types, |_| n_rows)
+}
+
+/// [`kv_caches`] with `rows_of(il)` rows for layer `il` (Gemma 3's sliding layers: a ring).
+pub fn kv_caches_by_layer(
+    prefix: &str,
+    hp: &Hparams,
+    (type_k, type_v): (GgmlType, GgmlType),
+    rows_of: impl Fn(u32) -> u64,
 ) -> Vec<(String, u64)> {
     let nkv = u64::from(hp.n_head_kv);
     let (hd, hdv) = (u64::from(hp.head_dim), u64::from(hp.head_dim_v));
     let mut out = Vec::new();
     // Only attention layers have a cache (every layer of a dense model).
     for il in hp.kv_layers() {
+        let n_rows = rows_of(il);
         out.push((
             format!("{prefix}kv.k.{il}"),
             kv_bytes(type_k, n_rows, nkv, hd),

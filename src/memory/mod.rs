@@ -14,6 +14,7 @@ pub mod context;
 pub mod drafter;
 pub mod layout;
 pub mod suggest;
+pub mod swa;
 pub mod target;
 
 use std::fmt;

@@ -6,7 +6,7 @@ use crate::gguf::TensorInfo;
 use crate::model::hparams::LayerKind;
 use crate::model::Hparams;
 
-use super::layout::{attn_partials_bytes, f32s, kv_caches, weight_bytes, words};
+use super::layout::{attn_partials_bytes, f32s, kv_caches_by_layer, weight_bytes, words};
 use super::{DeviceLimits, Kind, Owner, PlannedBuffer, RunParams};
 
 fn buf(kind: Kind, name: impl Into<String>, bytes: u64, bound_whole: bool) -> PlannedBuffer {
@@ -57,9 +57,15 @@ pub fn buffers(
             false,
         ));
     }
-    // KV cache: n_ctx rows per sequence, per layer.
+    // KV cache: n_ctx rows per sequence, per layer (a Gemma 3 sliding layer of one sequence:
+    // a ring of window + max_rows rows, `model::gemma3::ring_rows`).
     let rows = u64::from(p.n_ctx) * u64::from(p.n_seq);
-    for (name, bytes) in kv_caches("", hp, (p.type_k, p.type_v), rows) {
+    let max32 = u32::try_from(max_rows(p)).unwrap_or(u32::MAX);
+    let rows_of = |il| match crate::model::gemma3::ring_rows(hp, il, p.n_ctx, max32) {
+        Some(r) if p.n_seq == 1 => u64::from(r),
+        _ => rows,
+    };
+    for (name, bytes) in kv_caches_by_layer("", hp, (p.type_k, p.type_v), rows_of) {
         out.push(buf(Kind::Kv, name, bytes, true));
     }
     // Activation scratch for the largest batch of n rows (f32, row-major).

@@ -7,6 +7,7 @@
 
 use crate::gguf::{Gguf, GgufError, MetaValue};
 
+pub use super::gemma3::Gemma3Hparams;
 pub use super::hybrid::{check_rope_sections, HybridHparams, LayerKind};
 pub use super::moe::MoeHparams;
 
@@ -22,6 +23,8 @@ pub enum Arch {
     Qwen3Moe,
     /// The Qwen3.5 hybrid with a mixture-of-experts FFN and a gated shared expert.
     Qwen35Moe,
+    /// Gemma 3: sliding-window and global attention layers (`model/gemma3.rs`).
+    Gemma3,
     /// A DSpark drafter in llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter in the legacy PrismML `dspark` format.
@@ -37,6 +40,7 @@ impl Arch {
             "qwen35" => Arch::Qwen35,
             "qwen3moe" => Arch::Qwen3Moe,
             "qwen35moe" => Arch::Qwen35Moe,
+            "gemma3" => Arch::Gemma3,
             "dflash" => Arch::Dflash,
             "dspark" => Arch::DsparkLegacy,
             _ => return None,
@@ -51,6 +55,7 @@ impl Arch {
             Arch::Qwen35 => "qwen35",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen35Moe => "qwen35moe",
+            Arch::Gemma3 => "gemma3",
             Arch::Dflash => "dflash",
             Arch::DsparkLegacy => "dspark",
         }
@@ -64,7 +69,7 @@ impl Arch {
 /// Errors reading hyperparameters.
 #[derive(Debug, thiserror::Error)]
 pub enum HparamsError {
-    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe and DSpark drafters: dflash, dspark)")]
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe, gemma3 and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
     #[error(transparent)]
     Metadata(#[from] GgufError),
@@ -154,6 +159,8 @@ pub struct Hparams {
     pub hybrid: Option<HybridHparams>,
     /// Mixture-of-experts models (qwen3moe, qwen35moe): the experts that replace the FFN.
     pub moe: Option<MoeHparams>,
+    /// Gemma 3: sliding layers, their RoPE base, the attention scale, the logit soft-cap.
+    pub gemma3: Option<Gemma3Hparams>,
 }
 
 impl Hparams {
@@ -211,6 +218,7 @@ impl Hparams {
                 | Arch::Qwen35
                 | Arch::Qwen3Moe
                 | Arch::Qwen35Moe
+                | Arch::Gemma3
                 | Arch::Dflash
                 | Arch::DsparkLegacy
         );
@@ -240,6 +248,12 @@ impl Hparams {
         let moe = match moe_arch {
             true => Some(MoeHparams::from_gguf(g, p, n_ff, arch == Arch::Qwen35Moe)?),
             false => None,
+        };
+        let gemma3 = match arch {
+            Arch::Gemma3 => Some(Gemma3Hparams::from_gguf(
+                g, p, n_layer, n_embd, n_head, head_dim,
+            )?),
+            _ => None,
         };
         let hp = Hparams {
             arch,
@@ -278,6 +292,7 @@ impl Hparams {
             tied_embeddings,
             hybrid,
             moe,
+            gemma3,
         };
         if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
             return Err(HparamsError::Invalid {

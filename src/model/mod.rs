@@ -5,6 +5,7 @@ pub mod byte_vocab;
 pub mod drafter_init;
 pub mod drafter_meta;
 pub mod forward;
+pub mod gemma3;
 pub mod hparams;
 pub mod hybrid;
 pub mod mixer;

@@ -5,6 +5,8 @@
 //! the type llama.cpp's quantization recipe gives it. Dimensions: the models' published
 //! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 //!
+//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`.
+//!
 //! `qwen35-tiny-*` are not published models: tiny `qwen35` hybrids (8 layers, attention at 3
 //! and 7, Gated DeltaNet elsewhere) for tests, meant to be written with random weights;
 //! `qwen35-tiny-tools-f32` is the F32 one with a Qwen3.5-style tool-calling template.
@@ -15,9 +17,11 @@ use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 mod bonsai;
 #[path = "presets_moe.rs"]
 mod moe;
+#[path = "presets_gemma3.rs"]
+mod gemma3;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 20] = [
+pub const PRESETS: [&str; 26] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -38,6 +42,12 @@ pub const PRESETS: [&str; 20] = [
     moe::MOE_PRESETS[2],
     moe::MOE_PRESETS[3],
     moe::MOE_PRESETS[4],
+    "gemma3-270m-q8_0",
+    "gemma3-1b-q4_k_m",
+    "gemma3-4b-q4_k_m",
+    "gemma3-12b-q4_k_m",
+    "gemma3-27b-q4_k_m",
+    "gemma3-tiny-f32",
 ];
 
 /// The writer of preset `name` (shape-only tensors), or `None` for an unknown name.
@@ -57,6 +67,7 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen35-tiny-q8_0" => qwen35_tiny(GgmlType::Q8_0),
         "qwen35-tiny-q1_0" => qwen35_tiny(GgmlType::Q1_0),
         "qwen35-tiny-q2_0-g128" => qwen35_tiny(GgmlType::Q2_0_G128),
+        g if g.starts_with("gemma3-") => return gemma3::preset_writer(g),
         "qwen35-tiny-tools-f32" => qwen35_tiny(GgmlType::F32),
         _ => return moe::moe_preset_writer(name),
     })

@@ -105,6 +105,10 @@ fn check_layer(c: &Checker<'_>, hp: &Hparams, il: u32) -> Result<(), HparamsErro
         "ffn_norm.weight"
     };
     c.required(&p(ffn_norm), &[d])?;
+    if hp.gemma3.is_some() {
+        c.required(&p("post_attention_norm.weight"), &[d])?;
+        c.required(&p("post_ffw_norm.weight"), &[d])?;
+    }
     match hp.layer_kind(il) {
         LayerKind::Attention => check_attention(c, hp, il)?,
         LayerKind::DeltaNet => check_delta_net(c, hp, il)?,

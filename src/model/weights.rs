@@ -72,6 +72,9 @@ pub struct LayerWeights {
     pub ffn: GateUp,
     /// `ffn_down` (a MoE layer: its `ffn_down_exps`, run by the MoE block).
     pub down: GpuWeight,
+    /// Gemma 3: `post_attention_norm`, `post_ffw_norm` `[d]`, on the attention's and the FFN's
+    /// output before each residual add.
+    pub post_norms: Option<[wgpu::Buffer; 2]>,
 }
 
 /// Every weight of a model (cloning shares the device buffers: server slots use one copy).
@@ -303,6 +306,7 @@ impl<'a> Loader<'a> {
                 ffn_norm,
                 ffn: GateUp::Moe(Box::new(w)),
                 down,
+                post_norms: None,
             });
         }
         let names = ["ffn_gate.weight", "ffn_up.weight"].map(p);
@@ -317,12 +321,21 @@ impl<'a> Loader<'a> {
                 up: self.matrix(&names[1])?,
             },
         };
+        let down = self.matrix(&p("ffn_down.weight"))?;
+        let post_norms = match hp.gemma3 {
+            Some(_) => Some([
+                self.vector(&p("post_attention_norm.weight"), hp.n_embd)?,
+                self.vector(&p("post_ffw_norm.weight"), hp.n_embd)?,
+            ]),
+            None => None,
+        };
         Ok(LayerWeights {
             attn_norm,
             mixer,
             ffn_norm,
             ffn,
-            down: self.matrix(&p("ffn_down.weight"))?,
+            down,
+            post_norms,
         })
     }
 }

@@ -9,6 +9,7 @@
 //! - [`forward`], [`dspark`]: the whole forward pass of a model and of a DSpark drafter.
 //! - [`hybrid`]: the whole forward pass of a `qwen35` hybrid (Gated DeltaNet and gated
 //!   attention), with its recurrent state.
+//! - [`gemma3`]: the whole forward pass of Gemma 3 (sliding-window and global layers).
 //!
 //! The oracle shares no code with the GPU path beyond the GGUF container parser and the
 //! dequantizers (`crate::gguf`, `crate::quant`); `tests/reference_independent.rs` holds it to that.
@@ -16,6 +17,7 @@
 pub mod attention;
 pub mod dspark;
 pub mod forward;
+pub mod gemma3;
 pub mod hybrid;
 pub mod matmul;
 pub mod meta;

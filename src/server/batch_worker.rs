@@ -237,6 +237,10 @@ fn admit<'t>(
             }
         };
         let mut keep = keep;
+        // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to.
+        if !eng.fwd.can_truncate(seq, keep as u32) {
+            keep = 0;
+        }
         let drafter = match eng.drafters.get_mut(seq) {
             Some(d) => {
                 // The drafter's rows are a function of the prefix: keep those of the kept one

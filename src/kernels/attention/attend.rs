@@ -143,7 +143,7 @@ impl Attention {
         let uniform = create_uniform(ctx, "attention params", &params)?;
         let split_pipe = ctx
             .pipelines()
-            .get(ctx, &split_variant(kv.ty, ctx.has_f16()))?;
+            .get(ctx, &kv.variant(split_variant(kv.ty, ctx.has_f16())))?;
         let reduce_pipe = ctx.pipelines().get(ctx, &reduce_variant())?;
         let split_group = bind_group(
             ctx,

@@ -138,6 +138,7 @@ impl FusedAttention {
         ];
         let serial = use_serial(ctx, shape.kv.ty);
         let make = |variant: ShaderVariant, first: bool| -> Result<Dispatch, GpuError> {
+            let variant = shape.kv.variant(variant);
             let pipeline = ctx.pipelines().get(ctx, &variant)?;
             let label = format!(
                 "fused attention {:?} {} first={first}",

@@ -183,10 +183,14 @@ impl KvType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvLayout {
     pub ty: KvType,
-    /// Capacity in tokens (positions `0..n_ctx`).
+    /// Capacity in tokens (positions `0..n_ctx`; a ring: rows, position p in row `p % n_ctx`).
     pub n_ctx: u32,
     pub n_kv_heads: u32,
     pub head_dim: u32,
+    /// A ring (a sliding-window layer's cache holding only its last `n_ctx` positions):
+    /// positions stay absolute, the kernels read and write row `p % n_ctx` (`KV_RING`
+    /// override of `common/kv_layout.wgsl`).
+    pub ring: bool,
 }
 
 impl KvLayout {
@@ -205,12 +209,27 @@ impl KvLayout {
             n_ctx,
             n_kv_heads,
             head_dim,
+            ring: false,
         };
         let words = layout.buffer_bytes() / 4;
         if words > u64::from(u32::MAX) {
             return Err(bad("KV buffer", "fewer than 2^32 words", words));
         }
         Ok(layout)
+    }
+
+    /// The same layout as a ring of its `n_ctx` rows.
+    pub fn as_ring(self) -> Self {
+        KvLayout { ring: true, ..self }
+    }
+
+    /// `variant` reading or writing caches of this layout: a ring sets the `KV_RING` override
+    /// to its rows.
+    pub fn variant(&self, mut variant: crate::gpu::ShaderVariant) -> crate::gpu::ShaderVariant {
+        if self.ring {
+            variant.overrides.push(("KV_RING", f64::from(self.n_ctx)));
+        }
+        variant
     }
 
     /// Words of one row `(pos, head)`.

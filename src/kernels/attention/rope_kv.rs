@@ -119,6 +119,7 @@ impl RopeKv {
             && v.ty == KvType::F16
             && k.n_kv_heads == v.n_kv_heads
             && k.n_ctx == v.n_ctx
+            && k.ring == v.ring
     }
 
     /// The checked params of the op [`RopeKv::new`] builds over `io`; also what the
@@ -202,7 +203,8 @@ impl RopeKv {
             units(&params, cfg.mode).div_ceil(u64::from(WG_SIZE)),
             WG_SIZE,
         )?;
-        let dispatch = build(ctx, &variant(cfg.mode), label, &uniform, &buffers, g)?;
+        let v = layouts[0].variant(variant(cfg.mode));
+        let dispatch = build(ctx, &v, label, &uniform, &buffers, g)?;
         Ok(RopeKv {
             dispatch,
             params,

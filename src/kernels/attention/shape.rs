@@ -23,6 +23,9 @@ pub enum MaskMode {
     Causal,
     /// Additive f32 mask `[n_q, stride]`, `stride >= kv_len`.
     Explicit { stride: u32 },
+    /// Causal, and row `i` does not see keys `j` with `positions[i] − j >= window` (a sliding
+    /// window of `window` keys, its own included: llama.cpp's `LLAMA_SWA_TYPE_STANDARD`).
+    Sliding { window: u32 },
 }
 
 impl MaskMode {
@@ -31,6 +34,7 @@ impl MaskMode {
             MaskMode::None => (0, 0),
             MaskMode::Causal => (1, 0),
             MaskMode::Explicit { stride } => (2, stride),
+            MaskMode::Sliding { window } => (3, window),
         }
     }
 }
@@ -98,7 +102,7 @@ impl AttnShape {
                 self.n_head,
             ));
         }
-        if self.max_kv_len > kv.n_ctx {
+        if self.max_kv_len > kv.n_ctx && !kv.ring {
             return Err(bad(
                 "max kv_len",
                 format!("at most n_ctx {}", kv.n_ctx),
@@ -201,7 +205,9 @@ pub(super) fn check_io<'a>(
     need("V cache", b.v_cache, kv.buffer_bytes())?;
     let positions = match (b.positions, shape.mask) {
         (Some(p), _) => p,
-        (None, MaskMode::Causal) => return Err(bad("positions", "a buffer".into(), "none")),
+        (None, MaskMode::Causal | MaskMode::Sliding { .. }) => {
+            return Err(bad("positions", "a buffer".into(), "none"))
+        }
         (None, _) => placeholder,
     };
     let mask = match (b.mask, shape.mask) {
@@ -209,7 +215,7 @@ pub(super) fn check_io<'a>(
         (None, MaskMode::Explicit { .. }) => return Err(bad("mask", "a buffer".into(), "none")),
         (None, _) => placeholder,
     };
-    if shape.mask == MaskMode::Causal {
+    if matches!(shape.mask, MaskMode::Causal | MaskMode::Sliding { .. }) {
         need("positions", positions, 4 * u64::from(shape.max_q))?;
     }
     if let MaskMode::Explicit { stride } = shape.mask {

@@ -115,7 +115,9 @@ impl KvStore {
         max_tokens: u32,
     ) -> Result<KvStore, GpuError> {
         let params = store_params(&layout, max_tokens)?;
-        let pipeline = ctx.pipelines().get(ctx, &store_variant(layout.ty))?;
+        let pipeline = ctx
+            .pipelines()
+            .get(ctx, &layout.variant(store_variant(layout.ty)))?;
         let uniform = create_uniform(ctx, "kv store params", &params)?;
         let group = bind_group(
             ctx,

@@ -2,8 +2,9 @@
 //! n elements:
 //! [`Binary::Add`] `y[i] = a[i] + b[i % n_b]` (b the same shape as a, `n_b = n`, or one row
 //! `[n_cols]` broadcast over a `[n / n_cols, n_cols]`, `n_b = n_cols`);
-//! [`Binary::Scale`] `y[i] = a[i] * s`. In place (`a` overwritten) or out of place.
-//! Variants: `OP_ADD` / `OP_SCALE`, `IN_PLACE`.
+//! [`Binary::Scale`] `y[i] = a[i] * s`; [`Binary::Softcap`] `y[i] = c · tanh(a[i] · (1/c))`
+//! (Gemma's final logit soft-capping, as llama.cpp's scale, tanh, scale). In place (`a`
+//! overwritten) or out of place. Variants: `OP_ADD` / `OP_SCALE` / `OP_SOFTCAP`, `IN_PLACE`.
 
 use crate::gpu::{GpuContext, GpuError, ShaderVariant};
 use crate::kernels::launch::Dispatch;
@@ -21,7 +22,7 @@ pub struct BinaryParams {
     pub n: u32,
     /// Add: elements of b (>= 1, divides n); 1 for scale.
     pub n_b: u32,
-    /// Scale: the factor; 1 for add.
+    /// Scale: the factor; softcap: the cap c; 1 for add.
     pub scale: f32,
     pub _pad: u32,
 }
@@ -35,11 +36,29 @@ pub enum Binary<'a> {
     Add { b: &'a wgpu::Buffer, n_b: u32 },
     /// `* s`
     Scale(f32),
+    /// `c · tanh(x · (1/c))`, c > 0.
+    Softcap(f32),
+}
+
+impl Binary<'_> {
+    /// The shader define of the op.
+    fn define(&self) -> &'static str {
+        match self {
+            Binary::Add { .. } => "OP_ADD",
+            Binary::Scale(_) => "OP_SCALE",
+            Binary::Softcap(_) => "OP_SOFTCAP",
+        }
+    }
 }
 
 /// The variant for add (`true`) or scale, in place or not.
 pub fn variant(add: bool, in_place: bool) -> ShaderVariant {
-    let op = if add { "OP_ADD" } else { "OP_SCALE" };
+    variant_of(if add { "OP_ADD" } else { "OP_SCALE" }, in_place)
+}
+
+/// The variant of op `define` (`OP_ADD`, `OP_SCALE`, `OP_SOFTCAP`), in place or not.
+fn variant_of(op: &'static str, in_place: bool) -> ShaderVariant {
+    let add = op == "OP_ADD";
     let mut defines = vec![(op, String::new())];
     if in_place {
         defines.push(("IN_PLACE", String::new()));
@@ -59,9 +78,9 @@ pub fn variant(add: bool, in_place: bool) -> ShaderVariant {
 /// Every variant this kernel may use, on any device.
 pub fn variants() -> Vec<ShaderVariant> {
     let mut out = Vec::new();
-    for add in [true, false] {
+    for op in ["OP_ADD", "OP_SCALE", "OP_SOFTCAP"] {
         for in_place in [false, true] {
-            out.push(variant(add, in_place));
+            out.push(variant_of(op, in_place));
         }
     }
     out
@@ -105,14 +124,28 @@ impl BinaryOp {
                 scale: s,
                 _pad: 0,
             },
+            Binary::Softcap(c) => {
+                if !(c.is_finite() && c > 0.0) {
+                    return Err(bad_input("softcap cap", "finite and > 0", c));
+                }
+                BinaryParams {
+                    n,
+                    n_b: 1,
+                    scale: c,
+                    _pad: 0,
+                }
+            }
         };
-        let add = matches!(op, Binary::Add { .. });
-        let label = if add { "add" } else { "scale" };
+        let label = match op {
+            Binary::Add { .. } => "add",
+            Binary::Scale(_) => "scale",
+            Binary::Softcap(_) => "softcap",
+        };
         let uniform = params_uniform(ctx, label, &params)?;
         let g = grid(ctx, label, groups(n), WG_SIZE)?;
         let dispatch = build(
             ctx,
-            &variant(add, io.in_place()),
+            &variant_of(op.define(), io.in_place()),
             label,
             &uniform,
             &buffers,

@@ -3,7 +3,8 @@
 
 use crate::gpu::GpuContext;
 use crate::kernels::attention::{
-    Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, RopeKv, RopeKvIo,
+    Attention, AttnBuffers, AttnIo, AttnShape, FusedAttention, KvLayout, KvStore, MaskMode, RopeKv,
+    RopeKvIo,
 };
 use crate::kernels::ops::binary::{Binary, BinaryOp};
 use crate::kernels::ops::norm::RmsNorm;
@@ -28,6 +29,9 @@ pub(super) struct AttnEnv<'a> {
     pub layouts: [&'a KvLayout; 2],
     /// Decode through split-KV + reduce (GPU adapters) rather than the fused kernel.
     pub split_decode: bool,
+    /// The layer's mask (the pass's, or Gemma 3's sliding window) and score scale.
+    pub mask: MaskMode,
+    pub scale: f32,
 }
 
 /// The attention call of a layer over caches `[kc, vc]`: q from `act.q`, out to `act.attn`.
@@ -42,8 +46,8 @@ pub(super) fn attn_io<'a>(
         n_head: hp.n_head,
         max_q: env.spec.max_rows,
         max_kv_len: env.spec.kv_rows,
-        scale: AttnShape::default_scale(hp.head_dim),
-        mask: env.spec.mask,
+        scale: env.scale,
+        mask: env.mask,
     };
     let io = AttnIo {
         q: &b.q,

@@ -32,6 +32,7 @@ use crate::{Error, Result};
 
 use super::attn_build::{attn_io, AttnEnv};
 use super::build::{rope_config, ForwardSpec};
+use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
 use super::layer::AttnOps;
 use super::rope_store::RopeStore;
 use super::Forward;
@@ -186,6 +187,18 @@ impl BatchForward {
     /// Each sequence's cache bookkeeping (lengths, truncation for a reused prefix).
     pub fn kv(&mut self) -> &mut KvCache {
         &mut self.fwd.kv
+    }
+
+    /// Whether sequence `seq`'s cache can be cut back to `pos` and continued (Gemma 3's ring
+    /// caches: at most a step's rows, or all of them; any `pos` up to its length otherwise).
+    pub fn can_truncate(&self, seq: usize, pos: u32) -> bool {
+        let Ok(len) = self.fwd.kv.len(seq) else {
+            return false;
+        };
+        if self.fwd.ring() {
+            return crate::model::gemma3::ring_can_truncate(len, pos, self.fwd.max_rows());
+        }
+        pos <= len
     }
 
     /// Rows of a sequence's cache.
@@ -416,15 +429,24 @@ fn seq_ops(
     let k_layout = kv_layout(spec.type_k, spec, hp.n_head_kv, hp.head_dim)?;
     let v_layout = kv_layout(spec.type_v, spec, hp.n_head_kv, hp.head_dim_v)?;
     let rope_cfg = rope_config(hp);
-    let env = AttnEnv {
-        spec,
-        freqs: &fwd.rope_freqs,
-        rope_cfg: &rope_cfg,
-        layouts: [&k_layout, &v_layout],
-        split_decode: false,
-    };
     let mut layers = Vec::new();
     for (i, il) in hp.kv_layers().into_iter().enumerate() {
+        // Gemma 3's sliding layers: their own RoPE table, the window mask.
+        let (freqs, cfg) = match (&fwd.gemma3, sliding_rope(hp, il)) {
+            (Some(g), true) => (&g.swa_freqs, &g.swa_cfg),
+            _ => (&fwd.rope_freqs, &rope_cfg),
+        };
+        let (mask, scale) = layer_attention(hp, il, spec.mask);
+        let [k_layout, v_layout] = layer_layouts(hp, il, spec, [k_layout, v_layout])?;
+        let env = AttnEnv {
+            spec,
+            freqs,
+            rope_cfg: cfg,
+            layouts: [&k_layout, &v_layout],
+            split_decode: false,
+            mask,
+            scale,
+        };
         let [kc, vc] = if s == 0 {
             b.kv.get(i)
                 .cloned()
@@ -443,12 +465,12 @@ fn seq_ops(
                 k: &b.k,
                 v: &b.v,
                 positions: &b.positions,
-                freqs: &fwd.rope_freqs,
+                freqs,
                 k_cache: &kc,
                 v_cache: &vc,
             };
             let layouts = [&k_layout, &v_layout];
-            let op = RopeKv::new(ctx, io, hp.n_head, layouts, &rope_cfg, spec.max_rows)?;
+            let op = RopeKv::new(ctx, io, hp.n_head, layouts, cfg, spec.max_rows)?;
             SeqStore::Fused(op)
         } else {
             SeqStore::Split([

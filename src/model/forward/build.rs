@@ -9,7 +9,7 @@ use crate::gpu::GpuContext;
 use crate::kernels::attention::serial::use_serial;
 use crate::kernels::attention::{KvLayout, KvType, MaskMode};
 use crate::kernels::matmul::{glu_epilogue, Family};
-use crate::kernels::ops::glu::{Glu, GluOp};
+use crate::kernels::ops::glu::GluOp;
 use crate::kernels::ops::norm::RmsNorm;
 use crate::kernels::ops::rope::{rope_table, RopeConfig, RopeMode, RopeYarn};
 use crate::kernels::ops::select::Select;
@@ -22,6 +22,7 @@ use crate::model::weights::{GateUp, Mixer, ModelWeights};
 use crate::Result;
 
 use super::attn_build::{attention_ops, AttnEnv};
+use super::gemma3::{ffn_glu, layer_attention, layer_layouts, post_norms, sliding_rope, Gemma3Ops};
 use super::layer::{AttnOps, DeltaOps, LayerOps, MixerOps};
 use super::Forward;
 
@@ -287,6 +288,7 @@ impl Forward {
         // x += xn, then xn = rms_norm(x) * w: a residual add fused into the norm after it.
         let add_norm =
             |w: &wgpu::Buffer| RmsNorm::add_then_norm(ctx, &b.x, &b.xn, w, max_rows, d, eps);
+        let gemma3 = Gemma3Ops::new(ctx, &hp, &b, spec)?;
         let mut layers = Vec::with_capacity(hp.n_layer as usize);
         let (mut n_kv, mut n_state) = (0usize, 0usize);
         for (il, lw) in weights.layers.iter().enumerate() {
@@ -307,12 +309,21 @@ impl Forward {
                     let [kc, vc] = b.kv.get(kv_index).ok_or_else(|| {
                         crate::Error::Usage(format!("layer {il}: no KV cache in the plan"))
                     })?;
+                    let il = il as u32;
+                    let (layer_freqs, layer_rope) = match (&gemma3, sliding_rope(&hp, il)) {
+                        (Some(g), true) => (&g.swa_freqs, &g.swa_cfg),
+                        _ => (&freqs, &rope_cfg),
+                    };
+                    let (mask, scale) = layer_attention(&hp, il, spec.mask);
+                    let [kl, vl] = layer_layouts(&hp, il, spec, [k_layout, v_layout])?;
                     let env = AttnEnv {
                         spec,
-                        freqs: &freqs,
-                        rope_cfg: &rope_cfg,
-                        layouts: [&k_layout, &v_layout],
+                        freqs: layer_freqs,
+                        rope_cfg: layer_rope,
+                        layouts: [&kl, &vl],
                         split_decode,
+                        mask,
+                        scale,
                     };
                     let ops = attention_ops(ctx, &hp, &b, aw, [kc, vc], &env)?;
                     MixerOps::Attention(Box::new(AttnOps {
@@ -329,8 +340,9 @@ impl Forward {
                     None
                 } else {
                     let n = max_rows * hp.n_ff;
-                    Some(GluOp::new(ctx, Glu::Swiglu, &b.gate, &b.up, &b.glu, n)?)
+                    Some(GluOp::new(ctx, ffn_glu(&hp), &b.gate, &b.up, &b.glu, n)?)
                 },
+                post_norms: post_norms(ctx, &hp, &b, lw.post_norms.as_ref(), max_rows)?,
             });
         }
         let final_norm = add_norm(&weights.output_norm)?;
@@ -382,6 +394,7 @@ impl Forward {
             state_log: Default::default(),
             head_in: None,
             moe_scratch,
+            gemma3,
         })
     }
 }

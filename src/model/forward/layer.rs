@@ -39,6 +39,8 @@ pub(crate) struct LayerOps {
     /// The GLU op; `None` where the up projection applies it itself (`matmul_rows.wgsl`
     /// epilogue on CPU drivers: the same bits, one dispatch less).
     pub glu: Option<GluOp>,
+    /// Gemma 3: RMSNorms of the mixer's and the FFN's output, in place on `act.xn`.
+    pub post_norms: Option<[RmsNorm; 2]>,
 }
 
 #[derive(Debug)]
@@ -209,6 +211,9 @@ impl LayerOps {
             }
         }
         self.ffn_norm.set_rows(ctx, m)?;
+        for op in self.post_norms.iter_mut().flatten() {
+            op.set_rows(ctx, m)?;
+        }
         if let Some(glu) = &mut self.glu {
             glu.set_len(ctx, m * hp.n_ff)?;
         }

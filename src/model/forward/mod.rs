@@ -23,6 +23,7 @@
 mod attn_build;
 pub mod batch;
 mod build;
+mod gemma3;
 mod hidden;
 mod layer;
 mod projections;
@@ -125,6 +126,8 @@ pub struct Forward {
     /// The MoE blocks' scratch (router logits, ids, weights, expert activations), sized for
     /// `max_rows`; `None` for a dense model.
     moe_scratch: Option<MoeScratch>,
+    /// Gemma 3's embedding scale, logit soft-cap and sliding layers' RoPE.
+    gemma3: Option<gemma3::Gemma3Ops>,
 }
 
 impl Forward {
@@ -224,6 +227,12 @@ impl Forward {
         Ok(())
     }
 
+    /// Whether the sliding layers' caches are rings (Gemma 3): a truncation may drop at most
+    /// [`Forward::max_rows`] rows, or all of them ([`Forward::can_truncate`]).
+    pub fn ring(&self) -> bool {
+        self.gemma3.as_ref().is_some_and(|g| g.ring)
+    }
+
     /// Most rows one step computes logits for (a verify batch of `n_draft + 1`).
     pub fn max_logit_rows(&self) -> u32 {
         self.max_logit_rows
@@ -242,7 +251,8 @@ impl Forward {
         let mut layers = Vec::with_capacity(self.weights.layers.len());
         let mut moe = Vec::with_capacity(self.weights.layers.len());
         for (lw, l) in self.weights.layers.iter().zip(&self.layers) {
-            let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, l.glu.is_none(), b, m)?;
+            let glu = (l.glu.is_none(), gemma3::ffn_glu(&self.hp));
+            let [gate, up] = gate_up_dispatches(ctx, self.family, &lw.ffn, glu, b, m)?;
             // A MoE layer: xn (the normed residual) → the block → xn, as the dense FFN.
             let (down, block) = match (&lw.ffn, &self.moe_scratch) {
                 (GateUp::Moe(w), Some(s)) => {
@@ -313,6 +323,9 @@ impl Forward {
             }
             self.final_norm.set_rows(ctx, m)?;
             self.rows = m;
+        }
+        if let Some(g) = &mut self.gemma3 {
+            g.set_rows(ctx, &self.hp, m, n_logits)?;
         }
         self.place_taps(ctx, m)?;
         if n_logits > 0 && n_logits != self.argmax_rows {
@@ -469,6 +482,8 @@ impl Forward {
             .get(&(m, n_logits))
             .ok_or_else(|| Error::Usage(format!("no step of {m} rows was prepared")))?;
         let mut list: Vec<&Dispatch> = set.embed.iter().collect();
+        let gemma3 = self.gemma3.as_ref();
+        list.extend(gemma3.map(|g| &g.embed_scale.dispatch));
         let skip = !taps;
         let taps_at = |layer: u32| {
             let own = self.taps.iter().filter(move |t| !skip && t.0 == layer);
@@ -491,6 +506,11 @@ impl Forward {
                 _ => None,
             };
             l.mixer_dispatches(m, mm, &mut list, calls);
+            let [post_attn, post_ffn] = match &l.post_norms {
+                Some([a, f]) => [Some(&a.dispatch), Some(&f.dispatch)],
+                None => [None, None],
+            };
+            list.extend(post_attn);
             let [.., gate, up, down] = mm;
             list.push(&l.ffn_norm.dispatch);
             if let Some(Some(block)) = set.moe.get(il) {
@@ -500,6 +520,7 @@ impl Forward {
             list.extend(gate.iter().chain(up));
             list.extend(l.glu.as_ref().map(|op| &op.dispatch));
             list.extend(down);
+            list.extend(post_ffn);
         }
         // The output norm also completes the last layer, so it runs even without logits.
         list.push(&self.final_norm.dispatch);
@@ -510,6 +531,7 @@ impl Forward {
                 list.extend(s.gathers());
             }
             list.extend(&set.lm_head);
+            list.extend(gemma3.and_then(|g| g.softcap.as_ref().map(|op| &op.dispatch)));
             if let Some((op, _)) = &self.argmax {
                 list.extend(op.dispatches());
             }

@@ -54,7 +54,7 @@ pub(super) fn gate_up_dispatches(
     ctx: &GpuContext,
     family: Family,
     ffn: &GateUp,
-    fused: bool,
+    (fused, glu): (bool, Glu),
     b: &Buffers,
     m: u32,
 ) -> Result<[Vec<Dispatch>; 2]> {
@@ -64,7 +64,7 @@ pub(super) fn gate_up_dispatches(
     Ok(match ffn {
         GateUp::Separate { gate, up } if fused => {
             let io = MatmulIo {
-                gate: Some((Glu::Swiglu, &b.gate)),
+                gate: Some((glu, &b.gate)),
                 ..MatmulIo::dense(up, &b.xn, &b.glu, m)
             };
             [mm(gate, &b.gate)?, matmul_dispatches(ctx, family, up, &io)?]
@@ -72,7 +72,7 @@ pub(super) fn gate_up_dispatches(
         GateUp::Separate { gate, up } => [mm(gate, &b.gate)?, mm(up, &b.up)?],
         GateUp::Paired(w) => {
             let io = MatmulIo {
-                paired: Some(Glu::Swiglu),
+                paired: Some(glu),
                 y_stride: w.n / 2,
                 ..MatmulIo::dense(w, &b.xn, &b.glu, m)
             };

@@ -151,6 +151,9 @@ impl Forward {
         let Ok(len) = self.kv.len(0) else {
             return false;
         };
+        if self.ring() && !crate::model::gemma3::ring_can_truncate(len, pos, self.max_rows) {
+            return false;
+        }
         if !self.is_recurrent() || pos == len || pos == 0 {
             return pos <= len;
         }
@@ -162,6 +165,13 @@ impl Forward {
     /// An error names the positions where no checkpoint covers `pos`.
     pub fn truncate(&mut self, ctx: &GpuContext, pos: u32) -> Result<()> {
         let len = self.kv.len(0)?;
+        if self.ring() && !crate::model::gemma3::ring_can_truncate(len, pos, self.max_rows) {
+            return Err(Error::Usage(format!(
+                "the sliding layers' ring caches cannot go back from row {len} to row {pos} \
+                 (at most {} rows, or to 0)",
+                self.max_rows
+            )));
+        }
         if !self.is_recurrent() || pos == len {
             self.kv.truncate_to(0, pos)?;
             return Ok(());
