@@ -278,8 +278,11 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let text = prompt_text(args.prompt.as_deref(), args.file.as_deref(), stdin_tty)?;
     let system = args.opts.system()?;
     let template_src = args.opts.template.source()?;
+    let grammar = args.opts.grammar.spec()?;
     let mut engine = Engine::load(&prepare(&args.model)?)?;
     engine.ignore_eos = args.opts.ignore_eos;
+    let grammars = super::grammar_args::grammars(&engine, &grammar)?;
+    super::grammar_args::install(&mut engine, &grammars, &grammar)?;
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
     let prompt = if system.is_some() || args.opts.template.given() {
         let template = engine.tok.chat_template(template_src.as_deref())?;

@@ -25,6 +25,7 @@ pub mod copy;
 pub mod delta;
 pub mod dspark;
 pub mod glu;
+pub mod mask;
 pub mod norm;
 pub mod rope;
 pub mod select;
@@ -47,6 +48,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(copy::variants());
     all.extend(dspark::variants());
     all.extend(delta::variants());
+    all.extend(mask::variants());
     all
 }
 

@@ -365,6 +365,8 @@ impl Forward {
             rope_freqs: freqs,
             state_log: Default::default(),
             head_in: None,
+            grammar_mask: None,
+            mask_on: false,
         })
     }
 }

@@ -25,6 +25,7 @@ pub mod batch;
 mod build;
 mod hidden;
 mod layer;
+mod mask;
 mod projections;
 mod recurrent;
 mod rope_store;
@@ -119,6 +120,10 @@ pub struct Forward {
     /// Where the LM head reads its rows: the last `n_logits` rows of `act.xn` (`None`), or a
     /// batch's gathered rows (`act.head_in`, from row 0).
     head_in: Option<wgpu::Buffer>,
+    /// A grammar's mask over the logits rows (built on first use, `mask.rs`) and whether the
+    /// next step applies it.
+    grammar_mask: Option<crate::kernels::ops::mask::MaskLogits>,
+    mask_on: bool,
 }
 
 impl Forward {
@@ -372,6 +377,10 @@ impl Forward {
         }
         drop(prelude);
         drop(list);
+        if n_logits > 0 {
+            // A mask serves the one step that computes logits after it was set.
+            self.mask_on = false;
+        }
         self.kv.commit(0, m)?;
         self.commit_log(log_step, tokens);
         Ok(captured)
@@ -487,6 +496,9 @@ impl Forward {
                 list.extend(s.gathers());
             }
             list.extend(&set.lm_head);
+            if let (true, Some(op)) = (self.mask_on, &self.grammar_mask) {
+                list.push(&op.dispatch);
+            }
             if let Some((op, _)) = &self.argmax {
                 list.extend(op.dispatches());
             }
