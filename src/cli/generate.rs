@@ -317,6 +317,14 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     if let Some(spec) = &stats.spec {
         eprintln!("{}", spec.summary(stats.generated_tokens));
     }
+    if let Some(g) = &engine.grammar {
+        eprintln!(
+            "grammar: {} masks, {:.1} µs each, {} forced tokens",
+            g.n_masks,
+            g.mask_secs * 1e6 / g.n_masks.max(1) as f64,
+            g.forced
+        );
+    }
     if let Some(path) = &args.stats_json {
         let mut v = json!({
             "prompt_tokens": stats.prompt_tokens,

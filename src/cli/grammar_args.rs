@@ -63,7 +63,11 @@ pub fn grammars(engine: &Engine, spec: &Option<GrammarSpec>) -> Result<Option<Gr
 }
 
 /// Gives `engine` a fresh matcher for `spec` (one per reply).
-pub fn install(engine: &mut Engine, g: &Option<Grammars>, spec: &Option<GrammarSpec>) -> Result<()> {
+pub fn install(
+    engine: &mut Engine,
+    g: &Option<Grammars>,
+    spec: &Option<GrammarSpec>,
+) -> Result<()> {
     engine.grammar = match (g, spec) {
         (Some(g), Some(s)) => Some(Guide::new(Box::new(g.compile(s)?))),
         _ => None,

@@ -38,6 +38,15 @@ pub struct Guide {
     pub forced: u64,
 }
 
+impl std::fmt::Debug for Guide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guide")
+            .field("n_masks", &self.n_masks)
+            .field("forced", &self.forced)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Guide {
     pub fn new(c: Box<dyn Constraint>) -> Guide {
         Guide {
@@ -75,6 +84,16 @@ impl Guide {
     /// verify row: row 0 after the committed tokens, row i after drafts `..i`. The matcher's
     /// state is unchanged afterwards.
     pub fn cut_and_mask(&mut self, drafts: &[u32]) -> Result<DraftCut, GrammarError> {
+        self.cut_and_mask_with(drafts, true)
+    }
+
+    /// [`Guide::cut_and_mask`]; without `at_forced` the block is not cut where tokens are
+    /// forced (a loop that samples forced positions like any other: the batched one).
+    pub fn cut_and_mask_with(
+        &mut self,
+        drafts: &[u32],
+        at_forced: bool,
+    ) -> Result<DraftCut, GrammarError> {
         let valid = self.c.validate(drafts)?;
         self.masks.clear();
         self.push_mask()?;
@@ -84,7 +103,7 @@ impl Guide {
             let d = drafts[kept];
             self.c.consume(&[d])?;
             kept += 1;
-            if !self.c.peek_forced().is_empty() {
+            if at_forced && !self.c.peek_forced().is_empty() {
                 forced_after = true;
                 break;
             }
@@ -109,6 +128,11 @@ impl Guide {
     pub fn commit(&mut self, tokens: &[u32]) -> Result<Vec<u32>, GrammarError> {
         self.c.consume(tokens)?;
         self.forced_now()
+    }
+
+    /// Commits `tokens` alone (forced tokens are left to be sampled under their masks).
+    pub fn consume(&mut self, tokens: &[u32]) -> Result<(), GrammarError> {
+        self.c.consume(tokens)
     }
 
     /// Commits and returns what the grammar forces now (before the first token, or after a

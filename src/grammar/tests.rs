@@ -7,7 +7,10 @@ fn unsupported_schema_keyword_is_named() {
     let spec = GrammarSpec::JsonSchema(serde_json::json!({
         "type": "array", "items": {"type": "integer"}, "uniqueItems": true
     }));
-    let e = compile(&spec).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = compile(&spec)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(e.contains("uniqueItems"), "{e}");
 }
 

@@ -18,12 +18,12 @@ use crate::sampling::{Sampler, Xoshiro256StarStar};
 use crate::{Error, Result};
 
 use super::accept::{accept_greedy, accept_sampled_cut, draft_distribution, draft_sample, Bonus};
-use crate::grammar::steps::Guide;
-use crate::grammar::{allowed, GrammarError};
 use super::bypass::{Bypass, BypassConfig};
 use super::drafter::Drafter;
 use super::schedule::{confidence_schedule, threshold_len, SpsProfile};
 use super::stats::SpecStats;
+use crate::grammar::steps::Guide;
+use crate::grammar::{allowed, GrammarError};
 
 /// How many drafts each cycle verifies.
 #[derive(Debug, Clone, PartialEq)]

@@ -84,7 +84,14 @@ impl MaskLogits {
         let mask = create_storage(ctx, "grammar mask", words * 4)?;
         let uniform = params_uniform(ctx, "mask logits", &params)?;
         let g = grid(ctx, "mask logits", groups(&params), WG_SIZE)?;
-        let dispatch = build(ctx, &variant(), "mask logits", &uniform, &[&mask, logits], g)?;
+        let dispatch = build(
+            ctx,
+            &variant(),
+            "mask logits",
+            &uniform,
+            &[&mask, logits],
+            g,
+        )?;
         Ok(MaskLogits {
             dispatch,
             mask,
@@ -107,7 +114,13 @@ impl MaskLogits {
             return Err(bad_input("grammar mask", expected, rows.len()));
         }
         let n = (rows.len() / w) as u32;
-        upload(ctx, "grammar mask", &self.mask, 0, bytemuck::cast_slice(rows))?;
+        upload(
+            ctx,
+            "grammar mask",
+            &self.mask,
+            0,
+            bytemuck::cast_slice(rows),
+        )?;
         if n != self.params.n_rows {
             self.params.n_rows = n;
             rewrite_params(ctx, &self.dispatch, &self.params)?;

@@ -26,6 +26,11 @@ impl Forward {
         Ok(())
     }
 
+    /// Drops a mask set for a step that will not run (or ran through another path).
+    pub fn clear_mask(&mut self) {
+        self.mask_on = false;
+    }
+
     /// Words of one mask row.
     pub fn mask_words(&self) -> usize {
         self.hp.n_vocab.div_ceil(32) as usize

@@ -103,7 +103,14 @@ pub fn accept_sampled(
     target_logits: &[f32],
     n_vocab: usize,
 ) -> Result<Verdict, AcceptError> {
-    accept_sampled_cut(sampler, drafts, draft_probs, target_logits, n_vocab, Bonus::Sample)
+    accept_sampled_cut(
+        sampler,
+        drafts,
+        draft_probs,
+        target_logits,
+        n_vocab,
+        Bonus::Sample,
+    )
 }
 
 /// What the last verify row gives when every draft is accepted.
