@@ -278,3 +278,6 @@ fn unsupported_keyword_fails_closed() {
 
 #[path = "structured/chi2.rs"]
 mod chi2;
+
+#[path = "structured/batch.rs"]
+mod batch;

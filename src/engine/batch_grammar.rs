@@ -93,6 +93,12 @@ pub(super) fn commit(a: &mut SeqState, pl: &Planned, accepted: usize, next: u32)
     }
     let mut tokens = pl.drafts[..accepted].to_vec();
     tokens.push(next);
-    g.consume(&tokens)?;
+    for t in tokens {
+        // A complete grammar allows only the end token, which ends the request unconsumed.
+        if g.is_stopped() {
+            break;
+        }
+        g.consume(&[t])?;
+    }
     Ok(())
 }

@@ -94,7 +94,12 @@ impl Guide {
         drafts: &[u32],
         at_forced: bool,
     ) -> Result<DraftCut, GrammarError> {
-        let valid = self.c.validate(drafts)?;
+        // A complete grammar allows only the end token: nothing to validate against.
+        let valid = if self.c.is_stopped() {
+            0
+        } else {
+            self.c.validate(drafts)?
+        };
         self.masks.clear();
         self.push_mask()?;
         let mut kept = 0;

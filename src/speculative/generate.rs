@@ -169,13 +169,15 @@ pub fn generate(
         )));
     }
     // Under a grammar, the tokens it forces before the first sampled one ride with the prompt.
-    let forced0 = match &mut eng.grammar {
+    // The grammar is taken for the loop (the tokenizer stays borrowed) and put back after.
+    let mut grammar = eng.grammar.take();
+    let forced0 = match &mut grammar {
         Some(g) => g.forced_now()?,
         None => Vec::new(),
     };
     let mut first = prompt.to_vec();
     first.extend(&forced0);
-    if let Some(g) = &mut eng.grammar {
+    if let Some(g) = &mut grammar {
         g.mask_next()?;
         eng.fwd.set_mask(&eng.ctx, &g.masks)?;
     }
@@ -191,14 +193,14 @@ pub fn generate(
         pending.n += rows;
     }
     let mut token = eng.pick(sampler.as_deref_mut())?;
-    if let Some(g) = &eng.grammar {
+    if let Some(g) = &grammar {
         check_row(g, 0, token)?;
     }
     stats.prefill_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let tok = eng.tok.clone();
+    let tok = &eng.tok;
     let ignore_eos = eng.ignore_eos;
-    let eog = move |t: u32| !ignore_eos && tok.is_eog(t);
+    let eog = |t: u32| !ignore_eos && tok.is_eog(t);
     let mut em = Emitter {
         eng_eog: &eog,
         stats: &mut stats,
@@ -222,7 +224,7 @@ pub fn generate(
         }
         go = go && em.emit(f)?;
     }
-    let g = eng.grammar.as_mut();
+    let g = grammar.as_mut();
     let s = sampler.as_deref_mut();
     if go && commit_emit(g, s, &mut em, &[token], &mut forced)? {
         loop {
@@ -276,7 +278,7 @@ pub fn generate(
                 let len = verify_len(&opts.policy, &draft.conf, max_len.min(draft.tokens.len()));
                 drafts = draft.tokens[..len].to_vec();
                 dists.truncate(len * n_vocab);
-                if let Some(g) = &mut eng.grammar {
+                if let Some(g) = &mut grammar {
                     let c = g.cut_and_mask(&drafts)?;
                     if c.refused_next && !dists.is_empty() {
                         let at = c.kept * n_vocab;
@@ -300,7 +302,7 @@ pub fn generate(
                 eprintln!("context full ({capacity} tokens): stopping");
                 break;
             }
-            match &mut eng.grammar {
+            match &mut grammar {
                 Some(g) if cut.is_none() => {
                     g.mask_next()?;
                     eng.fwd.set_mask(&eng.ctx, &g.masks)?;
@@ -346,7 +348,7 @@ pub fn generate(
             let kept_rows = if m > n_logits { m } else { a as u32 + 1 };
             eng.fwd.truncate(&eng.ctx, p0 + kept_rows)?;
             pending.n += kept_rows;
-            let g = eng.grammar.as_mut();
+            let g = grammar.as_mut();
             let next = match &cut {
                 // Every kept draft accepted and the grammar forces what follows: the last row's
                 // sample is not used, the forced tokens come next.
@@ -373,6 +375,7 @@ pub fn generate(
     pending.flush((&eng.ctx, &mut eng.fwd), drafter, &mut spec)?;
     stats.decode_secs = t1.elapsed().as_secs_f64();
     stats.spec = Some(spec);
+    eng.grammar = grammar;
     Ok(stats)
 }
 
