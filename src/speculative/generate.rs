@@ -295,7 +295,7 @@ pub fn generate(
             let tv = Instant::now();
             let mut rows = vec![token];
             rows.extend(&drafts);
-            rows.extend(forced.drain(..));
+            rows.append(&mut forced);
             let m = rows.len() as u32;
             let n_logits = drafts.len() as u32 + 1;
             if m > n_logits && p0 + m > capacity {
