@@ -281,3 +281,35 @@ mod chi2;
 
 #[path = "structured/batch.rs"]
 mod batch;
+
+/// The device mask against its rule applied on the host: refused logits become the most
+/// negative finite f32, allowed ones keep their bits (two rows, a ragged last word).
+#[test]
+fn device_mask_matches_the_host_rule() {
+    use flint::kernels::ops::mask::{mask_on_gpu, LOWEST};
+    let ctx = common::gpu::ctx();
+    let n_cols = 77u32;
+    let logits: Vec<f32> = (0..2 * n_cols)
+        .map(|i| (i as f32 * 0.37).sin() * 5.0)
+        .collect();
+    let words = n_cols.div_ceil(32) as usize;
+    let mask: Vec<u32> = (0..2 * words as u32)
+        .map(|w| 0x9e37_79b9u32.rotate_left(w * 7))
+        .collect();
+    let got = mask_on_gpu(&ctx, &logits, n_cols, &mask).expect("mask on the device");
+    for r in 0..2usize {
+        for c in 0..n_cols as usize {
+            let bit = (mask[r * words + c / 32] >> (c % 32)) & 1 == 1;
+            let want = if bit {
+                logits[r * n_cols as usize + c]
+            } else {
+                LOWEST
+            };
+            assert_eq!(
+                got[r * n_cols as usize + c].to_bits(),
+                want.to_bits(),
+                "row {r} col {c}"
+            );
+        }
+    }
+}

@@ -245,7 +245,8 @@ pub const TABLE: &[Entry] = &[
     e(&["--adaptive-target", "--adaptive-decay"], 1, Refuse(SAMPLER)),
     e(&["-l", "--logit-bias"], 1, Refuse("flint takes logit_bias per request in flint serve, not on the command line")),
     e(&["-bs", "--backend-sampling"], 0, Note("flint samples greedy decoding on the GPU and the rest on the CPU")),
-    // `--grammar` is flint's own (a Lark file), so it is not in this table.
+    // flint's `--grammar` takes a Lark file (llguidance's dialect), llama.cpp's a GBNF text.
+    e(&["--grammar"], 1, Map("--grammar")),
     e(&["-j", "--json-schema"], 1, Map("--json-schema")),
     e(&["--grammar-file"], 1, Refuse(GRAMMAR)),
     e(&["-jf", "--json-schema-file"], 1, Refuse(SCHEMA_FILE)),
