@@ -36,6 +36,8 @@ pub enum Error {
     #[error(transparent)]
     Sampling(#[from] crate::sampling::SamplerError),
     #[error(transparent)]
+    Grammar(#[from] crate::grammar::GrammarError),
+    #[error(transparent)]
     BenchPrompts(#[from] crate::bench::speculative::PromptsError),
     #[error(transparent)]
     DrafterInit(#[from] crate::model::drafter_init::InitError),
@@ -71,6 +73,7 @@ impl Error {
         match self {
             Error::Accept(_) | Error::Schedule(_) => 2,
             Error::Usage(_) | Error::OutOfMemory { .. } | Error::Kv(_) | Error::Sampling(_) => 2,
+            Error::Grammar(_) => 2,
             Error::EmptyStep { .. } => 2,
             Error::ModelIsDirectory { .. } | Error::ModelIsDrafter { .. } => 2,
             Error::ModelHasNoWeights { .. } | Error::ModelHasNoVocab { .. } => 3,

@@ -45,8 +45,10 @@ pub fn run(args: &ChatArgs) -> Result<()> {
     let n_predict = super::generate::n_predict(args.n_predict)?;
     let override_src = args.opts.template.source()?;
     let system = args.opts.system()?;
+    let grammar = args.opts.grammar.spec()?;
     let mut engine = Engine::load(&super::generate::prepare(&args.model)?)?;
     engine.ignore_eos = args.opts.ignore_eos;
+    let grammars = super::grammar_args::grammars(&engine, &grammar)?;
     let template = engine.tok.chat_template(override_src.as_deref())?;
     let mut stops = args.opts.stops();
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
@@ -87,6 +89,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         let text = template.render(&history, true)?;
         let ids = tok.encode(&text, true, true)?;
         let keep = engine.keep_prefix(&mut cached, &ids)?;
+        super::grammar_args::install(&mut engine, &grammars, &grammar)?;
         let mut stream = tok.stream_decoder(false);
         let mut reply_ids = Vec::new();
         stops.reset();
@@ -106,6 +109,11 @@ pub fn run(args: &ChatArgs) -> Result<()> {
             }
         }
         Engine::note_cached(&mut cached, &ids[keep..], &reply_ids);
+        if grammar.is_some() {
+            // Forced tokens end a reply without running: keep what the cache really holds.
+            cached.extend(reply_ids.last());
+            cached.truncate(engine.fwd.kv.len(0)? as usize);
+        }
         let reply = tok.decode(&reply_ids, false)?;
         history.push(ChatMessage::new("assistant", reply));
     }

@@ -278,8 +278,11 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let text = prompt_text(args.prompt.as_deref(), args.file.as_deref(), stdin_tty)?;
     let system = args.opts.system()?;
     let template_src = args.opts.template.source()?;
+    let grammar = args.opts.grammar.spec()?;
     let mut engine = Engine::load(&prepare(&args.model)?)?;
     engine.ignore_eos = args.opts.ignore_eos;
+    let grammars = super::grammar_args::grammars(&engine, &grammar)?;
+    super::grammar_args::install(&mut engine, &grammars, &grammar)?;
     let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
     let prompt = if system.is_some() || args.opts.template.given() {
         let template = engine.tok.chat_template(template_src.as_deref())?;
@@ -313,6 +316,14 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     eprintln!("{}", stats_line(&stats));
     if let Some(spec) = &stats.spec {
         eprintln!("{}", spec.summary(stats.generated_tokens));
+    }
+    if let Some(g) = &engine.grammar {
+        eprintln!(
+            "grammar: {} masks, {:.1} µs each, {} forced tokens",
+            g.n_masks,
+            g.mask_secs * 1e6 / g.n_masks.max(1) as f64,
+            g.forced
+        );
     }
     if let Some(path) = &args.stats_json {
         let mut v = json!({

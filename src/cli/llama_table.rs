@@ -68,7 +68,8 @@ const SPLIT: &str = "flint runs on one adapter; choose it with -dev NAME|INDEX (
 const LORA: &str = "flint does not apply LoRA adapters or control vectors";
 const MM: &str = "flint runs text models only (no multimodal projector, images, audio or video)";
 const GRAMMAR: &str =
-    "flint has no grammar or JSON-schema constrained sampling on the command line";
+    "flint's grammars are Lark (llguidance's dialect), not GBNF: --grammar FILE takes one";
+const SCHEMA_FILE: &str = "flint reads a schema file with --json-schema @FILE";
 const SAMPLER: &str =
     "flint's samplers are temp, top-k, top-p, min-p and the repeat/presence/frequency penalties";
 const ORDER: &str = "flint's sampler order is fixed: penalties, top-k, top-p, min-p, temperature";
@@ -244,7 +245,11 @@ pub const TABLE: &[Entry] = &[
     e(&["--adaptive-target", "--adaptive-decay"], 1, Refuse(SAMPLER)),
     e(&["-l", "--logit-bias"], 1, Refuse("flint takes logit_bias per request in flint serve, not on the command line")),
     e(&["-bs", "--backend-sampling"], 0, Note("flint samples greedy decoding on the GPU and the rest on the CPU")),
-    e(&["--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file"], 1, Refuse(GRAMMAR)),
+    // flint's `--grammar` takes a Lark file (llguidance's dialect), llama.cpp's a GBNF text.
+    e(&["--grammar"], 1, Map("--grammar")),
+    e(&["-j", "--json-schema"], 1, Map("--json-schema")),
+    e(&["--grammar-file"], 1, Refuse(GRAMMAR)),
+    e(&["-jf", "--json-schema-file"], 1, Refuse(SCHEMA_FILE)),
     // Speculative decoding.
     e(&["-md", "--model-draft", "--spec-draft-model"], 1, Map("--model-draft")),
     e(&["--spec-type"], 1, Map("--spec-type")),

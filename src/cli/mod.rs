@@ -8,6 +8,7 @@ pub mod devices;
 pub mod dspark;
 pub mod generate;
 pub mod gguf_cmd;
+pub mod grammar_args;
 pub mod hub_args;
 pub mod info;
 pub mod llama_args;

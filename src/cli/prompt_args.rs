@@ -67,6 +67,8 @@ pub struct PromptArgs {
     #[arg(long = "ignore-eos")]
     pub ignore_eos: bool,
     #[command(flatten)]
+    pub grammar: super::grammar_args::GrammarArgs,
+    #[command(flatten)]
     pub template: TemplateArgs,
 }
 

@@ -22,7 +22,8 @@ use super::batch::BatchEngine;
 use super::batching::{plan_step, Work};
 use crate::model::forward::batch::Segment;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
-use crate::speculative::accept::{accept_greedy, accept_sampled, draft_distribution, draft_sample};
+use crate::speculative::accept::{accept_greedy, accept_sampled_cut, draft_distribution};
+use crate::speculative::accept::{draft_sample, Bonus};
 use crate::speculative::schedule::{confidence_schedule, threshold_len};
 use crate::speculative::VerifyPolicy;
 use crate::{Error, Result};
@@ -45,6 +46,9 @@ pub struct SeqState {
     pub pending: Option<Pending>,
     /// Draws sampled drafts.
     pub draft_rng: Xoshiro256StarStar,
+    /// The grammar its output must match (`batch_grammar`): one matcher per request, a mask
+    /// per logits row.
+    pub guide: Option<crate::grammar::steps::Guide>,
 }
 
 impl SeqState {
@@ -69,6 +73,7 @@ impl SeqState {
             generated: Vec::new(),
             pending: drafter.then(Pending::default),
             draft_rng: Xoshiro256StarStar::new(seed ^ 0x5eed),
+            guide: None,
         }
     }
 
@@ -104,18 +109,22 @@ pub struct Pending {
 }
 
 /// What one request runs in this step.
-struct Planned {
+pub(super) struct Planned {
     /// Index in `active`.
-    i: usize,
+    pub(super) i: usize,
     tokens: Vec<u32>,
-    n_logits: u32,
+    pub(super) n_logits: u32,
     /// The drafts verified (after the anchor) and, when sampling, their distributions.
-    drafts: Vec<u32>,
-    dists: Vec<f32>,
+    pub(super) drafts: Vec<u32>,
+    pub(super) dists: Vec<f32>,
     /// Cache rows before the step.
     p0: u32,
     /// Prompt rows this step runs (0: decoding).
     prompt_rows: usize,
+    /// Under a grammar: the mask of each logits row (`[n_logits, words]`), and the
+    /// distribution of a draft the grammar refused right after the kept ones.
+    pub(super) masks: Vec<u32>,
+    pub(super) refused: Option<Vec<f32>>,
 }
 
 /// Injects request `i`'s waiting rows.
@@ -219,6 +228,11 @@ fn draft_all<R: BatchRequest>(
         let pl = &mut plans[k];
         pl.drafts.truncate(len);
         pl.dists.truncate(len * n_vocab);
+        if let Err(e) = super::batch_grammar::cut(active[pl.i].state_mut(), pl, n_vocab) {
+            failed.push((pl.i, e));
+            continue;
+        }
+        let len = pl.drafts.len();
         pl.tokens.extend_from_slice(&pl.drafts);
         pl.n_logits = pl.tokens.len() as u32;
         if let Some(p) = &mut active[pl.i].state_mut().pending {
@@ -269,6 +283,8 @@ fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> 
         dists: Vec::new(),
         p0: eng.fwd.kv().len(a.seq)?,
         prompt_rows: 0,
+        masks: Vec::new(),
+        refused: None,
     })
 }
 
@@ -331,6 +347,8 @@ fn plan<R: BatchRequest>(
                 dists: Vec::new(),
                 p0,
                 prompt_rows: m,
+                masks: Vec::new(),
+                refused: None,
             }),
             Err(e) => failed.push((i, e.into())),
         }
@@ -389,6 +407,9 @@ pub fn step<R: BatchRequest>(
         .into_iter()
         .map(|(i, e)| (i, Ended::Failed(e)))
         .collect();
+    for (i, e) in super::batch_grammar::set_masks(eng, active, &mut plans)? {
+        ended.push((i, Ended::Failed(e)));
+    }
     if plans.is_empty() {
         return Ok(ended);
     }
@@ -400,7 +421,9 @@ pub fn step<R: BatchRequest>(
             n_logits: pl.n_logits,
         })
         .collect();
-    eng.step(&segs)?;
+    let stepped = eng.step(&segs);
+    eng.fwd.clear_mask();
+    stepped?;
     drop(segs);
     let sampling = plans
         .iter()
@@ -470,16 +493,21 @@ fn commit<R: BatchRequest>(
             let v = accept_greedy(&pl.drafts, ids)?;
             (v.accepted, v.next)
         }
-        Some(s) if pl.drafts.is_empty() => {
+        Some(s) if pl.drafts.is_empty() && pl.refused.is_none() => {
             let t = s.sample(logits()?);
             s.accept(t);
             (0, t)
         }
         Some(s) => {
-            let v = accept_sampled(s, &pl.drafts, &pl.dists, logits()?, n_vocab)?;
+            let bonus = match &pl.refused {
+                Some(pd) => Bonus::Residual(pd),
+                None => Bonus::Sample,
+            };
+            let v = accept_sampled_cut(s, &pl.drafts, &pl.dists, logits()?, n_vocab, bonus)?;
             (v.accepted, v.next)
         }
     };
+    super::batch_grammar::commit(a, pl, accepted, next)?;
     if pl.prompt_rows == 0 {
         let committed = pl.p0 + accepted as u32 + 1;
         eng.fwd.kv().truncate_to(a.seq, committed)?;

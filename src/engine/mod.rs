@@ -15,9 +15,11 @@ use crate::model::forward::{Allocator, Forward};
 use crate::model::{shapes, weights, DrafterMeta, Hparams};
 
 pub mod batch;
+mod batch_grammar;
 pub mod batch_run;
 pub mod batching;
 mod compile_progress;
+mod constrained;
 pub mod cost_cache;
 mod draft;
 pub mod fit;
@@ -106,6 +108,9 @@ pub struct Engine {
     /// ([`CostCache::record_acceptance`]): what decides, before a later load, whether the
     /// drafter can pay at all ([`cost_cache::unpaying_drafter`]).
     cost_cache: Option<CostCache>,
+    /// The grammar the next generation's output must match (`None`: free). Set by the caller
+    /// before [`Engine::generate`] and left in place (with its counters) afterwards.
+    pub grammar: Option<crate::grammar::steps::Guide>,
 }
 
 /// Counters of one generation.
@@ -395,6 +400,7 @@ impl Engine {
                 costs_cached: false,
                 ignore_eos: false,
                 cost_cache: cache.clone(),
+                grammar: None,
             });
         }
         // Every measurement taken at this load was already stored: nothing was measured.
@@ -503,6 +509,9 @@ impl Engine {
         mut sampler: Option<&mut Sampler>,
         mut on_token: impl FnMut(u32) -> Result<bool>,
     ) -> Result<GenStats> {
+        if self.grammar.is_some() {
+            return self.generate_constrained(prompt, n_predict, sampler, on_token);
+        }
         let mut stats = GenStats {
             prompt_tokens: prompt.len(),
             ..GenStats::default()

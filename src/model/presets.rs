@@ -15,10 +15,10 @@ use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
 #[path = "presets_bonsai.rs"]
 mod bonsai;
-#[path = "presets_moe.rs"]
-mod moe;
 #[path = "presets_gemma3.rs"]
 mod gemma3;
+#[path = "presets_moe.rs"]
+mod moe;
 
 /// Presets `flint gguf preset` knows.
 pub const PRESETS: [&str; 26] = [

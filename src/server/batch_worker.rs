@@ -16,6 +16,8 @@ use super::stop::{StopMatcher, StopState};
 use crate::engine::batch::BatchEngine;
 use crate::engine::batch_run::{self, BatchRequest, Ended, SeqState};
 use crate::engine::{Engine, GenStats};
+use crate::grammar::steps::Guide;
+use crate::grammar::Grammars;
 use crate::speculative::SpecStats;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::Result;
@@ -89,6 +91,8 @@ fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), Strin
     let mut cached: Vec<Vec<u32>> = vec![Vec::new(); n_seq];
     let mut active: Vec<Active<'_>> = Vec::new();
     let mut panics = 0u32;
+    // The model's grammar compiler, built by the first request with a grammar.
+    let mut grammars: Option<Grammars> = None;
     loop {
         if active.is_empty() && !shared.slots.wait_for_job() {
             return Ok(());
@@ -100,7 +104,14 @@ fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), Strin
             }
             return Ok(());
         }
-        admit(&mut eng, &tok, &mut cached, &mut active, shared);
+        admit(
+            &mut eng,
+            &tok,
+            &mut cached,
+            &mut active,
+            shared,
+            &mut grammars,
+        );
         if active.is_empty() {
             continue;
         }
@@ -203,6 +214,7 @@ fn admit<'t>(
     cached: &mut [Vec<u32>],
     active: &mut Vec<Active<'t>>,
     shared: &'t Shared,
+    grammars: &mut Option<Grammars>,
 ) {
     for (seq, slot_ids) in cached.iter_mut().enumerate() {
         if active.iter().any(|a| a.st.seq == seq) {
@@ -229,6 +241,16 @@ fn admit<'t>(
         let keep = common.min(ids.len().saturating_sub(1));
         let sampler = match job.sampler(eng.fwd.hp().n_vocab) {
             Ok(s) => s,
+            Err(e) => {
+                clock.failed(&e.to_string());
+                let _ = job.tx.send(Event::Error(e.to_string()));
+                shared.slots.release(seq);
+                continue;
+            }
+        };
+        // A grammar that does not compile ends this request alone, before it takes a row.
+        let guide = match compile_job(&job, eng, grammars) {
+            Ok(g) => g,
             Err(e) => {
                 clock.failed(&e.to_string());
                 let _ = job.tx.send(Event::Error(e.to_string()));
@@ -267,7 +289,7 @@ fn admit<'t>(
             continue;
         }
         slot_ids.truncate(keep);
-        let st = SeqState::new(
+        let mut st = SeqState::new(
             seq,
             job.prompt.clone(),
             keep,
@@ -275,6 +297,7 @@ fn admit<'t>(
             sampler,
             drafter,
         );
+        st.guide = guide;
         active.push(Active {
             st,
             stop: StopMatcher::new(job.stop.clone()),
@@ -393,4 +416,23 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
     };
     a.clock.finished(&shared.metrics, &outcome);
     let _ = a.job.tx.send(Event::Done(outcome));
+}
+
+/// The matcher of `job`'s grammar (none without one); the model's compiler is built by the
+/// first job that needs it.
+fn compile_job(
+    job: &Job,
+    eng: &BatchEngine,
+    grammars: &mut Option<Grammars>,
+) -> crate::Result<Option<Guide>> {
+    let Some(spec) = &job.grammar else {
+        return Ok(None);
+    };
+    if grammars.is_none() {
+        *grammars = Some(Grammars::new(&eng.tok, eng.fwd.hp().n_vocab)?);
+    }
+    match grammars {
+        Some(g) => Ok(Some(Guide::new(Box::new(g.compile(spec)?)))),
+        None => Ok(None),
+    }
 }

@@ -7,12 +7,6 @@
 //!
 //! Sources: <https://platform.openai.com/docs/api-reference/chat/create> (`response_format`),
 //! llama.cpp's `tools/server/README.md` (`json_schema`, `grammar`, `chat_template_kwargs`).
-
-use std::sync::{Arc, OnceLock};
-
-use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{ApproximateTokEnv, TokRxInfo, TokTrie};
-use llguidance::ParserFactory;
 use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
@@ -214,44 +208,15 @@ fn response_format(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
     }
 }
 
-/// A byte-level vocabulary (256 bytes and an end token): enough to compile any grammar and
-/// find what it refuses, with no model loaded.
-pub(crate) fn factory() -> &'static Option<ParserFactory> {
-    static F: OnceLock<Option<ParserFactory>> = OnceLock::new();
-    F.get_or_init(|| {
-        let mut words: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-        words.push(b"\xFF<|end|>".to_vec());
-        let info = TokRxInfo::new(words.len() as u32, words.len() as u32 - 1);
-        let env: llguidance::toktrie::TokEnv =
-            Arc::new(ApproximateTokEnv::new(TokTrie::from(&info, &words)));
-        let mut f = ParserFactory::new_simple(&env).ok()?;
-        f.quiet();
-        Some(f)
-    })
-}
-
-/// llguidance's grammar of `spec`.
-pub fn top_level(spec: &GrammarSpec) -> TopLevelGrammar {
-    match spec {
-        GrammarSpec::JsonSchema(s) => TopLevelGrammar::from_json_schema(s.clone()),
-        GrammarSpec::Regex(r) => TopLevelGrammar::from_regex(r),
-        GrammarSpec::Lark(l) => TopLevelGrammar::from_lark(l.clone()),
-    }
-}
-
-/// Compiles `spec`; a refusal is a 400 on `field` quoting llguidance's reason (which names the
-/// keyword or rule it cannot honour).
+/// Compiles `spec` with no model loaded; a refusal is a 400 on `field` quoting llguidance's
+/// reason (which names the keyword or rule it cannot honour).
 pub fn check(spec: &GrammarSpec, field: &str) -> Result<(), ApiError> {
-    let f = factory()
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("the grammar compiler could not start"))?;
-    match f.create_parser(top_level(spec)) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(ApiError::invalid(
+    crate::grammar::compile(spec).map(|_| ()).map_err(|e| {
+        ApiError::invalid(
             field,
             format!("`{field}` cannot be compiled into a constraint: {e}"),
-        )),
-    }
+        )
+    })
 }
 
 /// Whether a rendered prompt leaves the model inside `<think>` (the template opened it).

@@ -103,9 +103,11 @@ fn llguidance_lark_grammars_pass() {
 /// Whether llguidance's matcher for `spec` takes every byte of `text` and then accepts (the
 /// tests' oracle: the engine masks with the same matcher).
 pub(crate) fn accepts(spec: &GrammarSpec, text: &str) -> Result<bool, String> {
-    let f = factory().as_ref().ok_or("no factory")?;
+    let f = crate::grammar::byte_factory()
+        .as_ref()
+        .map_err(|e| e.to_string())?;
     let parser = f
-        .create_parser(top_level(spec))
+        .create_parser(crate::grammar::top_level(spec))
         .map_err(|e| e.to_string())?;
     let mut m = llguidance::Matcher::new(Ok(parser));
     let ids: Vec<u32> = text.bytes().map(u32::from).collect();
@@ -120,8 +122,10 @@ pub(crate) fn accepts(spec: &GrammarSpec, text: &str) -> Result<bool, String> {
 /// allowed byte, the end token with probability 1/2 when allowed): the text a model with
 /// random weights may write under the constraint; an error if it had not ended by `max` steps.
 pub(crate) fn random_walk(spec: &GrammarSpec, seed: u64, max: usize) -> Result<String, String> {
-    let f = factory().as_ref().ok_or("no factory")?;
-    let mut m = llguidance::Matcher::new(f.create_parser(top_level(spec)));
+    let f = crate::grammar::byte_factory()
+        .as_ref()
+        .map_err(|e| e.to_string())?;
+    let mut m = llguidance::Matcher::new(f.create_parser(crate::grammar::top_level(spec)));
     let mut x = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);

@@ -13,8 +13,10 @@ use super::reqlog::JobClock;
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::Engine;
+use crate::grammar::steps::Guide;
+use crate::grammar::Grammars;
 use crate::tokenizer::Tokenizer;
-use crate::Result;
+use crate::{Error, Result};
 
 /// What the worker of one slot shares with the server.
 pub struct Shared {
@@ -37,12 +39,23 @@ pub fn run(slot: usize, mut engine: Engine, shared: Shared) {
     // The generation borrows the engine mutably; the detokenizer needs its own tokenizer.
     let tok = engine.tok.clone();
     let mut panics = 0u32;
+    // The model's grammar compiler, built by the first job with a grammar.
+    let mut grammars: Option<Grammars> = None;
     while let Some(job) = shared.slots.next(slot) {
         let tx = job.tx.clone();
         let mut clock = JobClock::new(shared.slots.trace(job.id), job.queued_at, slot);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_job(&mut engine, &tok, &mut cached, job, &shared, &mut clock)
+            run_job(
+                &mut engine,
+                &tok,
+                &mut cached,
+                job,
+                &shared,
+                &mut clock,
+                &mut grammars,
+            )
         }));
+        engine.grammar = None;
         let failed = match result {
             Ok(Ok(())) => {
                 panics = 0;
@@ -107,11 +120,25 @@ fn run_job(
     job: Job,
     shared: &Shared,
     clock: &mut JobClock,
+    grammars: &mut Option<Grammars>,
 ) -> Result<()> {
     shared.metrics.record_wait(job.queued_at.elapsed());
     if job.embed.is_some() {
         return embed(engine, cached, job, shared);
     }
+    // A grammar that does not compile ends this job alone, before any step.
+    engine.grammar = match &job.grammar {
+        Some(spec) => {
+            if grammars.is_none() {
+                *grammars = Some(Grammars::new(&engine.tok, engine.fwd.hp.n_vocab)?);
+            }
+            let g = grammars
+                .as_ref()
+                .ok_or_else(|| Error::Usage("no grammars".into()))?;
+            Some(Guide::new(Box::new(g.compile(spec)?)))
+        }
+        None => None,
+    };
     let mut device = shared.device.lock();
     let ids = &job.prompt;
     let keep = engine.keep_prefix(cached, ids)?;
@@ -153,6 +180,11 @@ fn run_job(
     })?;
     drop(device);
     Engine::note_cached(cached, &ids[keep..], &generated);
+    if engine.grammar.take().is_some() {
+        // Forced tokens can end a reply without running: keep what the cache really holds.
+        cached.extend(generated.last());
+        cached.truncate(engine.fwd.kv.len(0)? as usize);
+    }
     shared.metrics.record(&stats);
     shared.metrics.set_kv_used(clock.slot(), cached.len());
     // One forward for the prompt, then one per verify batch or plain step (one per token

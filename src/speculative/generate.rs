@@ -17,11 +17,13 @@ use crate::model::forward::Forward;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
 use crate::{Error, Result};
 
-use super::accept::{accept_greedy, accept_sampled, draft_distribution, draft_sample};
+use super::accept::{accept_greedy, accept_sampled_cut, draft_distribution, draft_sample, Bonus};
 use super::bypass::{Bypass, BypassConfig};
 use super::drafter::Drafter;
 use super::schedule::{confidence_schedule, threshold_len, SpsProfile};
 use super::stats::SpecStats;
+use crate::grammar::steps::Guide;
+use crate::grammar::{allowed, GrammarError};
 
 /// How many drafts each cycle verifies.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,18 +168,34 @@ pub fn generate(
             drafter.next_position()
         )));
     }
+    // Under a grammar, the tokens it forces before the first sampled one ride with the prompt.
+    // The grammar is taken for the loop (the tokenizer stays borrowed) and put back after.
+    let mut grammar = eng.grammar.take();
+    let forced0 = match &mut grammar {
+        Some(g) => g.forced_now()?,
+        None => Vec::new(),
+    };
+    let mut first = prompt.to_vec();
+    first.extend(&forced0);
+    if let Some(g) = &mut grammar {
+        g.mask_next()?;
+        eng.fwd.set_mask(&eng.ctx, &g.masks)?;
+    }
     // Prefill: every chunk's rows go to the drafter.
     let t0 = Instant::now();
     let mut pending = Pending { at: 0, n: 0 };
     let chunk = eng.fwd.max_rows().max(1) as usize;
-    let n_chunks = prompt.len().div_ceil(chunk);
-    for (i, part) in prompt.chunks(chunk).enumerate() {
+    let n_chunks = first.len().div_ceil(chunk);
+    for (i, part) in first.chunks(chunk).enumerate() {
         let (at, rows) = (eng.fwd.kv.len(0)?, part.len() as u32);
         pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, at, rows)?;
         eng.fwd.step(&eng.ctx, part, u32::from(i + 1 == n_chunks))?;
         pending.n += rows;
     }
     let mut token = eng.pick(sampler.as_deref_mut())?;
+    if let Some(g) = &grammar {
+        check_row(g, 0, token)?;
+    }
     stats.prefill_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let tok = &eng.tok;
@@ -196,7 +214,19 @@ pub fn generate(
     let capacity = eng.fwd.kv.capacity();
     // With a bypass, the first step is plain: it measures what drafting has to beat.
     let mut first_plain = bypass.is_some();
-    if em.emit(token)? {
+    // Tokens committed (and emitted) after `token` that no step has run yet: what a grammar
+    // forced. A cycle with any runs them as a plain step, drafting nothing.
+    let mut forced = Vec::new();
+    let mut go = true;
+    for &f in &forced0 {
+        if let Some(s) = sampler.as_deref_mut() {
+            s.accept(f);
+        }
+        go = go && em.emit(f)?;
+    }
+    let g = grammar.as_mut();
+    let s = sampler.as_deref_mut();
+    if go && commit_emit(g, s, &mut em, &[token], &mut forced)? {
         loop {
             let p0 = eng.fwd.kv.len(0)?;
             if p0 >= capacity {
@@ -210,12 +240,15 @@ pub fn generate(
                 // What the target was planned to verify at once.
                 .min(eng.fwd.max_logit_rows().saturating_sub(1) as usize);
             let draft_now = !std::mem::take(&mut first_plain)
+                && forced.is_empty()
                 && bypass.as_mut().is_none_or(|b| b.should_draft());
             if !draft_now {
                 max_len = 0;
                 spec.bypassed += 1;
             }
             let mut cycle_draft_secs = 0.0;
+            let mut cut = None;
+            let mut cut_dist: Option<Vec<f32>> = None;
             // Draft.
             let mut drafts = Vec::new();
             let mut dists = Vec::new();
@@ -245,26 +278,55 @@ pub fn generate(
                 let len = verify_len(&opts.policy, &draft.conf, max_len.min(draft.tokens.len()));
                 drafts = draft.tokens[..len].to_vec();
                 dists.truncate(len * n_vocab);
+                if let Some(g) = &mut grammar {
+                    let c = g.cut_and_mask(&drafts)?;
+                    if c.refused_next && !dists.is_empty() {
+                        let at = c.kept * n_vocab;
+                        cut_dist = dists.get(at..at + n_vocab).map(<[f32]>::to_vec);
+                    }
+                    drafts.truncate(c.kept);
+                    dists.truncate(c.kept * n_vocab);
+                    cut = Some(c);
+                }
                 spec.cycles += 1;
                 spec.proposed += draft.tokens.len() as u64;
             }
-            // Verify [x0, d1..dℓ].
+            // Verify [x0, d1..dℓ] (or run x0 and what the grammar forced after it).
             let tv = Instant::now();
             let mut rows = vec![token];
             rows.extend(&drafts);
+            rows.append(&mut forced);
             let m = rows.len() as u32;
+            let n_logits = drafts.len() as u32 + 1;
+            if m > n_logits && p0 + m > capacity {
+                eprintln!("context full ({capacity} tokens): stopping");
+                break;
+            }
+            match &mut grammar {
+                Some(g) if cut.is_none() => {
+                    g.mask_next()?;
+                    eng.fwd.set_mask(&eng.ctx, &g.masks)?;
+                }
+                Some(g) => eng.fwd.set_mask(&eng.ctx, &g.masks)?,
+                None => {}
+            }
             pending.make_room((&eng.ctx, &mut eng.fwd), drafter, &mut spec, p0, m)?;
-            if m > 1 {
+            if n_logits > 1 {
                 // A recurrent model keeps its state to come back to (nothing for dense ones).
                 eng.fwd.checkpoint()?;
             }
-            eng.fwd.step(&eng.ctx, &rows, m)?;
+            eng.fwd.step(&eng.ctx, &rows, n_logits)?;
             spec.target_forwards += 1;
             let verdict = match sampler.as_deref_mut() {
                 None => accept_greedy(&drafts, &eng.fwd.argmax(&eng.ctx)?)?,
                 Some(s) => {
                     let logits = eng.fwd.logits(&eng.ctx)?;
-                    accept_sampled(s, &drafts, &dists, &logits, n_vocab)?
+                    let bonus = match (&cut, cut_dist.as_deref()) {
+                        (Some(c), _) if c.forced_after => Bonus::Skip,
+                        (_, Some(pd)) => Bonus::Residual(pd),
+                        _ => Bonus::Sample,
+                    };
+                    accept_sampled_cut(s, &drafts, &dists, &logits, n_vocab, bonus)?
                 }
             };
             let verify_secs = tv.elapsed().as_secs_f64();
@@ -280,26 +342,87 @@ pub fn generate(
             if !drafts.is_empty() {
                 spec.record(drafts.len(), a);
             }
-            // Commit x0, d1..da: roll the target back; exactly those rows wait for the drafter
-            // (the rejected drafts' staging rows are written over by the next step).
-            eng.fwd.truncate(&eng.ctx, p0 + a as u32 + 1)?;
-            pending.n += a as u32 + 1;
-            let mut go = true;
-            for &d in &drafts[..a] {
-                go = em.emit(d)?;
-                if !go {
-                    break;
-                }
+            // Commit x0, d1..da (and the forced rows): roll the target back; exactly those rows
+            // wait for the drafter (the rejected drafts' staging rows are written over by the
+            // next step).
+            let kept_rows = if m > n_logits { m } else { a as u32 + 1 };
+            eng.fwd.truncate(&eng.ctx, p0 + kept_rows)?;
+            pending.n += kept_rows;
+            let g = grammar.as_mut();
+            let next = match &cut {
+                // Every kept draft accepted and the grammar forces what follows: the last row's
+                // sample is not used, the forced tokens come next.
+                Some(c) if c.forced_after && a == c.kept => None,
+                _ => Some(verdict.next),
+            };
+            if let (Some(g), Some(t)) = (&g, next) {
+                check_row(g, a, t)?;
             }
-            if !go || !em.emit(verdict.next)? {
+            let mut committed = drafts[..a].to_vec();
+            committed.extend(next);
+            let s = sampler.as_deref_mut();
+            if !commit_emit(g, s, &mut em, &committed, &mut forced)? {
                 break;
             }
-            token = verdict.next;
+            token = match next {
+                Some(t) => t,
+                None if !forced.is_empty() => forced.remove(0),
+                None => break,
+            };
         }
     }
     // The drafter leaves holding every committed row, as the next generation expects.
     pending.flush((&eng.ctx, &mut eng.fwd), drafter, &mut spec)?;
     stats.decode_secs = t1.elapsed().as_secs_f64();
     stats.spec = Some(spec);
+    eng.grammar = grammar;
     Ok(stats)
+}
+
+/// Fails unless `t` is allowed by mask row `row` of `g` (the row its verify row was masked
+/// with): the device mask and the matcher disagree otherwise.
+fn check_row(g: &Guide, row: usize, t: u32) -> Result<()> {
+    let w = g.words();
+    let mask = g.masks.get(row * w..(row + 1) * w).unwrap_or_default();
+    if allowed(mask, t) {
+        return Ok(());
+    }
+    Err(GrammarError::Rejected {
+        token: t,
+        message: format!("picked outside mask row {row}"),
+    }
+    .into())
+}
+
+/// Emits `tokens` in order, committing each to the grammar (when there is one) and emitting
+/// the tokens it forces after it, which are appended to `forced` (to run through the target
+/// with the next step; the sampler's history takes them). False once the generation ends: a
+/// stop token, `n_predict`, the caller, or a grammar that allows nothing more.
+fn commit_emit<F: FnMut(u32) -> Result<bool>>(
+    mut g: Option<&mut Guide>,
+    mut sampler: Option<&mut Sampler>,
+    em: &mut Emitter<'_, F>,
+    tokens: &[u32],
+    forced: &mut Vec<u32>,
+) -> Result<bool> {
+    for &t in tokens {
+        if !em.emit(t)? {
+            return Ok(false);
+        }
+        let Some(g) = g.as_deref_mut() else { continue };
+        let f = g.commit(&[t])?;
+        for &x in &f {
+            if let Some(s) = sampler.as_deref_mut() {
+                s.accept(x);
+            }
+            forced.push(x);
+            if !em.emit(x)? {
+                return Ok(false);
+            }
+        }
+        if g.is_stopped() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

@@ -27,6 +27,7 @@ pub mod copy;
 pub mod delta;
 pub mod dspark;
 pub mod glu;
+pub mod mask;
 pub mod moe;
 pub mod moe_block;
 pub mod norm;
@@ -52,6 +53,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(dspark::variants());
     all.extend(delta::variants());
     all.extend(moe::variants());
+    all.extend(mask::variants());
     all
 }
 

@@ -388,6 +388,21 @@ impl BatchForward {
         self.fwd.argmax(ctx)
     }
 
+    /// Masks the next step's logits rows (`Forward::set_mask`; rows in segment order).
+    pub fn set_mask(&mut self, ctx: &GpuContext, rows: &[u32]) -> Result<()> {
+        self.fwd.set_mask(ctx, rows)
+    }
+
+    /// Drops the mask after the step that used it.
+    pub fn clear_mask(&mut self) {
+        self.fwd.clear_mask()
+    }
+
+    /// Words of one mask row.
+    pub fn mask_words(&self) -> usize {
+        self.fwd.mask_words()
+    }
+
     /// Logits `[rows, V]` of the last step.
     pub fn logits(&self, ctx: &GpuContext) -> Result<Vec<f32>> {
         self.fwd.logits(ctx)

@@ -395,6 +395,8 @@ impl Forward {
             head_in: None,
             moe_scratch,
             gemma3,
+            grammar_mask: None,
+            mask_on: false,
         })
     }
 }

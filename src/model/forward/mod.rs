@@ -26,6 +26,7 @@ mod build;
 mod gemma3;
 mod hidden;
 mod layer;
+mod mask;
 mod projections;
 mod recurrent;
 mod rope_store;
@@ -128,6 +129,10 @@ pub struct Forward {
     moe_scratch: Option<MoeScratch>,
     /// Gemma 3's embedding scale, logit soft-cap and sliding layers' RoPE.
     gemma3: Option<gemma3::Gemma3Ops>,
+    /// A grammar's mask over the logits rows (built on first use, `mask.rs`) and whether the
+    /// next step applies it.
+    grammar_mask: Option<crate::kernels::ops::mask::MaskLogits>,
+    mask_on: bool,
 }
 
 impl Forward {
@@ -404,6 +409,10 @@ impl Forward {
         }
         drop(prelude);
         drop(list);
+        if n_logits > 0 {
+            // A mask serves the one step that computes logits after it was set.
+            self.mask_on = false;
+        }
         self.kv.commit(0, m)?;
         self.commit_log(log_step, tokens);
         Ok(captured)
@@ -532,6 +541,9 @@ impl Forward {
             }
             list.extend(&set.lm_head);
             list.extend(gemma3.and_then(|g| g.softcap.as_ref().map(|op| &op.dispatch)));
+            if let (true, Some(op)) = (self.mask_on, &self.grammar_mask) {
+                list.push(&op.dispatch);
+            }
             if let Some((op, _)) = &self.argmax {
                 list.extend(op.dispatches());
             }

@@ -103,6 +103,40 @@ pub fn accept_sampled(
     target_logits: &[f32],
     n_vocab: usize,
 ) -> Result<Verdict, AcceptError> {
+    accept_sampled_cut(
+        sampler,
+        drafts,
+        draft_probs,
+        target_logits,
+        n_vocab,
+        Bonus::Sample,
+    )
+}
+
+/// What the last verify row gives when every draft is accepted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bonus<'a> {
+    /// A token sampled from the target (plain verification).
+    Sample,
+    /// The block was cut before a draft the target cannot emit (a grammar refused it), drawn
+    /// from this distribution (`[n_vocab]`). Verifying it would reject it for certain
+    /// (`p_t = 0` there), so the bonus token is drawn as that rejection draws it, from
+    /// `normalize(max(0, p_t − p_d))`: the output keeps the target's distribution.
+    Residual(&'a [f32]),
+    /// Nothing (what follows is forced by a grammar): `next` is `u32::MAX`, no random number
+    /// is drawn and the sampler's history is left alone.
+    Skip,
+}
+
+/// [`accept_sampled`] with the bonus row's use chosen by `bonus` (a block under a grammar).
+pub fn accept_sampled_cut(
+    sampler: &mut Sampler,
+    drafts: &[u32],
+    draft_probs: &[f32],
+    target_logits: &[f32],
+    n_vocab: usize,
+    bonus: Bonus<'_>,
+) -> Result<Verdict, AcceptError> {
     check_shapes(sampler, drafts, draft_probs, target_logits, n_vocab)?;
     let mut rows = target_logits.chunks_exact(n_vocab);
     for (accepted, (&draft, pd_row)) in drafts
@@ -124,8 +158,18 @@ pub fn accept_sampled(
     }
     // Every draft accepted: the bonus token from the last row. The shapes were checked, so the
     // row is there; an empty row would still sample (token 0).
-    let next = sampler.sample(rows.next().unwrap_or(&[]));
-    sampler.accept(next);
+    let last = rows.next().unwrap_or(&[]);
+    let next = match bonus {
+        Bonus::Skip => u32::MAX,
+        Bonus::Residual(pd_row) if pd_row.len() == n_vocab => {
+            let p_t = sampler.candidates(last);
+            residual_draw(sampler, &p_t, pd_row)
+        }
+        _ => sampler.sample(last),
+    };
+    if next != u32::MAX {
+        sampler.accept(next);
+    }
     Ok(Verdict {
         accepted: drafts.len(),
         next,

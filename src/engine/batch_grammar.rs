@@ -1,0 +1,104 @@
+//! Grammars in a batched step (`batch_run`): one matcher and one mask per request and logits
+//! row. A drafting request's block is cut before the first draft its grammar refuses and
+//! gets a mask per verify row (consume, mask, roll back); every other logits row gets its
+//! request's next mask; requests without a grammar get rows of ones. The step's masks go to
+//! the device in segment order (the order of the logits rows) and are applied there after
+//! the LM head. Accepted tokens are committed to the matcher. Forced tokens are not
+//! fast-forwarded here: their positions are sampled under masks that allow only them.
+
+use super::batch::BatchEngine;
+use super::batch_run::{BatchRequest, Planned, SeqState};
+use crate::grammar::{allowed, GrammarError};
+use crate::{Error, Result};
+
+/// Cuts `pl`'s drafts under `a`'s grammar and keeps the verify rows' masks (no grammar: as
+/// they are).
+pub(super) fn cut(a: &mut SeqState, pl: &mut Planned, n_vocab: usize) -> Result<()> {
+    let Some(g) = &mut a.guide else {
+        return Ok(());
+    };
+    let c = g.cut_and_mask_with(&pl.drafts, false)?;
+    if c.refused_next && a.sampler.is_some() {
+        let at = c.kept * n_vocab;
+        pl.refused = pl.dists.get(at..at + n_vocab).map(<[f32]>::to_vec);
+    }
+    pl.drafts.truncate(c.kept);
+    pl.dists.truncate(c.kept * n_vocab);
+    pl.masks = std::mem::take(&mut g.masks);
+    Ok(())
+}
+
+/// Fills every guided plan's masks and sets the step's mask rows on the device (nothing when
+/// no request has a grammar). Plans whose matcher fails are dropped and returned.
+pub(super) fn set_masks<R: BatchRequest>(
+    eng: &mut BatchEngine,
+    active: &mut [R],
+    plans: &mut Vec<Planned>,
+) -> Result<Vec<(usize, Error)>> {
+    if !plans.iter().any(|pl| active[pl.i].state().guide.is_some()) {
+        return Ok(Vec::new());
+    }
+    let words = eng.fwd.mask_words();
+    let mut failed = Vec::new();
+    plans.retain_mut(|pl| {
+        let Some(g) = &mut active[pl.i].state_mut().guide else {
+            return true;
+        };
+        if pl.n_logits == 0 || !pl.masks.is_empty() {
+            return true;
+        }
+        match g.mask_next() {
+            Ok(()) => {
+                pl.masks = std::mem::take(&mut g.masks);
+                true
+            }
+            Err(e) => {
+                failed.push((pl.i, e.into()));
+                false
+            }
+        }
+    });
+    let mut rows = Vec::new();
+    for pl in plans.iter() {
+        let n = pl.n_logits as usize * words;
+        if pl.masks.len() == n {
+            rows.extend_from_slice(&pl.masks);
+        } else {
+            rows.resize(rows.len() + n, u32::MAX);
+        }
+    }
+    if !rows.is_empty() {
+        eng.fwd.set_mask(&eng.ctx, &rows)?;
+    }
+    Ok(failed)
+}
+
+/// Checks `next` against its row's mask and commits the accepted drafts and `next` to the
+/// request's matcher.
+pub(super) fn commit(a: &mut SeqState, pl: &Planned, accepted: usize, next: u32) -> Result<()> {
+    let Some(g) = &mut a.guide else {
+        return Ok(());
+    };
+    let w = g.words();
+    let row = pl
+        .masks
+        .get(accepted * w..(accepted + 1) * w)
+        .unwrap_or_default();
+    if !allowed(row, next) {
+        return Err(GrammarError::Rejected {
+            token: next,
+            message: format!("picked outside mask row {accepted}"),
+        }
+        .into());
+    }
+    let mut tokens = pl.drafts[..accepted].to_vec();
+    tokens.push(next);
+    for t in tokens {
+        // A complete grammar allows only the end token, which ends the request unconsumed.
+        if g.is_stopped() {
+            break;
+        }
+        g.consume(&[t])?;
+    }
+    Ok(())
+}
