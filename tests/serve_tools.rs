@@ -1,14 +1,12 @@
 //! Tool calls and structured output of `flint serve`, held to the official `openai` Python
 //! client and Python's `jsonschema` (tests/serve/tools_client.py).
 //!
-//! NEEDS THE CONSTRAINT ENGINE (issue 38's llguidance masks in the workers), `#[ignore]`d until
-//! it is merged; run them with `cargo test --release --test serve_tools -- --include-ignored`:
 //! - `calls_and_json_answers_match_their_schemas` (default model, generic JSON envelope),
 //! - `qwen35_preset_makes_schema_valid_xml_calls` (the random-weight qwen35-tiny-tools-f32
 //!   preset: XML calls under `tool_choice: "required"`, `enable_thinking` false and true).
 //!
 //! They only assume the contract: the output matches the grammar the request asked for.
-//! `the_request_surface_holds_without_an_engine` needs no engine.
+//! - `the_request_surface_holds_without_an_engine`: fields, refusals and a multi-turn loop.
 
 #[allow(dead_code)]
 #[path = "serve/client.rs"]
@@ -24,7 +22,7 @@ use std::time::Duration;
 use harness::{scratch, script, serial, Server};
 
 #[test]
-fn the_request_surface_holds_without_an_engine() {
+fn the_request_surface_holds() {
     let _g = serial();
     let s = Server::start(&[]);
     let r = script(
@@ -37,7 +35,6 @@ fn the_request_surface_holds_without_an_engine() {
 }
 
 #[test]
-#[ignore = "needs the constraint engine (issue 38): run after the engine branch is merged"]
 fn calls_and_json_answers_match_their_schemas() {
     let _g = serial();
     let s = Server::start(&[]);
@@ -65,7 +62,6 @@ fn qwen35_tools_model() -> PathBuf {
 }
 
 #[test]
-#[ignore = "needs the constraint engine (issue 38): run after the engine branch is merged"]
 fn qwen35_preset_makes_schema_valid_xml_calls() {
     let _g = serial();
     let model = qwen35_tools_model();
@@ -76,7 +72,7 @@ fn qwen35_preset_makes_schema_valid_xml_calls() {
         Duration::from_secs(600),
     );
     s.stop();
-    for k in ["thinking_false", "thinking_true"] {
+    for k in ["thinking_False", "thinking_True"] {
         assert!(r[k].as_array().is_some_and(|a| !a.is_empty()), "{k}: {r}");
     }
 }

@@ -151,11 +151,13 @@ def engine(client, extra=None):
         check(streamed == whole, f"{case}: streamed {streamed} != whole {whole}")
         seen[case] = whole
     fmt = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": ANSWER, "strict": True}}
-    r = client.chat.completions.create(model="any", messages=ASK, max_tokens=64, temperature=0,
+    r = client.chat.completions.create(model="any", messages=ASK, max_tokens=256, temperature=0,
                                        response_format=fmt, extra_body=extra)
+    check(r.choices[0].finish_reason == "stop", f"json_schema: {r.choices[0]}")
     jsonschema.validate(json.loads(r.choices[0].message.content), ANSWER)
-    r = client.chat.completions.create(model="any", messages=ASK, max_tokens=64, temperature=0,
+    r = client.chat.completions.create(model="any", messages=ASK, max_tokens=256, temperature=0,
                                        response_format={"type": "json_object"}, extra_body=extra)
+    check(r.choices[0].finish_reason == "stop", f"json_object: {r.choices[0]}")
     check(isinstance(json.loads(r.choices[0].message.content), dict), "json_object: not an object")
     return {"calls": seen}
 
