@@ -6,7 +6,7 @@
 //!   preset: XML calls under `tool_choice: "required"`, `enable_thinking` false and true).
 //!
 //! They only assume the contract: the output matches the grammar the request asked for.
-//! - `the_request_surface_holds_without_an_engine`: fields, refusals and a multi-turn loop.
+//! - `the_request_surface_holds`: fields, refusals and a multi-turn loop.
 
 #[allow(dead_code)]
 #[path = "serve/client.rs"]
