@@ -202,7 +202,7 @@ fn default_context_is_the_largest_that_fits() {
     assert_eq!(code, Some(0), "{err}");
     let n = u(&v["n_ctx"]);
     assert_eq!(v["ctx_source"], "fit");
-    assert!(n % 256 == 0 && (4096..40960).contains(&n), "{n}");
+    assert!(n.is_multiple_of(256) && (4096..40960).contains(&n), "{n}");
     let usable = u(&v["budget"]["usable_bytes"]);
     assert!(u(&v["total_bytes"]) <= usable);
     assert!(
@@ -299,7 +299,7 @@ fn generate_refuses_an_explicit_context_naming_what_fits() {
         .and_then(|s| s.trim().split([',', '\n']).next())
         .and_then(|s| s.parse().ok())
         .expect(&err);
-    assert!(n % 256 == 0 && n < 131072, "{n}");
+    assert!(n.is_multiple_of(256) && n < 131072, "{n}");
     // The context it names loads and runs.
     let (code, _, err) = flint(&[&args[..], &["-c", &n.to_string(), "--gpu-mem", "1GiB"]].concat());
     assert_eq!(code, Some(0), "{err}");

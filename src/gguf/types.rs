@@ -209,7 +209,7 @@ impl GgmlType {
     /// the block size or the product overflows.
     pub fn row_bytes(self, n_elements: u64) -> Option<u64> {
         let (bs, ts) = self.block_layout();
-        if n_elements % bs as u64 != 0 {
+        if !n_elements.is_multiple_of(bs as u64) {
             return None;
         }
         (n_elements / bs as u64).checked_mul(ts as u64)

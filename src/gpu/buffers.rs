@@ -100,7 +100,7 @@ pub fn upload(
     data: &[u8],
 ) -> Result<(), GpuError> {
     let end = offset.saturating_add(padded_size(data.len() as u64));
-    if offset % wgpu::COPY_BUFFER_ALIGNMENT != 0 || end > buffer.size() {
+    if !offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) || end > buffer.size() {
         return Err(GpuError::BadInput {
             what: format!("upload to {what}"),
             expected: format!("a 4-aligned range within {} bytes", buffer.size()),
@@ -131,7 +131,9 @@ pub fn read_back(
     bytes: u64,
 ) -> Result<Vec<u8>, GpuError> {
     let size = padded_size(bytes);
-    if offset % wgpu::COPY_BUFFER_ALIGNMENT != 0 || offset.saturating_add(size) > src.size() {
+    if !offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+        || offset.saturating_add(size) > src.size()
+    {
         return Err(GpuError::BadInput {
             what: "readback range".to_string(),
             expected: format!("a 4-aligned range within {} bytes", src.size()),

@@ -113,7 +113,7 @@ enum Recipe {
 
 /// llama.cpp's fallback for a k-quant whose rows are not whole 256-element super-blocks.
 fn fit(ty: GgmlType, row_len: u32) -> GgmlType {
-    if row_len % 256 == 0 {
+    if row_len.is_multiple_of(256) {
         return ty;
     }
     match ty {

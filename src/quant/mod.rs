@@ -121,7 +121,7 @@ fn checked_decoder(
 ) -> Result<RowDecoder, QuantError> {
     let decode = decoder(ty).ok_or(QuantError::Unsupported { ty })?;
     let (block_size, type_size) = ty.block_layout();
-    if n_elements % block_size != 0 {
+    if !n_elements.is_multiple_of(block_size) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             n_elements,

@@ -54,7 +54,7 @@ impl Raw {
     }
     /// Zero padding up to a multiple of `align`.
     pub fn pad(&mut self, align: usize) -> &mut Self {
-        while self.buf.len() % align != 0 {
+        while !self.buf.len().is_multiple_of(align) {
             self.buf.push(0);
         }
         self

@@ -92,7 +92,7 @@ impl KvType {
 
     /// `Ok` when the kernels support `head_dim` (a multiple of 32 in 32..=256).
     pub fn check_head_dim(head_dim: u32) -> Result<(), GpuError> {
-        if head_dim == 0 || head_dim % 32 != 0 || head_dim > MAX_HEAD_DIM {
+        if head_dim == 0 || !head_dim.is_multiple_of(32) || head_dim > MAX_HEAD_DIM {
             return Err(bad("KV head_dim", "a multiple of 32 in 32..=256", head_dim));
         }
         Ok(())

@@ -99,7 +99,7 @@ pub fn attention_now_with(
     scale: f32,
 ) -> Result<Vec<f32>, GpuError> {
     let row = n_head as usize * kv.head_dim as usize;
-    if row == 0 || q.len() % row != 0 {
+    if row == 0 || !q.len().is_multiple_of(row) {
         return Err(bad(
             "attention q",
             format!("a multiple of {row} f32"),

@@ -142,7 +142,7 @@ impl RopeKv {
             ));
         }
         let head_dim = kl.head_dim;
-        if cfg.n_rot == 0 || cfg.n_rot % 2 != 0 || cfg.n_rot > head_dim {
+        if cfg.n_rot == 0 || !cfg.n_rot.is_multiple_of(2) || cfg.n_rot > head_dim {
             let expected = format!("even, 2..={head_dim}");
             return Err(bad_input("RoPE n_rot", expected, cfg.n_rot));
         }

@@ -72,7 +72,7 @@ pub fn use_rows(ctx: &GpuContext, ty: KvType, head_dim: u32) -> bool {
         && ctx.has_subgroups()
         && info.limits.min_subgroup_size == SERIAL_WG_SIZE
         && info.limits.max_subgroup_size == SERIAL_WG_SIZE
-        && head_dim % 64 == 0
+        && head_dim.is_multiple_of(64)
 }
 
 /// Query rows from which [`use_rows`] adapters run `attn_rows.wgsl` (below it the lanes of a

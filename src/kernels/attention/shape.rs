@@ -95,7 +95,7 @@ impl AttnShape {
 
     pub(super) fn check(&self) -> Result<(), GpuError> {
         let kv = &self.kv;
-        if self.n_head == 0 || self.n_head % kv.n_kv_heads != 0 {
+        if self.n_head == 0 || !self.n_head.is_multiple_of(kv.n_kv_heads) {
             return Err(bad(
                 "attention heads",
                 format!("a non-zero multiple of n_kv_heads {}", kv.n_kv_heads),

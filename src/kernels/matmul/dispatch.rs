@@ -110,7 +110,7 @@ pub fn matmul_dispatches_with(
     };
     let chunk = window.unwrap_or(io.m);
     let f16 = ctx.has_f16();
-    let nb_even = w.nb % 2 == 0;
+    let nb_even = w.nb.is_multiple_of(2);
     let mut variant = matmul_variant(w.ty, family, tm, staged, f16, window.is_some(), nb_even)?;
     if let Some((glu, gate)) = io.gate {
         // Every column count must take the epilogue, or batches would differ from mat-vecs.
@@ -249,7 +249,7 @@ pub fn embed_dispatches(
     out: &wgpu::Buffer,
     out_off: u32,
 ) -> Result<Vec<Dispatch>, GpuError> {
-    if out_off % 4 != 0 {
+    if !out_off.is_multiple_of(4) {
         return Err(bad(
             "embedding output offset",
             "a multiple of 4".into(),

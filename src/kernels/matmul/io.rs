@@ -134,7 +134,7 @@ pub(super) fn check_io(w: &GpuWeight, io: &MatmulIo<'_>) -> Result<(), GpuError>
     if io.m == 0 {
         return Ok(());
     }
-    if io.x_off % 4 != 0 || io.x_stride % 4 != 0 || io.x_stride < w.k {
+    if !io.x_off.is_multiple_of(4) || !io.x_stride.is_multiple_of(4) || io.x_stride < w.k {
         return Err(bad(
             "matmul X layout",
             format!("offset and stride multiples of 4, stride >= K = {}", w.k),
@@ -209,8 +209,8 @@ fn check_rope(
         heads(p.n_kv_heads, p.head_dim_v),
     ];
     let rows_even = w.splits.iter().all(|s| s.plan.row0 % 2 == 0);
-    let dims_ok = p.head_dim % 2 == 0 && p.head_dim_v % 2 == 0;
-    let rot_ok = p.n_rot % 2 == 0 && p.n_rot <= p.head_dim;
+    let dims_ok = p.head_dim.is_multiple_of(2) && p.head_dim_v.is_multiple_of(2);
+    let rot_ok = p.n_rot.is_multiple_of(2) && p.n_rot <= p.head_dim;
     if parts != want || !rows_even || !dims_ok || !rot_ok || r.mode != RopeMode::Normal {
         return Err(bad(
             &what,
@@ -258,7 +258,7 @@ pub(super) fn check_paired(
             format!("{} on {family:?}", w.ty),
         ));
     }
-    if w.splits.len() != 1 || w.n % (2 * GLU_PAIR_ROWS) != 0 {
+    if w.splits.len() != 1 || !w.n.is_multiple_of(2 * GLU_PAIR_ROWS) {
         return Err(bad(
             &what,
             format!("one split, rows a multiple of {}", 2 * GLU_PAIR_ROWS),

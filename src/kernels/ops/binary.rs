@@ -105,7 +105,7 @@ impl BinaryOp {
         let mut buffers = io.buffers();
         let params = match op {
             Binary::Add { b, n_b } => {
-                if n_b == 0 || n % n_b != 0 {
+                if n_b == 0 || !n.is_multiple_of(n_b) {
                     let expected = format!("a divisor of n = {n}, at least 1");
                     return Err(bad_input("add: elements of b", expected, n_b));
                 }
@@ -161,7 +161,7 @@ impl BinaryOp {
     /// From the next submission on: the first `n` elements (at most the built count; for add,
     /// still a multiple of n_b).
     pub fn set_len(&mut self, ctx: &GpuContext, n: u32) -> Result<(), GpuError> {
-        if n > self.max_n || n % self.params.n_b != 0 {
+        if n > self.max_n || !n.is_multiple_of(self.params.n_b) {
             let expected = format!(
                 "at most {} (the built length), a multiple of {}",
                 self.max_n, self.params.n_b

@@ -109,7 +109,10 @@ impl MaskLogits {
     /// submission on.
     pub fn set(&mut self, ctx: &GpuContext, rows: &[u32]) -> Result<(), GpuError> {
         let w = self.params.n_words as usize;
-        if rows.is_empty() || rows.len() % w != 0 || rows.len() / w > self.max_rows as usize {
+        if rows.is_empty()
+            || !rows.len().is_multiple_of(w)
+            || rows.len() / w > self.max_rows as usize
+        {
             let expected = format!("1..={} rows of {w} words", self.max_rows);
             return Err(bad_input("grammar mask", expected, rows.len()));
         }

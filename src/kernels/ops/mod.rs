@@ -199,7 +199,7 @@ pub(crate) fn to_u32(what: &str, v: u64) -> Result<u32, GpuError> {
 
 /// `(n_rows, n_cols)` of a row-major slice of `len` elements with `n_cols` columns.
 pub(crate) fn rows_of(len: usize, n_cols: usize, what: &str) -> Result<(u32, u32), GpuError> {
-    if n_cols == 0 || len % n_cols != 0 {
+    if n_cols == 0 || !len.is_multiple_of(n_cols) {
         let expected = format!("a whole number of rows of {n_cols} columns");
         return Err(bad_input(what, expected, format!("{len} elements")));
     }

@@ -153,7 +153,7 @@ pub fn matvec_id_dispatches(
     n_expert: u32,
     io: &IdIo<'_>,
 ) -> Result<Vec<Dispatch>, GpuError> {
-    if n_expert == 0 || w.n % n_expert != 0 || io.n_used == 0 {
+    if n_expert == 0 || !w.n.is_multiple_of(n_expert) || io.n_used == 0 {
         return Err(bad_input(
             &format!("expert tensor {}", w.name),
             format!("rows a multiple of {n_expert} experts, experts used > 0"),

@@ -53,7 +53,7 @@ const _: () = assert!(std::mem::size_of::<NormParams>() == 16);
 
 /// Whether rows of `n_cols` columns are read as vec4 (`VEC4`): a fourth of the loads.
 pub fn vec4_rows(n_cols: u32) -> bool {
-    n_cols % 4 == 0
+    n_cols.is_multiple_of(4)
 }
 
 /// The variant for a weight or not, in place or not, subgroup reductions or not, with `wg`

@@ -186,7 +186,7 @@ pub fn rope_table(
     yarn: Option<&RopeYarn>,
     freq_factors: Option<&[f32]>,
 ) -> Result<Vec<f32>, GpuError> {
-    if cfg.n_rot == 0 || cfg.n_rot % 2 != 0 {
+    if cfg.n_rot == 0 || !cfg.n_rot.is_multiple_of(2) {
         return Err(bad_input("RoPE n_rot", "even and at least 2", cfg.n_rot));
     }
     for (what, v) in [("freq_base", cfg.freq_base), ("freq_scale", cfg.freq_scale)] {
@@ -291,7 +291,7 @@ impl Rope {
         shape: RopeShape,
         cfg: &RopeConfig,
     ) -> Result<Rope, GpuError> {
-        if shape.head_dim % 2 != 0 || cfg.n_rot == 0 || cfg.n_rot % 2 != 0 {
+        if !shape.head_dim.is_multiple_of(2) || cfg.n_rot == 0 || !cfg.n_rot.is_multiple_of(2) {
             let actual = format!("head_dim {}, n_rot {}", shape.head_dim, cfg.n_rot);
             return Err(bad_input("RoPE dims", "both even, n_rot >= 2", actual));
         }

@@ -51,7 +51,7 @@ pub fn encode(
         _ => {
             let (rms, min) = unit_rms(ty)?;
             let (elems, size) = ty.block_layout();
-            if elems == 0 || n % elems != 0 {
+            if elems == 0 || !n.is_multiple_of(elems) {
                 return None;
             }
             let c = std / rms;

@@ -89,7 +89,7 @@ pub fn quantize_row_q4_0(x: &[f32]) -> Option<Vec<u8>> {
 }
 
 fn blocks(x: &[f32], f: impl Fn(&[f32; QK]) -> Vec<u8>) -> Option<Vec<u8>> {
-    if x.len() % QK != 0 {
+    if !x.len().is_multiple_of(QK) {
         return None;
     }
     let mut out = Vec::new();

@@ -269,7 +269,7 @@ fn refuse_unsupported(g: &Gguf, meta: &RefDrafterMeta) -> Result<(), DsparkRefEr
     // Qwen3 blocks: per-head q/k RMSNorm in every layer (layer 0 stands for all here; a
     // missing one in a later layer fails at load as a missing tensor).
     let qk_norm = g.tensor("blk.0.attn_q_norm.weight").is_some();
-    if hp.head_dim_v != hp.head_dim || hp.n_rot % 2 != 0 || !qk_norm {
+    if hp.head_dim_v != hp.head_dim || !hp.n_rot.is_multiple_of(2) || !qk_norm {
         return unsupported(
             "head shape",
             format!(

@@ -39,7 +39,7 @@ impl RefKvCache {
     ) -> Result<RefKvCache, ForwardError> {
         let ok = match kv_type {
             GgmlType::F32 | GgmlType::F16 => true,
-            GgmlType::Q8_0 | GgmlType::Q4_0 => k_dim % 32 == 0 && v_dim % 32 == 0,
+            GgmlType::Q8_0 | GgmlType::Q4_0 => k_dim.is_multiple_of(32) && v_dim.is_multiple_of(32),
             _ => false,
         };
         if !ok {

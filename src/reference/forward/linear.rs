@@ -39,7 +39,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// The caller guarantees `x.len() % k == 0` and `w.len() % k == 0` (the forward pass checks
 /// every weight's shape at load).
 pub fn linear(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
-    debug_assert!(k > 0 && x.len() % k == 0 && w.len() % k == 0);
+    debug_assert!(k > 0 && x.len().is_multiple_of(k) && w.len().is_multiple_of(k));
     let (m, n) = (x.len() / k, w.len() / k);
     // yt [N, M]: weight row n's outputs for every token, so each thread owns a contiguous range.
     let mut yt = vec![0f32; n * m];

@@ -92,7 +92,7 @@ pub fn embed_rows(
     let (block, type_size) = ty.block_layout();
     let row_bytes = k / block.max(1) * type_size;
     let expected = row_bytes * n_rows;
-    if k % block.max(1) != 0 || table.len() != expected {
+    if !k.is_multiple_of(block.max(1)) || table.len() != expected {
         return Err(MatmulRefError::Length {
             what: "table bytes",
             expected,

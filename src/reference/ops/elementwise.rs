@@ -27,7 +27,10 @@ pub fn geglu(gate: &[f32], up: &[f32]) -> Vec<f32> {
 /// a `[n]`, b `[n_b]` with n_b dividing n (b repeated: a row broadcast when a is
 /// `[n / n_b, n_b]`) → `a[i] + b[i % n_b]`.
 pub fn add(a: &[f32], b: &[f32]) -> Vec<f32> {
-    assert!(!b.is_empty() && a.len() % b.len() == 0, "b does not tile a");
+    assert!(
+        !b.is_empty() && a.len().is_multiple_of(b.len()),
+        "b does not tile a"
+    );
     a.iter()
         .enumerate()
         .map(|(i, &v)| v + b[i % b.len()])

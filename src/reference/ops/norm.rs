@@ -4,7 +4,7 @@
 /// `y[r, c] = (x[r, c] * s_r) * w[c]` with `s_r = 1 / sqrt(Σ_c x[r, c]² / n_cols + eps)`.
 pub fn rms_norm(x: &[f32], n_cols: usize, weight: Option<&[f32]>, eps: f32) -> Vec<f32> {
     assert!(
-        n_cols > 0 && x.len() % n_cols == 0,
+        n_cols > 0 && x.len().is_multiple_of(n_cols),
         "x is not [n_rows, {n_cols}]"
     );
     if let Some(w) = weight {

@@ -120,7 +120,10 @@ impl RopeRef {
         freq_factors: Option<&[f32]>,
     ) -> Vec<f32> {
         assert_eq!(x.len(), positions.len() * n_heads * head_dim, "x shape");
-        assert!(self.n_rot % 2 == 0 && self.n_rot <= head_dim, "n_rot");
+        assert!(
+            self.n_rot.is_multiple_of(2) && self.n_rot <= head_dim,
+            "n_rot"
+        );
         let half = self.n_rot / 2;
         let (freqs, mscale) = self.freqs(yarn, freq_factors);
         let mut y = x.to_vec();

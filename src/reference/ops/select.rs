@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 /// logits `[n_rows, n_cols]` → the index of each row's first maximum `[n_rows]`.
 pub fn argmax(logits: &[f32], n_cols: usize) -> Vec<u32> {
     assert!(
-        n_cols > 0 && logits.len() % n_cols == 0,
+        n_cols > 0 && logits.len().is_multiple_of(n_cols),
         "logits are not [n_rows, {n_cols}]"
     );
     logits
@@ -27,7 +27,7 @@ pub fn argmax(logits: &[f32], n_cols: usize) -> Vec<u32> {
 /// value descending then id ascending.
 pub fn top_k(logits: &[f32], n_cols: usize, k: usize) -> (Vec<u32>, Vec<f32>) {
     assert!(
-        n_cols > 0 && logits.len() % n_cols == 0,
+        n_cols > 0 && logits.len().is_multiple_of(n_cols),
         "logits are not [n_rows, {n_cols}]"
     );
     assert!(k <= n_cols, "k = {k} > n_cols = {n_cols}");

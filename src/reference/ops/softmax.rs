@@ -8,7 +8,7 @@ const MASKED: f32 = -3.0e38;
 /// → y `[n_rows, n_cols]`. A fully masked row gives zeros.
 pub fn softmax(x: &[f32], n_cols: usize, scale: f32, mask: Option<&[f32]>) -> Vec<f32> {
     assert!(
-        n_cols > 0 && x.len() % n_cols == 0,
+        n_cols > 0 && x.len().is_multiple_of(n_cols),
         "x is not [n_rows, {n_cols}]"
     );
     if let Some(m) = mask {
