@@ -37,14 +37,28 @@ fn the_request_surface_holds() {
 #[test]
 fn calls_and_json_answers_match_their_schemas() {
     let _g = serial();
-    let s = Server::start(&[]);
-    let r = script(
-        "tools_client.py",
-        &["--base-url", &s.url(), "--part", "engine"],
-        Duration::from_secs(600),
+    // One slot without a drafter, then two batched slots with the shipped drafter: greedy
+    // answers under a grammar are the target's own, so the calls must be the same.
+    let drafter = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("models/SmolLM2-135M-Instruct.dspark-Q8_0.gguf");
+    let drafter = drafter.to_string_lossy().into_owned();
+    let runs: [&[&str]; 2] = [&["-np", "1"], &["-np", "2", "-md", &drafter]];
+    let mut seen = Vec::new();
+    for args in runs {
+        let s = Server::start(args);
+        let r = script(
+            "tools_client.py",
+            &["--base-url", &s.url(), "--part", "engine"],
+            Duration::from_secs(600),
+        );
+        s.stop();
+        assert!(r["calls"]["named"].is_array(), "{args:?}: {r}");
+        seen.push(r["calls"].clone());
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "one slot, no drafter vs two slots with the drafter"
     );
-    s.stop();
-    assert!(r["calls"]["named"].is_array(), "{r}");
 }
 
 /// The random-weight qwen35 preset with its Qwen3.5-style template, written once.
