@@ -200,18 +200,7 @@ fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
 /// is plain decoding, prompts longer than the window.
 fn speculation_is_plain_decoding() {
     let tmp = common::temp_dir("gemma3-spec");
-    let model = tmp.path().join("gemma3-tiny.gguf");
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "gemma3-tiny-f32"])
-        .arg(&model)
-        .args(["--weights", "random", "--seed", "21"])
-        .output()
-        .expect("run flint");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let model = common::random_preset(tmp.path(), "gemma3-tiny-f32", 21);
     let n = 24;
     let mut eng = engine(&model, None);
     assert!(eng.fwd.ring());

@@ -16,22 +16,6 @@ use flint::reference::forward::{Capture, RefModel, Rows};
 
 const SEQS: usize = 8;
 
-fn tiny_target(dir: &Path) -> PathBuf {
-    let out = dir.join("qwen3moe-tiny.gguf");
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen3moe-tiny-q8_0"])
-        .arg(&out)
-        .args(["--weights", "random", "--seed", "7"])
-        .output()
-        .expect("run flint");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    out
-}
-
 /// The last-row logits of each prompt: all in one batched step, or each in its own step.
 fn logits(model: &Path, prompts: &[Vec<u32>], together: bool) -> Vec<Vec<u32>> {
     let opts = EngineOptions {
@@ -67,7 +51,7 @@ fn logits(model: &Path, prompts: &[Vec<u32>], together: bool) -> Vec<Vec<u32>> {
 #[test]
 fn a_row_is_bit_identical_alone_and_in_a_batch_of_eight() {
     let tmp = common::temp_dir("moe-batch");
-    let model = tiny_target(tmp.path());
+    let model = common::random_preset(tmp.path(), "qwen3moe-tiny-q8_0", 7);
     let prompts: Vec<Vec<u32>> = (0..SEQS as u32)
         .map(|s| vec![(s * 37 + 11) % 256, (s * 101 + 5) % 256])
         .collect();

@@ -15,22 +15,6 @@ use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
 
-fn tiny_target(dir: &Path) -> PathBuf {
-    let out = dir.join("qwen3moe-tiny.gguf");
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen3moe-tiny-q8_0"])
-        .arg(&out)
-        .args(["--weights", "random", "--seed", "21"])
-        .output()
-        .expect("run flint");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    out
-}
-
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
     Engine::load(&EngineOptions {
         model: model.to_path_buf(),
@@ -45,7 +29,7 @@ fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
 #[test]
 fn greedy_output_is_plain_decoding_on_a_moe_target() {
     let tmp = common::temp_dir("spec-moe");
-    let model = tiny_target(tmp.path());
+    let model = common::random_preset(tmp.path(), "qwen3moe-tiny-q8_0", 21);
     let n = 20;
     let mut eng = engine(&model, None);
     let prompt = eng

@@ -14,22 +14,6 @@ use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
 
-fn tiny_target(dir: &Path) -> PathBuf {
-    let out = dir.join("qwen35-tiny.gguf");
-    let st = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen35-tiny-f32"])
-        .arg(&out)
-        .args(["--weights", "random", "--seed", "21"])
-        .output()
-        .expect("run flint");
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    out
-}
-
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
     Engine::load(&EngineOptions {
         model: model.to_path_buf(),
@@ -44,7 +28,7 @@ fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
 #[test]
 fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
     let tmp = common::temp_dir("spec-qwen35");
-    let model = tiny_target(tmp.path());
+    let model = common::random_preset(tmp.path(), "qwen35-tiny-f32", 21);
     let n = 24;
     let mut eng = engine(&model, None);
     let prompts: Vec<Vec<u32>> = [
@@ -113,7 +97,7 @@ fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
 #[test]
 fn a_second_turn_reuses_the_prefix_only_where_the_state_belongs() {
     let tmp = common::temp_dir("spec-qwen35-prefix");
-    let model = tiny_target(tmp.path());
+    let model = common::random_preset(tmp.path(), "qwen35-tiny-f32", 21);
     let mut eng = engine(&model, None);
     let first = eng.tok.encode("first turn of a chat", true, true).unwrap();
     let s = eng.generate_plain(&first, 8, None, |_| Ok(true)).unwrap();

@@ -149,10 +149,11 @@ fn schema_suite() -> Vec<(&'static str, Value)> {
 }
 
 fn jsonschema_check(cases: &[Value]) {
-    let dir = std::env::temp_dir().join("flint-structured-venv");
+    // The serve tests' pinned environment (it holds jsonschema too); venv.sh serializes callers.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv");
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("bash")
-        .arg(format!("{root}/tests/structured/venv.sh"))
+        .arg(format!("{root}/tests/serve/venv.sh"))
         .arg(&dir)
         .output()
         .expect("run venv.sh");

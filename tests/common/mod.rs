@@ -162,9 +162,14 @@ pub fn spec_bench_rows(
 /// A random `qwen35-tiny-f32` (d 64, 8 layers: DeltaNet but 3 and 7; n_k 2 ≠ n_v 4; 16 of 32
 /// rotary dims; vocab 512) written into `dir` by `flint gguf preset`.
 pub fn qwen35_tiny(dir: &std::path::Path, seed: u64) -> std::path::PathBuf {
-    let out = dir.join(format!("qwen35-tiny-{seed}.gguf"));
+    random_preset(dir, "qwen35-tiny-f32", seed)
+}
+
+/// Preset `preset` with seeded random weights, written into `dir` by `flint gguf preset`.
+pub fn random_preset(dir: &std::path::Path, preset: &str, seed: u64) -> std::path::PathBuf {
+    let out = dir.join(format!("{preset}-{seed}.gguf"));
     let st = std::process::Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["gguf", "preset", "qwen35-tiny-f32"])
+        .args(["gguf", "preset", preset])
         .arg(&out)
         .args(["--weights", "random", "--seed", &seed.to_string()])
         .output()

@@ -138,7 +138,15 @@ impl Gen {
             "n" => vec![json!(2), json!(0), json!(-1), json!("1")],
             "logprobs" => vec![json!(true), json!(5), json!(50), json!("x")],
             "model" => vec![json!(5), json!([]), json!({})],
-            "tools" => vec![json!([{"type": "function", "function": {"name": "f"}}])],
+            "tools" => vec![
+                json!("f"),
+                json!([{"type": "function"}]),
+                json!([{"type": "function", "function": {"parameters": {}}}]),
+                json!([{"type": "retrieval"}]),
+                // A parameter schema llguidance cannot honour (fail closed, 400).
+                json!([{"type": "function", "function": {"name": "f", "parameters":
+                    {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}}}}]),
+            ],
             _ => vec![json!("?")],
         };
         self.pick(&choices)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python environment of the serve acceptance tests.
+# Python environment of the tests held to Python references (tests/serve*.rs, tests/structured.rs).
 #
 #   bash tests/serve/venv.sh DIR
 #
@@ -29,7 +29,7 @@ fi
 
 want="$(cat "$req" "$0" | sha256sum | cut -d' ' -f1) $("$py" -c 'import sys; print(sys.version.split()[0])')"
 if [[ -x "$dir/py" && -f "$dir/stamp" && "$(cat "$dir/stamp")" == "$want" ]] &&
-  "$dir/py" -c 'import openai, httpx2, anthropic' 2>/dev/null; then
+  "$dir/py" -c 'import openai, httpx2, anthropic, jsonschema' 2>/dev/null; then
   echo "$dir/py"
   exit 0
 fi
@@ -51,7 +51,7 @@ else
     "$dir/site" "$py" >"$dir/py"
 fi
 chmod +x "$dir/py"
-if ! "$dir/py" -c 'import openai, httpx2, anthropic' >&2; then
+if ! "$dir/py" -c 'import openai, httpx2, anthropic, jsonschema' >&2; then
   echo "venv.sh: the packages of $req do not import" >&2
   exit 2
 fi
