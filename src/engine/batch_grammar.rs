@@ -3,8 +3,11 @@
 //! gets a mask per verify row (consume, mask, roll back); every other logits row gets its
 //! request's next mask; requests without a grammar get rows of ones. The step's masks go to
 //! the device in segment order (the order of the logits rows) and are applied there after
-//! the LM head. Accepted tokens are committed to the matcher. Forced tokens are not
-//! fast-forwarded here: their positions are sampled under masks that allow only them.
+//! the LM head. Accepted tokens are committed to the matcher, and the tokens it forces after
+//! them are emitted without a sampling step and run as rows of the request's next step (one
+//! logits row, after the last of them), as in the single-request loops; a block is cut before
+//! a position whose next tokens are forced. Tokens forced before the first sampled one are
+//! emitted once the prompt has run (its last chunk then has no logits row).
 
 use super::batch::BatchEngine;
 use super::batch_run::{BatchRequest, Planned, SeqState};
@@ -17,7 +20,8 @@ pub(super) fn cut(a: &mut SeqState, pl: &mut Planned, n_vocab: usize) -> Result<
     let Some(g) = &mut a.guide else {
         return Ok(());
     };
-    let c = g.cut_and_mask_with(&pl.drafts, false)?;
+    let c = g.cut_and_mask(&pl.drafts)?;
+    pl.forced_after = c.forced_after;
     if c.refused_next && a.sampler.is_some() {
         let at = c.kept * n_vocab;
         pl.refused = pl.dists.get(at..at + n_vocab).map(<[f32]>::to_vec);
@@ -73,32 +77,66 @@ pub(super) fn set_masks<R: BatchRequest>(
     Ok(failed)
 }
 
-/// Checks `next` against its row's mask and commits the accepted drafts and `next` to the
-/// request's matcher.
-pub(super) fn commit(a: &mut SeqState, pl: &Planned, accepted: usize, next: u32) -> Result<()> {
+/// The tokens `a`'s grammar forces before its first sampled one, taken when the chunk that
+/// ends its prompt is planned (`last`); none otherwise.
+pub(super) fn forced0(a: &mut SeqState, last: bool) -> Result<Vec<u32>> {
+    match &mut a.guide {
+        Some(g) if last && a.generated.is_empty() => Ok(g.forced_now()?),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// `forced` (taken by [`forced0`]) once the prompt has run: the sampler's history takes them,
+/// the next step runs them; returned to be emitted.
+pub(super) fn emit_forced0(a: &mut SeqState, forced: &[u32]) -> Vec<u32> {
+    if let Some(s) = &mut a.sampler {
+        forced.iter().for_each(|&t| s.accept(t));
+    }
+    a.rows_next = forced.to_vec();
+    forced.to_vec()
+}
+
+/// Checks `next` (none: every kept draft accepted and what follows is forced) against its
+/// row's mask and commits the accepted drafts and `next` to the request's matcher. Returns the
+/// tokens to emit: those, each followed by what the grammar forces after it (which the
+/// sampler's history takes).
+pub(super) fn commit(
+    a: &mut SeqState,
+    pl: &Planned,
+    accepted: usize,
+    next: Option<u32>,
+) -> Result<Vec<u32>> {
+    let mut tokens = pl.drafts[..accepted].to_vec();
+    tokens.extend(next);
     let Some(g) = &mut a.guide else {
-        return Ok(());
+        return Ok(tokens);
     };
     let w = g.words();
-    let row = pl
-        .masks
-        .get(accepted * w..(accepted + 1) * w)
-        .unwrap_or_default();
-    if !allowed(row, next) {
-        return Err(GrammarError::Rejected {
-            token: next,
-            message: format!("picked outside mask row {accepted}"),
+    if let Some(next) = next {
+        let row = pl
+            .masks
+            .get(accepted * w..(accepted + 1) * w)
+            .unwrap_or_default();
+        if !allowed(row, next) {
+            return Err(GrammarError::Rejected {
+                token: next,
+                message: format!("picked outside mask row {accepted}"),
+            }
+            .into());
         }
-        .into());
     }
-    let mut tokens = pl.drafts[..accepted].to_vec();
-    tokens.push(next);
+    let mut out = Vec::with_capacity(tokens.len());
     for t in tokens {
+        out.push(t);
         // A complete grammar allows only the end token, which ends the request unconsumed.
         if g.is_stopped() {
             break;
         }
-        g.consume(&[t])?;
+        let forced = g.commit(&[t])?;
+        if let Some(s) = &mut a.sampler {
+            forced.iter().for_each(|&f| s.accept(f));
+        }
+        out.extend(forced);
     }
-    Ok(())
+    Ok(out)
 }

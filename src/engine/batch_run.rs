@@ -49,6 +49,9 @@ pub struct SeqState {
     /// The grammar its output must match (`batch_grammar`): one matcher per request, a mask
     /// per logits row.
     pub guide: Option<crate::grammar::steps::Guide>,
+    /// Tokens emitted that no step has run yet, run by the next decode step: the last sampled
+    /// one and the tokens its grammar forced after it (none yet: the last generated token).
+    pub rows_next: Vec<u32>,
 }
 
 impl SeqState {
@@ -74,6 +77,7 @@ impl SeqState {
             pending: drafter.then(Pending::default),
             draft_rng: Xoshiro256StarStar::new(seed ^ 0x5eed),
             guide: None,
+            rows_next: Vec::new(),
         }
     }
 
@@ -125,6 +129,12 @@ pub(super) struct Planned {
     /// distribution of a draft the grammar refused right after the kept ones.
     pub(super) masks: Vec<u32>,
     pub(super) refused: Option<Vec<f32>>,
+    /// Under a grammar: the kept drafts end where tokens are forced (the row after them is
+    /// not sampled when all are accepted).
+    pub(super) forced_after: bool,
+    /// Tokens the grammar forces before the first sampled one, emitted when this (the
+    /// prompt's last, without a logits row) chunk has run and run by the next step.
+    pub(super) forced0: Vec<u32>,
 }
 
 /// Injects request `i`'s waiting rows.
@@ -190,7 +200,8 @@ fn draft_all<R: BatchRequest>(
     let mut who: Vec<usize> = Vec::new();
     for (k, pl) in plans.iter_mut().enumerate() {
         let a = active[pl.i].state_mut();
-        if pl.prompt_rows > 0 || a.pending.is_none() {
+        // A step that runs forced rows drafts nothing (as the single-request loop).
+        if pl.prompt_rows > 0 || a.pending.is_none() || pl.tokens.len() != 1 {
             continue;
         }
         let remaining = a.max_tokens.saturating_sub(a.generated.len());
@@ -275,9 +286,15 @@ fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> 
             what: format!("sequence {}: no prompt row and no token to decode", a.seq),
         });
     };
+    // Forced tokens ride as rows of the step, the logits row being the last one.
+    let tokens = if a.rows_next.is_empty() {
+        vec![last]
+    } else {
+        a.rows_next.clone()
+    };
     Ok(Planned {
         i,
-        tokens: vec![last],
+        tokens,
         n_logits: 1,
         drafts: Vec::new(),
         dists: Vec::new(),
@@ -285,6 +302,8 @@ fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> 
         prompt_rows: 0,
         masks: Vec::new(),
         refused: None,
+        forced_after: false,
+        forced0: Vec::new(),
     })
 }
 
@@ -323,7 +342,7 @@ fn plan<R: BatchRequest>(
         let Some(i) = active.iter().position(|a| a.state().seq == seq) else {
             continue;
         };
-        let a = active[i].state();
+        let a = active[i].state_mut();
         let from = a.keep + a.fed;
         let Some(tokens) = a.prompt.get(from..from + m) else {
             failed.push((
@@ -338,17 +357,28 @@ fn plan<R: BatchRequest>(
             ));
             continue;
         };
+        let tokens = tokens.to_vec();
+        let last = a.prompt_left() == m;
+        let forced0 = match super::batch_grammar::forced0(a, last) {
+            Ok(f) => f,
+            Err(e) => {
+                failed.push((i, e));
+                continue;
+            }
+        };
         match eng.fwd.kv().len(seq) {
             Ok(p0) => plans.push(Planned {
                 i,
-                tokens: tokens.to_vec(),
-                n_logits: u32::from(a.prompt_left() == m),
+                tokens,
+                n_logits: u32::from(last && forced0.is_empty()),
                 drafts: Vec::new(),
                 dists: Vec::new(),
                 p0,
                 prompt_rows: m,
                 masks: Vec::new(),
                 refused: None,
+                forced_after: false,
+                forced0,
             }),
             Err(e) => failed.push((i, e.into())),
         }
@@ -475,7 +505,12 @@ fn commit<R: BatchRequest>(
             p.n += pl.prompt_rows as u32;
         }
         if rows.is_empty() {
-            return Ok(None);
+            if pl.forced0.is_empty() {
+                return Ok(None);
+            }
+            let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
+            let tokens = super::batch_grammar::emit_forced0(a, &pl.forced0);
+            return hand(r, &tokens, full);
         }
     }
     let ids = out
@@ -500,6 +535,7 @@ fn commit<R: BatchRequest>(
         }
         Some(s) => {
             let bonus = match &pl.refused {
+                _ if pl.forced_after => Bonus::Skip,
                 Some(pd) => Bonus::Residual(pd),
                 None => Bonus::Sample,
             };
@@ -507,22 +543,33 @@ fn commit<R: BatchRequest>(
             (v.accepted, v.next)
         }
     };
-    super::batch_grammar::commit(a, pl, accepted, next)?;
+    // Every kept draft accepted where the grammar forces what follows: the last row's sample
+    // is not used, the forced tokens come next.
+    let next = (!(pl.forced_after && accepted == pl.drafts.len())).then_some(next);
+    let tokens = super::batch_grammar::commit(a, pl, accepted, next)?;
     if pl.prompt_rows == 0 {
-        let committed = pl.p0 + accepted as u32 + 1;
-        eng.fwd.kv().truncate_to(a.seq, committed)?;
+        // Rows run and kept: a verify's anchor and accepted drafts, or every row of a step
+        // without drafts (its last token and the forced ones after it).
+        let kept = if pl.drafts.is_empty() {
+            pl.tokens.len() as u32
+        } else {
+            accepted as u32 + 1
+        };
+        eng.fwd.kv().truncate_to(a.seq, pl.p0 + kept)?;
         if let Some(p) = &mut a.pending {
-            p.n += accepted as u32 + 1;
+            p.n += kept;
             p.accepted += accepted as u64;
         }
     }
+    // The tokens after the accepted drafts have no row yet: the next step runs them.
+    a.rows_next = tokens.get(accepted..).unwrap_or_default().to_vec();
     // A full cache ends the request after this step's tokens (the next needs a row).
     let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
-    let tokens: Vec<u32> = pl.drafts[..accepted]
-        .iter()
-        .copied()
-        .chain([next])
-        .collect();
+    hand(r, &tokens, full)
+}
+
+/// Hands `tokens` to the request in order; `full` goes with the last one.
+fn hand<R: BatchRequest>(r: &mut R, tokens: &[u32], full: bool) -> Result<Option<R::End>> {
     for (k, &t) in tokens.iter().enumerate() {
         let last = k + 1 == tokens.len();
         if let Some(end) = r.on_token(t, full && last)? {

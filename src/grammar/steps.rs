@@ -105,6 +105,11 @@ impl Guide {
         let mut kept = 0;
         let mut forced_after = false;
         while kept < valid {
+            // A complete grammar allows only the end token (its row's mask says so), which is
+            // never consumed: the block stops before it and that row samples the end token.
+            if self.c.is_stopped() {
+                break;
+            }
             let d = drafts[kept];
             self.c.consume(&[d])?;
             kept += 1;

@@ -202,7 +202,8 @@ fn retire(
             fail(eng, cached, a, &e.to_string(), shared);
             continue;
         }
-        finish(a, end, cached, shared);
+        let run = eng.fwd.kv().len(a.st.seq).ok();
+        finish(a, end, run, cached, shared);
     }
 }
 
@@ -356,7 +357,8 @@ impl BatchRequest for Active<'_> {
 }
 
 /// Ends a request: the rest of its text, its outcome, the slot's cached ids and its release.
-fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared) {
+/// `run`: the rows its sequence's cache holds.
+fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>], shared: &Shared) {
     let now = Instant::now();
     let first = a.first_token.unwrap_or(now);
     let st = &a.st;
@@ -376,6 +378,8 @@ fn finish(mut a: Active<'_>, end: End, cached: &mut [Vec<u32>], shared: &Shared)
     if let Some(c) = cached.get_mut(st.seq) {
         // The prompt rows run (all of them once it decodes) and the tokens fed back.
         Engine::note_cached(c, &st.prompt[st.keep..st.keep + st.fed], &st.generated);
+        // Forced tokens emitted after the last row run have no row either.
+        c.truncate(run.map_or(0, |n| n as usize));
         shared.metrics.set_kv_used(st.seq, c.len());
     }
     shared.slots.release(st.seq);

@@ -1,6 +1,8 @@
 //! Batched slots under grammars (`engine::batch_run`): one matcher and one mask per request
 //! and row, requests with and without a grammar in the same steps. Greedy answers must be the
-//! same with and without drafters, and pass llguidance's matchers and Python's `jsonschema`.
+//! same with and without drafters and the same token ids as the single-request loop (the
+//! server's one-slot worker), forced tokens fast-forwarded alike, and pass llguidance's
+//! matchers and Python's `jsonschema`.
 
 use super::*;
 use flint::engine::batch::BatchEngine;
@@ -28,13 +30,14 @@ impl BatchRequest for Req {
     }
 }
 
-/// Every request's tokens, run together on `eng` to the end.
+/// Every request's tokens, run together on `eng` to the end, and the tokens their grammars
+/// forced (committed without sampling).
 fn run_batch(
     eng: &mut BatchEngine,
     g: &Grammars,
     reqs: &[(Vec<u32>, Option<GrammarSpec>)],
     drafter: bool,
-) -> Vec<Vec<u32>> {
+) -> (Vec<Vec<u32>>, u64) {
     let eog: Vec<u32> = (0..eng.fwd.hp().n_vocab)
         .filter(|&t| eng.tok.is_eog(t))
         .collect();
@@ -53,6 +56,7 @@ fn run_batch(
         })
         .collect();
     let mut got = vec![Vec::new(); reqs.len()];
+    let mut forced = 0;
     while !active.is_empty() {
         let mut ended = step(eng, &mut active).expect("step");
         ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
@@ -61,14 +65,15 @@ fn run_batch(
             let mut r = active.remove(i);
             settle(eng, &mut r.st).expect("settle");
             got[r.st.seq] = r.st.generated.clone();
+            forced += r.st.guide.as_ref().map_or(0, |g| g.forced);
         }
     }
-    got
+    (got, forced)
 }
 
 #[test]
 fn batched_slots_follow_their_grammars_with_and_without_drafters() {
-    let guard = models().lock().unwrap_or_else(|p| p.into_inner());
+    let mut guard = models().lock().unwrap_or_else(|p| p.into_inner());
     let g = guard.grammars.clone();
     let suite = schema_suite();
     let mut reqs: Vec<(Vec<u32>, Option<GrammarSpec>)> = suite
@@ -79,12 +84,29 @@ fn batched_slots_follow_their_grammars_with_and_without_drafters() {
             (ids, Some(GrammarSpec::JsonSchema(s.clone())))
         })
         .collect();
+    // A literal of unusual spelling: its forced tokens (the canonical tokenization) are not
+    // what a masked argmax picks token by token, so sampling them would change the ids.
+    reqs.push((
+        chat_prompt(&guard.plain, "Give a code."),
+        Some(GrammarSpec::Lark(
+            "start: \"Code: xqzvkwbjplmf-Zyx_Qwe.\" /[0-9]{1,3}/\n".into(),
+        )),
+    ));
     reqs.push((chat_prompt(&guard.plain, "Say hello."), None));
+    // The single-request loop (`-np 1`), which fast-forwards forced tokens.
+    let single: Vec<Option<Vec<u32>>> = {
+        let Models {
+            plain, grammars, ..
+        } = &mut *guard;
+        reqs.iter()
+            .map(|(p, gs)| gs.as_ref().map(|gs| run(plain, grammars, gs, p, 80, None)))
+            .collect()
+    };
     drop(guard);
     let n = reqs.len() as u32;
     let mut spec =
         BatchEngine::load(&common::batch::spec_opts(512), n).expect("batched + drafters");
-    let with = run_batch(&mut spec, &g, &reqs, true);
+    let (with, forced) = run_batch(&mut spec, &g, &reqs, true);
     drop(spec);
     let opts = EngineOptions {
         model: common::model_path(),
@@ -92,10 +114,20 @@ fn batched_slots_follow_their_grammars_with_and_without_drafters() {
         ..EngineOptions::default()
     };
     let mut plain = BatchEngine::load(&opts, n).expect("batched");
-    let without = run_batch(&mut plain, &g, &reqs, false);
+    let (without, forced_plain) = run_batch(&mut plain, &g, &reqs, false);
+    assert!(
+        forced > 0 && forced_plain > 0,
+        "no forced tokens: {forced}, {forced_plain}"
+    );
     let mut cases = Vec::new();
     for (k, ((_, gs), (a, b))) in reqs.iter().zip(with.iter().zip(&without)).enumerate() {
         assert_eq!(a, b, "request {k}: drafters changed the greedy answer");
+        if let Some(one) = &single[k] {
+            assert_eq!(
+                a, one,
+                "request {k}: batched and single-request answers differ"
+            );
+        }
         let Some(gs) = gs else { continue };
         let text = plain.tok.decode(a, false).expect("decode");
         eprintln!("batched {k}: {text}");

@@ -1,9 +1,13 @@
 //! Sampled constrained output with a drafter keeps the masked target's distribution: two
-//! tokens, each one of three, under a Lark grammar naming them by id. The expected joint
+//! tokens, the first one of three, the second one of three that depend on the first, under a
+//! Lark grammar naming them by id. The choices are the target's own likely tokens there (its
+//! top three after the prompt, then its top three after each of those), so the drafter's
+//! proposals often fall inside the grammar: drafts are verified under the masks and both
+//! accepted and rejected (rejection sampling under masks; the run's speculation counters must
+//! show both), and the ones the grammar refuses are cut (residual). The expected joint
 //! distribution comes from the target alone (no drafter): its logits after the prompt and
 //! after each first token, masked on the host by llguidance's mask, through the same sampler
-//! chain; the observed one from generations that speculate (drafts cut where the grammar
-//! refuses them, verified under device masks). Pearson's chi-square at α = 0.001.
+//! chain; the observed one from generations that speculate. Pearson's chi-square at α = 0.001.
 
 use super::*;
 
@@ -16,7 +20,7 @@ const N: usize = 160;
 
 fn params(seed: u64) -> SamplerParams {
     SamplerParams {
-        temp: 1.5,
+        temp: 1.0,
         top_k: 0,
         top_p: 1.0,
         min_p: 0.0,
@@ -27,6 +31,21 @@ fn params(seed: u64) -> SamplerParams {
 
 /// The target's processed distribution over `choices` after `ids`, masked as `gs` allows
 /// after `before` (host-side mask from llguidance's matcher).
+/// The target's `n` most likely non-special tokens after `ids` (unconstrained, through the
+/// test's sampler chain): only used to choose the grammar's tokens.
+fn top_tokens(eng: &mut Engine, ids: &[u32], n: usize) -> Vec<u32> {
+    eng.reset().expect("reset");
+    eng.prefill(ids).expect("prefill");
+    let logits = eng.fwd.logits(&eng.ctx).expect("logits");
+    let mut s = Sampler::new(params(0), eng.fwd.hp.n_vocab).expect("sampler");
+    s.candidates(&logits)
+        .into_iter()
+        .map(|c| c.0)
+        .filter(|&t| !eng.tok.is_eog(t) && !eng.tok.token_type(t).is_some_and(|ty| ty.is_special()))
+        .take(n)
+        .collect()
+}
+
 fn target_dist(
     eng: &mut Engine,
     g: &Grammars,
@@ -71,25 +90,43 @@ fn sampled_constrained_output_keeps_the_target_distribution_with_a_drafter() {
         spec,
         grammars,
     } = &mut *guard;
-    let choices: Vec<u32> = [" yes", " no", " maybe"]
+    let ids = chat_prompt(plain, "Answer twice: yes, no or maybe?");
+    // First position: the target's top three. Second: the target's top three after each of
+    // those (what a drafter that follows the target proposes, and where the masked target is
+    // not certain, so drafts are both accepted and rejected).
+    let first = top_tokens(plain, &ids, 3);
+    assert_eq!(first.len(), 3, "three first tokens: {first:?}");
+    let second: Vec<Vec<u32>> = first
         .iter()
-        .map(|w| {
-            let t = plain.tok.encode(w, false, false).expect("encode");
-            assert_eq!(t.len(), 1, "{w:?} is one token");
-            t[0]
+        .map(|&a| {
+            let mut p = ids.clone();
+            p.push(a);
+            let t = top_tokens(plain, &p, 3);
+            assert_eq!(t.len(), 3, "three second tokens after {a}: {t:?}");
+            t
         })
         .collect();
-    let alts: Vec<String> = choices.iter().map(|c| format!("<[{c}]>")).collect();
-    let gs = GrammarSpec::Lark(format!("start: x x\nx: {}\n", alts.join(" | ")));
-    let ids = chat_prompt(plain, "Answer twice: yes, no or maybe?");
-    let p1 = target_dist(plain, grammars, &gs, &ids, &[], &choices);
+    let alt = |ts: &[u32]| -> String {
+        let v: Vec<String> = ts.iter().map(|c| format!("<[{c}]>")).collect();
+        v.join(" | ")
+    };
+    let gs = GrammarSpec::Lark(format!(
+        "start: <[{}]> b0 | <[{}]> b1 | <[{}]> b2\nb0: {}\nb1: {}\nb2: {}\n",
+        first[0],
+        first[1],
+        first[2],
+        alt(&second[0]),
+        alt(&second[1]),
+        alt(&second[2])
+    ));
+    let p1 = target_dist(plain, grammars, &gs, &ids, &[], &first);
     let mut expected = Vec::new();
-    for (i, &c) in choices.iter().enumerate() {
-        let p2 = target_dist(plain, grammars, &gs, &ids, &[c], &choices);
+    for (i, &c) in first.iter().enumerate() {
+        let p2 = target_dist(plain, grammars, &gs, &ids, &[c], &second[i]);
         expected.extend(p2.iter().map(|q| p1[i] * q * N as f64));
     }
     let mut observed = vec![0usize; 9];
-    let (mut drafted, mut proposed) = (0, 0);
+    let (mut drafted, mut proposed, mut accepted) = (0, 0, 0);
     // The prompt's rows are kept between generations (only its last token runs again).
     let mut cached = Vec::new();
     spec.reset().expect("reset");
@@ -109,14 +146,23 @@ fn sampled_constrained_output_keeps_the_target_distribution_with_a_drafter() {
         let x = st.spec.as_ref().expect("speculative stats");
         drafted += x.drafted;
         proposed += x.proposed;
+        accepted += x.accepted;
         let out = &st.generated_token_ids;
         assert_eq!(out.len(), 2, "two tokens: {out:?}");
-        let a = choices.iter().position(|c| *c == out[0]).expect("a choice");
-        let b = choices.iter().position(|c| *c == out[1]).expect("a choice");
+        let a = first
+            .iter()
+            .position(|c| *c == out[0])
+            .expect("a first choice");
+        let b = second[a]
+            .iter()
+            .position(|c| *c == out[1])
+            .expect("a second choice");
         observed[a * 3 + b] += 1;
     }
     // Drafts the grammar refuses are cut (their rows then draw from the residual); the ones
-    // it allows are verified under the masks.
+    // it allows are verified under the masks, and both outcomes of rejection sampling must
+    // have happened, or the test says nothing about them.
+    eprintln!("first {first:?} second {second:?}");
     assert!(proposed > 0, "the drafter never proposed a token");
     // Cells expected below 5 are pooled into one.
     let (mut chi2, mut cells, mut pool_e, mut pool_o) = (0.0, 0usize, 0.0, 0usize);
@@ -140,7 +186,15 @@ fn sampled_constrained_output_keeps_the_target_distribution_with_a_drafter() {
             );
         }
     }
-    eprintln!("expected {expected:.1?}\nobserved {observed:?}\nchi2 {chi2:.2} over {cells} cells; {proposed} proposed, {drafted} verified");
+    eprintln!("expected {expected:.1?}\nobserved {observed:?}\nchi2 {chi2:.2} over {cells} cells; {proposed} proposed, {drafted} verified, {accepted} accepted");
+    assert!(
+        accepted > 0,
+        "no draft accepted under the masks ({drafted} verified)"
+    );
+    assert!(
+        accepted < drafted,
+        "no draft rejected under the masks ({accepted} of {drafted} accepted)"
+    );
     assert!(
         cells >= 2,
         "the distribution is too peaked to test: {expected:?}"
