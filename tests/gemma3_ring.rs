@@ -21,7 +21,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use flint::engine::batch::BatchEngine;
 use flint::engine::batching::{plan_step, Work};

@@ -18,7 +18,6 @@
 //! `人力资源部`, `加拿大和新加坡`) both agree.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
