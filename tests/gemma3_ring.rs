@@ -185,14 +185,7 @@ fn split_embedding(ctx: &GpuContext) {
 }
 
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
-    Engine::load(&EngineOptions {
-        model: model.to_path_buf(),
-        n_ctx: 256,
-        n_ubatch: 16,
-        draft,
-        ..EngineOptions::default()
-    })
-    .unwrap()
+    common::engine(model, 256, draft)
 }
 
 /// Speculative greedy output on a random `gemma3-tiny-f32` target (window 16, a 32-row ring)

@@ -9,20 +9,13 @@ mod common;
 
 use std::path::Path;
 
-use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::engine::{DraftOptions, Engine};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
 
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
-    Engine::load(&EngineOptions {
-        model: model.to_path_buf(),
-        n_ctx: 256,
-        n_ubatch: 16,
-        draft,
-        ..EngineOptions::default()
-    })
-    .unwrap()
+    common::engine(model, 256, draft)
 }
 
 #[test]

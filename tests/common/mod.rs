@@ -187,3 +187,19 @@ pub fn random_tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
     let mut rng = Rng::new(seed);
     (0..n).map(|_| rng.below(u64::from(vocab)) as u32).collect()
 }
+
+/// An engine on `model` with `n_ctx` context rows, 16-row ubatches and `draft` (or none).
+pub fn engine(
+    model: &std::path::Path,
+    n_ctx: u32,
+    draft: Option<flint::engine::DraftOptions>,
+) -> flint::engine::Engine {
+    flint::engine::Engine::load(&flint::engine::EngineOptions {
+        model: model.to_path_buf(),
+        n_ctx,
+        n_ubatch: 16,
+        draft,
+        ..flint::engine::EngineOptions::default()
+    })
+    .unwrap()
+}
