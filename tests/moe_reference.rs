@@ -195,35 +195,31 @@ fn compare(name: &str, q8: bool) -> (f32, usize) {
     (worst, differ)
 }
 
+/// `name`'s oracle picks llama.cpp's experts and stays within its logit bound.
+fn assert_matches(name: &str, q8: bool) {
+    let (worst, differ) = compare(name, q8);
+    assert_eq!(
+        differ, 0,
+        "{name}: the oracle's experts differ from llama.cpp's"
+    );
+    assert!(
+        worst <= bound(name),
+        "{name}: max |Δlogit| {worst} > {}",
+        bound(name)
+    );
+}
+
 #[test]
 fn float_experts_match_llama_cpp() {
     for name in ["qwen3moe-a", "qwen35moe-a"] {
-        let (worst, differ) = compare(name, false);
-        assert_eq!(
-            differ, 0,
-            "{name}: the oracle's experts differ from llama.cpp's"
-        );
-        assert!(
-            worst <= bound(name),
-            "{name}: max |Δlogit| {worst} > {}",
-            bound(name)
-        );
+        assert_matches(name, false);
     }
 }
 
 #[test]
 fn quantized_experts_match_llama_cpp_with_q8_0_activations() {
     for name in ["qwen3moe-a-q8", "qwen3moe-a-q4"] {
-        let (worst, differ) = compare(name, true);
-        assert_eq!(
-            differ, 0,
-            "{name}: the oracle's experts differ from llama.cpp's"
-        );
-        assert!(
-            worst <= bound(name),
-            "{name}: max |Δlogit| {worst} > {}",
-            bound(name)
-        );
+        assert_matches(name, true);
     }
     // Without llama.cpp's activation rounding the Q8_0 file routes differently somewhere and
     // the logits move far past the bound: the comparison can tell the two apart.
