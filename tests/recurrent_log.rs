@@ -198,7 +198,12 @@ fn a_long_prompt_after_prefix_reuse_at_the_checkpoint_with_a_drafter() {
     let s = eng.generate(&first, 12, None, |_| Ok(true)).unwrap();
     assert!(s.spec.as_ref().is_some_and(|s| s.cycles > 0), "{s:?}");
     let mut cached = Vec::new();
-    Engine::note_cached(&mut cached, &first, &s.generated_token_ids);
+    Engine::note_cached(
+        &mut cached,
+        &first,
+        &s.generated_token_ids,
+        eng.fwd.kv.len(0).unwrap(),
+    );
     let len = eng.fwd.kv.len(0).unwrap();
     assert_eq!(len as usize, cached.len());
     // The checkpoint: the first row the state can go back to (any row from it on can).

@@ -94,7 +94,12 @@ fn a_second_turn_reuses_the_prefix_only_where_the_state_belongs() {
     let first = eng.tok.encode("first turn of a chat", true, true).unwrap();
     let s = eng.generate_plain(&first, 8, None, |_| Ok(true)).unwrap();
     let mut cached = Vec::new();
-    Engine::note_cached(&mut cached, &first, &s.generated_token_ids);
+    Engine::note_cached(
+        &mut cached,
+        &first,
+        &s.generated_token_ids,
+        eng.fwd.kv.len(0).unwrap(),
+    );
     // The next prompt extends everything cached: the whole state is kept.
     let mut next = cached.clone();
     next.extend(eng.tok.encode(" and a second one", false, true).unwrap());

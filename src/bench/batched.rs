@@ -135,7 +135,7 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
         })
         .collect();
     for s in &seqs {
-        eng.fwd.kv().reset(s.st.seq)?;
+        eng.fwd.reset(s.st.seq)?;
         if let Some(d) = eng.drafters.get_mut(s.st.seq) {
             d.reset();
         }

@@ -108,12 +108,8 @@ pub fn run(args: &ChatArgs) -> Result<()> {
                 eprintln!("[{}]", spec.summary(stats.generated_tokens));
             }
         }
-        Engine::note_cached(&mut cached, &ids[keep..], &reply_ids);
-        if grammar.is_some() {
-            // Forced tokens end a reply without running: keep what the cache really holds.
-            cached.extend(reply_ids.last());
-            cached.truncate(engine.fwd.kv.len(0)? as usize);
-        }
+        let in_cache = engine.fwd.kv.len(0)?;
+        Engine::note_cached(&mut cached, &ids[keep..], &reply_ids, in_cache);
         let reply = tok.decode(&reply_ids, false)?;
         history.push(ChatMessage::new("assistant", reply));
     }

@@ -173,7 +173,7 @@ fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<Sps
         let tokens = vec![0u32; b as usize];
         let mut best = f64::INFINITY;
         for round in 0..4 {
-            fwd.kv().reset(0)?;
+            fwd.reset(0)?;
             let t = std::time::Instant::now();
             let seg = Segment {
                 seq: 0,
@@ -188,7 +188,7 @@ fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<Sps
         }
         timed.push((b, best));
     }
-    fwd.kv().reset(0)?;
+    fwd.reset(0)?;
     let secs: Vec<f64> = (1..=max_b)
         .map(|b| {
             let hi = timed

@@ -327,7 +327,12 @@ fn plan<R: BatchRequest>(
     }
     draft_all(eng, active, &mut plans, failed);
     plans.retain(|pl| !failed.iter().any(|(i, _)| *i == pl.i));
-    let used: usize = plans.iter().map(|p| p.tokens.len()).sum();
+    // Rows replayed after a hybrid's rollback ride in the step too.
+    let used: usize = plans.iter().map(|p| p.tokens.len()).sum::<usize>()
+        + active
+            .iter()
+            .map(|r| eng.fwd.replay_rows(r.state().seq))
+            .sum::<usize>();
     let budget = (eng.fwd.max_rows() as usize).saturating_sub(used);
     let work: Vec<Work> = active
         .iter()
@@ -443,6 +448,10 @@ pub fn step<R: BatchRequest>(
     if plans.is_empty() {
         return Ok(ended);
     }
+    // A verify may be rolled back: a hybrid's state is checkpointed before its rows.
+    for pl in plans.iter().filter(|pl| !pl.drafts.is_empty()) {
+        eng.fwd.checkpoint(active[pl.i].state().seq)?;
+    }
     let segs: Vec<Segment<'_>> = plans
         .iter()
         .map(|pl| Segment {
@@ -504,6 +513,11 @@ fn commit<R: BatchRequest>(
         if let Some(p) = &mut a.pending {
             p.n += pl.prompt_rows as u32;
         }
+        if a.prompt_left() == 0 {
+            // The next request on this sequence can come back to the end of this prompt
+            // (a hybrid's prefix reuse; nothing for a dense model).
+            eng.fwd.checkpoint(a.seq)?;
+        }
         if rows.is_empty() {
             if pl.forced0.is_empty() {
                 return Ok(None);
@@ -555,7 +569,7 @@ fn commit<R: BatchRequest>(
         } else {
             accepted as u32 + 1
         };
-        eng.fwd.kv().truncate_to(a.seq, pl.p0 + kept)?;
+        eng.fwd.truncate(a.seq, pl.p0 + kept)?;
         if let Some(p) = &mut a.pending {
             p.n += kept;
             p.accepted += accepted as u64;

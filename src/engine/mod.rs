@@ -569,11 +569,18 @@ impl Engine {
         Ok(keep)
     }
 
-    /// Record in `cached` what a generation left in the cache: the prompt rows it ran and every
-    /// generated token but the last (which was never run through the model).
-    pub fn note_cached(cached: &mut Vec<u32>, prompt_run: &[u32], generated: &[u32]) {
+    /// Record in `cached` what a generation left in the cache (`in_cache` rows): the prompt rows
+    /// it ran and the generated tokens run through the model (all but the last after a length
+    /// limit; all of them when an end token, sampled from the last one's row, ended it).
+    pub fn note_cached(
+        cached: &mut Vec<u32>,
+        prompt_run: &[u32],
+        generated: &[u32],
+        in_cache: u32,
+    ) {
         cached.extend_from_slice(prompt_run);
-        cached.extend(generated.iter().take(generated.len().saturating_sub(1)));
+        cached.extend_from_slice(generated);
+        cached.truncate(in_cache as usize);
     }
 
     /// Empty the KV cache (and the drafter's).

@@ -14,16 +14,14 @@
 //! No split-KV decode partials: a batch's attention runs the fused kernel per slot, which is
 //! bit-identical per row to the decode path.
 
-use crate::model::Hparams;
-
 use super::layout::{f32s, words};
 use super::{target, DeviceLimits, DraftParams, DrafterShape, Kind, Owner, PlannedBuffer};
 use super::{RunParams, TargetShape};
 
-/// Whether `-np n_seq` runs batched steps: several slots and a dense model (a hybrid's recurrent
-/// state is per slot and not batched yet: its slots take turns).
-pub fn batched(hp: &Hparams, n_seq: u32) -> bool {
-    n_seq > 1 && hp.hybrid.is_none()
+/// Whether `-np n_seq` runs batched steps: several slots, whatever the model (a hybrid's
+/// recurrent state and its checkpoint are per slot, as K/V caches are).
+pub fn batched(n_seq: u32) -> bool {
+    n_seq > 1
 }
 
 /// Rows of one sequence's verify step: `n_draft + 1` with a drafter, else 1.
@@ -83,7 +81,10 @@ pub fn buffers(
     // Per slot: its caches and its drafter.
     let caches: Vec<PlannedBuffer> = out
         .iter()
-        .filter(|b| b.kind == Kind::Kv || b.owner == Owner::Drafter)
+        .filter(|b| {
+            matches!(b.kind, Kind::Kv | Kind::Recurrent | Kind::Rollback)
+                || b.owner == Owner::Drafter
+        })
         .cloned()
         .collect();
     for s in 1..n_seq {

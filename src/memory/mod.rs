@@ -338,9 +338,7 @@ pub struct DrafterShape<'a> {
 
 /// Plan every buffer of a run. `-np N` (`p.n_seq`) plans N server slots exactly as `flint serve
 /// -np N` allocates them: batched ([`batch`]: one set of activations for every slot's rows, a
-/// K/V cache and a drafter per slot) on dense models; otherwise (hybrids) slots that take turns
-/// ([`Engine::load_slots`](crate::engine::Engine::load_slots)): one slot's plan, its buffers
-/// repeated per slot but for the target's weights ([`Plan::with_slots`]).
+/// K/V cache, a recurrent state with its checkpoint (hybrids) and a drafter per slot).
 pub fn plan(
     target: TargetShape<'_>,
     drafter: Option<DrafterShape<'_>>,
@@ -348,7 +346,7 @@ pub fn plan(
     budget: Budget,
     limits: DeviceLimits,
 ) -> Plan {
-    if batch::batched(target.hp, p.n_seq) {
+    if batch::batched(p.n_seq) {
         return Plan {
             buffers: batch::buffers(target, drafter, p, &limits),
             budget,

@@ -164,7 +164,7 @@ fn fail(eng: &mut BatchEngine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str
         c.clear();
     }
     shared.metrics.set_kv_used(seq, 0);
-    let _ = eng.fwd.kv().reset(seq);
+    let _ = eng.fwd.reset(seq);
     if let Some(d) = eng.drafters.get_mut(seq) {
         d.reset();
     }
@@ -283,7 +283,7 @@ fn admit<'t>(
             }
             None => false,
         };
-        if let Err(e) = eng.fwd.kv().truncate_to(seq, keep as u32) {
+        if let Err(e) = eng.fwd.truncate(seq, keep as u32) {
             clock.failed(&e.to_string());
             let _ = job.tx.send(Event::Error(e.to_string()));
             shared.slots.release(seq);
@@ -377,9 +377,8 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
     shared.metrics.record(&stats);
     if let Some(c) = cached.get_mut(st.seq) {
         // The prompt rows run (all of them once it decodes) and the tokens fed back.
-        Engine::note_cached(c, &st.prompt[st.keep..st.keep + st.fed], &st.generated);
-        // Forced tokens emitted after the last row run have no row either.
-        c.truncate(run.map_or(0, |n| n as usize));
+        let prompt = &st.prompt[st.keep..st.keep + st.fed];
+        Engine::note_cached(c, prompt, &st.generated, run.unwrap_or(0));
         shared.metrics.set_kv_used(st.seq, c.len());
     }
     shared.slots.release(st.seq);

@@ -108,7 +108,7 @@ pub fn on_batch(eng: &mut BatchEngine, seq: usize, ids: &[u32]) -> Result<Vec<f3
 }
 
 fn reset_seq(eng: &mut BatchEngine, seq: usize) -> Result<()> {
-    eng.fwd.kv().reset(seq)?;
+    eng.fwd.reset(seq)?;
     if let Some(d) = eng.drafters.get_mut(seq) {
         d.reset();
     }
@@ -141,7 +141,7 @@ pub fn serve_batched(
     };
     if let Some(why) = why {
         Metrics::inc(&shared.metrics.errors);
-        let _ = eng.fwd.kv().reset(seq);
+        let _ = eng.fwd.reset(seq);
         let _ = job.tx.send(Event::Error(why));
         if let Some(lost) = eng.ctx.lost() {
             (shared.on_device_lost)(format!("{lost:?}"));

@@ -39,9 +39,7 @@ use std::time::Duration;
 
 use crate::engine::batch::BatchEngine;
 use crate::engine::{Engine, EngineOptions};
-use crate::gguf::GgufFile;
 use crate::memory;
-use crate::model::Hparams;
 use crate::sampling::SamplerParams;
 use crate::{Error, Result};
 
@@ -184,13 +182,10 @@ enum Loaded {
     Slots(Vec<Engine>),
 }
 
-/// Batched steps where they apply ([`memory::batch::batched`]: several slots, a dense model, no
-/// drafter), slots that take turns otherwise.
+/// Batched steps where they apply ([`memory::batch::batched`]: several slots), one session
+/// otherwise.
 fn load(opts: &ServeOptions) -> Result<Loaded> {
-    let path = crate::engine::resolve_model(&opts.engine.model)?;
-    let file = GgufFile::open(&path)?;
-    let hp = Hparams::from_gguf(&file)?;
-    if memory::batch::batched(&hp, opts.n_slots) {
+    if memory::batch::batched(opts.n_slots) {
         let engine = BatchEngine::load(&opts.engine, opts.n_slots)?;
         return Ok(Loaded::Batched(Box::new(engine)));
     }

@@ -179,12 +179,7 @@ fn run_job(
         Ok(true)
     })?;
     drop(device);
-    Engine::note_cached(cached, &ids[keep..], &generated);
-    if engine.grammar.take().is_some() {
-        // Forced tokens can end a reply without running: keep what the cache really holds.
-        cached.extend(generated.last());
-        cached.truncate(engine.fwd.kv.len(0)? as usize);
-    }
+    Engine::note_cached(cached, &ids[keep..], &generated, engine.fwd.kv.len(0)?);
     shared.metrics.record(&stats);
     shared.metrics.set_kv_used(clock.slot(), cached.len());
     // One forward for the prompt, then one per verify batch or plain step (one per token

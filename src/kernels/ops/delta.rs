@@ -7,8 +7,13 @@
 //!   `beta = sigmoid(b)` and the delta-rule recurrence per v head, token by token; updates the
 //!   state `[n_v, head_v, head_k]` and writes `o [m, value_dim]` (before the gated norm).
 //!
-//! Both run a step's rows in order inside one dispatch, so each row's arithmetic is the same at
-//! any row count: a verify batch gives every row the bits of decoding it alone.
+//! Both run one sequence's rows of a step in order inside one dispatch, so each row's arithmetic
+//! is the same at any row count: a verify batch gives every row the bits of decoding it alone.
+//! A [`Segment`] says which rows (`row0..row0 + n_rows` of the step's buffers: a batched step
+//! runs one dispatch per sequence, each bound to that sequence's state) and what the state does
+//! around them inside the same dispatch: start from zeros (position 0) or from the checkpoint (a
+//! rollback), and copy itself into the checkpoint before a given row. No copy or clear of its
+//! own is recorded for those.
 
 use crate::gpu::{BindingSpec, GpuContext, GpuError, ShaderVariant};
 use crate::kernels::launch::Dispatch;
@@ -30,10 +35,13 @@ pub struct SsmConvParams {
     pub n_rows: u32,
     pub conv_dim: u32,
     pub d_conv: u32,
-    pub _pad: u32,
+    pub row0: u32,
+    pub init: u32,
+    pub ckpt_row: u32,
+    pub _pad: [u32; 2],
 }
 
-const _: () = assert!(std::mem::size_of::<SsmConvParams>() == 16);
+const _: () = assert!(std::mem::size_of::<SsmConvParams>() == 32);
 
 /// Mirrors `struct Params` of `delta_rule.wgsl`.
 #[repr(C)]
@@ -47,12 +55,65 @@ pub struct DeltaRuleParams {
     pub conv_dim: u32,
     pub eps: f32,
     pub scale: f32,
-    pub _pad: [u32; 4],
+    pub row0: u32,
+    pub init: u32,
+    pub ckpt_row: u32,
+    pub _pad: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<DeltaRuleParams>() == 48);
 
-const CONV_BINDINGS: &[BindingSpec] = &[PARAMS, read(1), read(2), write(3), write(4)];
+/// Where a segment's state comes from (`init` of both shaders).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateInit {
+    /// The sequence's state as the last step left it.
+    #[default]
+    Carry = 0,
+    /// Zeros: the segment starts at position 0.
+    Zero = 1,
+    /// The sequence's checkpoint: a rollback.
+    Checkpoint = 2,
+}
+
+/// One sequence's rows of a step, as the conv and the delta rule run them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// First row in the step's buffers.
+    pub row0: u32,
+    pub n_rows: u32,
+    pub init: StateInit,
+    /// Copy the state into the checkpoint before this row (`n_rows`: after the last one).
+    pub ckpt_row: Option<u32>,
+}
+
+impl Segment {
+    /// `m` rows from row 0 carrying the state, no checkpoint (a single sequence's step).
+    pub fn rows(m: u32) -> Segment {
+        Segment {
+            row0: 0,
+            n_rows: m,
+            init: StateInit::Carry,
+            ckpt_row: None,
+        }
+    }
+
+    /// `(row0, init, ckpt_row)` as the shaders read them, after checking the rows fit in
+    /// `max_rows`.
+    fn words(&self, what: &str, max_rows: u32) -> Result<(u32, u32, u32), GpuError> {
+        let end = self.row0.checked_add(self.n_rows);
+        let ckpt = self.ckpt_row.unwrap_or(u32::MAX);
+        if end.is_none_or(|e| e > max_rows) || (ckpt != u32::MAX && ckpt > self.n_rows) {
+            let actual = format!(
+                "rows {}..+{} (checkpoint before {:?})",
+                self.row0, self.n_rows, self.ckpt_row
+            );
+            return Err(bad_input(what, format!("within {max_rows} rows"), actual));
+        }
+        Ok((self.row0, self.init as u32, ckpt))
+    }
+}
+
+const CONV_BINDINGS: &[BindingSpec] = &[PARAMS, read(1), read(2), write(3), write(4), write(5)];
 const RULE_BINDINGS: &[BindingSpec] = &[
     PARAMS,
     read(1),
@@ -62,6 +123,7 @@ const RULE_BINDINGS: &[BindingSpec] = &[
     read(5),
     write(6),
     write(7),
+    write(8),
 ];
 
 /// The conv variant.
@@ -78,9 +140,10 @@ pub fn conv_variant() -> ShaderVariant {
     }
 }
 
-/// The delta-rule variant for heads of `head_k` × `head_v` (state column in registers of 128 or
-/// 256 floats; one invocation per v column, the workgroup a multiple of 32 invocations).
-pub fn rule_variant(head_k: u32, head_v: u32) -> ShaderVariant {
+/// The delta-rule variant for heads of `head_k` (state column in registers of 128 or 256 floats,
+/// loops to the compile-time `HEAD_K`; one invocation per v column, [`RULE_WG`] columns per
+/// workgroup).
+pub fn rule_variant(head_k: u32) -> ShaderVariant {
     let defines = if head_k > 128 {
         vec![("STATE_256", String::new())]
     } else {
@@ -90,7 +153,10 @@ pub fn rule_variant(head_k: u32, head_v: u32) -> ShaderVariant {
         shader: "delta_rule",
         entry_point: "main",
         defines,
-        overrides: vec![("WG_SIZE", f64::from(rule_wg(head_v)))],
+        overrides: vec![
+            ("WG_SIZE", f64::from(RULE_WG)),
+            ("HEAD_K", f64::from(head_k)),
+        ],
         requires_f16: false,
         requires_subgroups: false,
         requires_int64: false,
@@ -98,16 +164,19 @@ pub fn rule_variant(head_k: u32, head_v: u32) -> ShaderVariant {
     }
 }
 
-/// Workgroup size of the delta rule for `head_v` columns (rounded up to 32).
-fn rule_wg(head_v: u32) -> u32 {
-    head_v.div_ceil(32).max(1) * 32
+/// v columns per delta-rule workgroup: a 128-wide v head spreads over 4 workgroups.
+pub const RULE_WG: u32 = 32;
+
+/// The delta rule's grid: (v heads, workgroups per head).
+pub fn rule_grid(n_v: u32, head_v: u32) -> [u32; 3] {
+    [n_v, head_v.div_ceil(RULE_WG).max(1), 1]
 }
 
 /// Every variant of these kernels (the registry validates them).
 pub fn variants() -> Vec<ShaderVariant> {
     let mut all = vec![conv_variant()];
-    for (k, v) in [(16, 32), (128, 128), (256, 256)] {
-        all.push(rule_variant(k, v));
+    for k in [16, 128, 256] {
+        all.push(rule_variant(k));
     }
     all
 }
@@ -121,12 +190,13 @@ pub struct SsmConv {
 }
 
 /// The buffers of one conv: pre-conv rows `x [m, conv_dim]`, taps `w [conv_dim, d_conv]`,
-/// `state [conv_dim, d_conv − 1]`, output `y [m, conv_dim]`.
+/// `state` and its checkpoint `ckpt [conv_dim, d_conv − 1]`, output `y [m, conv_dim]`.
 #[derive(Debug, Clone, Copy)]
 pub struct ConvIo<'a> {
     pub x: &'a wgpu::Buffer,
     pub w: &'a wgpu::Buffer,
     pub state: &'a wgpu::Buffer,
+    pub ckpt: &'a wgpu::Buffer,
     pub y: &'a wgpu::Buffer,
 }
 
@@ -146,17 +216,21 @@ impl SsmConv {
         check_f32s("conv input", io.x, rows)?;
         check_f32s("conv taps", io.w, c * u64::from(d_conv))?;
         check_f32s("conv state", io.state, c * u64::from(d_conv - 1))?;
+        check_f32s("conv checkpoint", io.ckpt, c * u64::from(d_conv - 1))?;
         check_f32s("conv output", io.y, rows)?;
         let params = SsmConvParams {
             n_rows: max_rows,
             conv_dim,
             d_conv,
-            _pad: 0,
+            row0: 0,
+            init: 0,
+            ckpt_row: u32::MAX,
+            _pad: [0; 2],
         };
         let label = "ssm conv";
         let uniform = params_uniform(ctx, label, &params)?;
         let g = grid(ctx, label, c.div_ceil(u64::from(CONV_WG)), CONV_WG)?;
-        let buffers = [io.x, io.w, io.state, io.y];
+        let buffers = [io.x, io.w, io.state, io.y, io.ckpt];
         let dispatch = build(ctx, &conv_variant(), label, &uniform, &buffers, g)?;
         Ok(SsmConv {
             dispatch,
@@ -165,17 +239,26 @@ impl SsmConv {
         })
     }
 
-    /// Runs `m` rows from the next submission on.
+    /// Runs `m` rows from row 0 from the next submission on.
     pub fn set_rows(&mut self, ctx: &GpuContext, m: u32) -> Result<(), GpuError> {
-        if m > self.max_rows {
-            return Err(bad_input(
-                "conv rows",
-                format!("at most {}", self.max_rows),
-                m,
-            ));
+        self.set_segment(ctx, Segment::rows(m))
+    }
+
+    /// Runs `seg` from the next submission on.
+    pub fn set_segment(&mut self, ctx: &GpuContext, seg: Segment) -> Result<(), GpuError> {
+        let (row0, init, ckpt_row) = seg.words("conv rows", self.max_rows)?;
+        let p = SsmConvParams {
+            n_rows: seg.n_rows,
+            row0,
+            init,
+            ckpt_row,
+            ..self.params
+        };
+        if p != self.params {
+            self.params = p;
+            rewrite_params(ctx, &self.dispatch, &self.params)?;
         }
-        self.params.n_rows = m;
-        rewrite_params(ctx, &self.dispatch, &self.params)
+        Ok(())
     }
 }
 
@@ -188,6 +271,7 @@ pub struct RuleIo<'a> {
     pub dt: &'a wgpu::Buffer,
     pub a: &'a wgpu::Buffer,
     pub state: &'a wgpu::Buffer,
+    pub ckpt: &'a wgpu::Buffer,
     pub out: &'a wgpu::Buffer,
 }
 
@@ -246,6 +330,11 @@ impl DeltaRule {
         check_f32s("delta rule dt bias", io.dt, u64::from(n_v))?;
         check_f32s("delta rule a", io.a, u64::from(n_v))?;
         check_f32s("delta rule state", io.state, value_dim * u64::from(head_k))?;
+        check_f32s(
+            "delta rule checkpoint",
+            io.ckpt,
+            value_dim * u64::from(head_k),
+        )?;
         check_f32s("delta rule output", io.out, m * value_dim)?;
         let params = DeltaRuleParams {
             n_rows: max_rows,
@@ -257,13 +346,19 @@ impl DeltaRule {
                 .map_err(|_| bad_input("conv width", "below 2^32", conv_dim))?,
             eps,
             scale: 1.0 / (head_k as f32).sqrt(),
-            _pad: [0; 4],
+            row0: 0,
+            init: 0,
+            ckpt_row: u32::MAX,
+            _pad: 0,
         };
         let label = "delta rule";
         let uniform = params_uniform(ctx, label, &params)?;
-        let buffers = [io.y, io.alpha, io.beta, io.dt, io.a, io.state, io.out];
-        let variant = rule_variant(head_k, head_v);
-        let dispatch = build(ctx, &variant, label, &uniform, &buffers, [n_v, 1, 1])?;
+        let buffers = [
+            io.y, io.alpha, io.beta, io.dt, io.a, io.state, io.out, io.ckpt,
+        ];
+        let variant = rule_variant(head_k);
+        let g = rule_grid(n_v, head_v);
+        let dispatch = build(ctx, &variant, label, &uniform, &buffers, g)?;
         Ok(DeltaRule {
             dispatch,
             params,
@@ -271,13 +366,25 @@ impl DeltaRule {
         })
     }
 
-    /// Runs `m` rows from the next submission on.
+    /// Runs `m` rows from row 0 from the next submission on.
     pub fn set_rows(&mut self, ctx: &GpuContext, m: u32) -> Result<(), GpuError> {
-        if m > self.max_rows {
-            let expected = format!("at most {}", self.max_rows);
-            return Err(bad_input("delta rule rows", expected, m));
+        self.set_segment(ctx, Segment::rows(m))
+    }
+
+    /// Runs `seg` from the next submission on.
+    pub fn set_segment(&mut self, ctx: &GpuContext, seg: Segment) -> Result<(), GpuError> {
+        let (row0, init, ckpt_row) = seg.words("delta rule rows", self.max_rows)?;
+        let p = DeltaRuleParams {
+            n_rows: seg.n_rows,
+            row0,
+            init,
+            ckpt_row,
+            ..self.params
+        };
+        if p != self.params {
+            self.params = p;
+            rewrite_params(ctx, &self.dispatch, &self.params)?;
         }
-        self.params.n_rows = m;
-        rewrite_params(ctx, &self.dispatch, &self.params)
+        Ok(())
     }
 }

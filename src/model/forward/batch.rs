@@ -14,7 +14,9 @@
 //! sequence's results do not depend on which other sequences share the step: its greedy
 //! output is the one it gets alone (`tests/batch_forward.rs`).
 //!
-//! Dense models only: a hybrid's recurrent state is per sequence and not batched yet.
+//! A hybrid model's DeltaNet layers run their conv and delta rule per sequence too, over that
+//! sequence's rows and its own recurrent state ([`super::batch_state`]): zeroed at position 0,
+//! checkpointed and rolled back per sequence inside the shared step (`tests/batch_hybrid.rs`).
 
 use crate::gguf::GgmlType;
 use crate::gpu::GpuContext;
@@ -31,6 +33,7 @@ use crate::model::weights::ModelWeights;
 use crate::{Error, Result};
 
 use super::attn_build::{attn_io, AttnEnv};
+use super::batch_state::{delta_calls, seq_delta, set_delta, SeqDelta, SeqLog};
 use super::build::{rope_config, ForwardSpec};
 use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
 use super::layer::AttnOps;
@@ -74,6 +77,18 @@ struct Seq {
     taps: Vec<(u32, CopyRows)>,
     /// Staging row the next step's first row of this sequence goes to.
     tap_row: u32,
+    /// Per DeltaNet layer its conv and delta rule over this sequence's state (hybrid models).
+    delta: Vec<SeqDelta>,
+    /// Its recurrent state's checkpoint and replay bookkeeping.
+    log: SeqLog,
+}
+
+/// One sequence's rows as a step runs them: the first `r` rows of its replay, then `new`.
+struct Run<'a> {
+    seq: usize,
+    r: usize,
+    new: &'a [u32],
+    n_logits: u32,
 }
 
 /// The per-sequence calls of a batched step, as the forward pass records them.
@@ -82,6 +97,8 @@ pub struct SeqOps {
     seqs: Vec<Seq>,
     /// The current step's sequences, in row order.
     active: Vec<usize>,
+    /// Those whose rows the step's taps capture (not a replay of their own).
+    tapping: Vec<usize>,
     /// Those whose last row has logits, in logits-row order.
     gathering: Vec<usize>,
 }
@@ -107,9 +124,18 @@ impl SeqOps {
         out
     }
 
-    /// The current step's tap copies of `layer`'s input, every active sequence's.
-    pub(crate) fn taps_at(&self, layer: u32) -> impl Iterator<Item = &Dispatch> {
+    /// What replaces DeltaNet layer `k`'s own conv and delta rule in the current step.
+    pub(crate) fn delta_layer_calls(&self, k: usize) -> Vec<&Dispatch> {
         self.active
+            .iter()
+            .filter_map(|&s| self.seqs.get(s))
+            .flat_map(|q| delta_calls(&q.delta, k))
+            .collect()
+    }
+
+    /// The current step's tap copies of `layer`'s input, every tapping sequence's.
+    pub(crate) fn taps_at(&self, layer: u32) -> impl Iterator<Item = &Dispatch> {
+        self.tapping
             .iter()
             .filter_map(|&s| self.seqs.get(s))
             .flat_map(move |q| q.taps.iter().filter(move |t| t.0 == layer))
@@ -129,6 +155,8 @@ impl SeqOps {
 pub struct BatchForward {
     pub(super) fwd: Forward,
     ops: SeqOps,
+    /// Rows run by every step so far (replays included).
+    rows_run: u64,
 }
 
 impl BatchForward {
@@ -141,11 +169,6 @@ impl BatchForward {
         p: &RunParams,
         alloc: &mut Allocator<'_>,
     ) -> Result<BatchForward> {
-        if hp.hybrid.is_some() {
-            return Err(Error::Usage(
-                "batched steps of hybrid (recurrent) models are not supported yet".into(),
-            ));
-        }
         let n_seq = p.n_seq.max(1);
         let spec = ForwardSpec {
             drafter: false,
@@ -170,9 +193,14 @@ impl BatchForward {
         let ops = SeqOps {
             seqs,
             active: Vec::new(),
+            tapping: Vec::new(),
             gathering: Vec::new(),
         };
-        Ok(BatchForward { fwd, ops })
+        Ok(BatchForward {
+            fwd,
+            ops,
+            rows_run: 0,
+        })
     }
 
     pub fn hp(&self) -> &Hparams {
@@ -184,21 +212,78 @@ impl BatchForward {
         &self.fwd.weights
     }
 
-    /// Each sequence's cache bookkeeping (lengths, truncation for a reused prefix).
-    pub fn kv(&mut self) -> &mut KvCache {
-        &mut self.fwd.kv
+    /// Each sequence's cache bookkeeping (lengths, capacity).
+    pub fn kv(&self) -> &KvCache {
+        &self.fwd.kv
     }
 
-    /// Whether sequence `seq`'s cache can be cut back to `pos` and continued (Gemma 3's ring
-    /// caches: at most a step's rows, or all of them; any `pos` up to its length otherwise).
+    /// Whether the model carries a recurrent state per sequence.
+    pub fn is_recurrent(&self) -> bool {
+        self.fwd.is_recurrent()
+    }
+
+    /// Whether sequence `seq` can be cut back to `pos` and continued (Gemma 3's ring caches: at
+    /// most a step's rows, or all of them; a recurrent state: back to its checkpoint or to 0;
+    /// any `pos` up to its length otherwise).
     pub fn can_truncate(&self, seq: usize, pos: u32) -> bool {
         let Ok(len) = self.fwd.kv.len(seq) else {
             return false;
         };
-        if self.fwd.ring() {
-            return crate::model::gemma3::ring_can_truncate(len, pos, self.fwd.max_rows());
+        if self.fwd.ring() && !crate::model::gemma3::ring_can_truncate(len, pos, self.max_rows()) {
+            return false;
         }
-        pos <= len
+        match self.ops.seqs.get(seq) {
+            Some(q) if self.is_recurrent() => pos <= len && q.log.can_truncate(len, pos),
+            _ => pos <= len,
+        }
+    }
+
+    /// Keeps sequence `seq`'s first `pos` rows: its K/V rows, and its recurrent state (the
+    /// rows kept after its checkpoint run again with its next step). An error names the rows
+    /// when that is not possible ([`BatchForward::can_truncate`]).
+    pub fn truncate(&mut self, seq: usize, pos: u32) -> Result<()> {
+        let len = self.fwd.kv.len(seq)?;
+        if pos > len {
+            return Ok(self.fwd.kv.truncate_to(seq, pos)?);
+        }
+        let max = self.max_rows();
+        if self.fwd.ring() && !crate::model::gemma3::ring_can_truncate(len, pos, max) {
+            return Err(Error::Usage(format!(
+                "sequence {seq}'s ring caches cannot go back from row {len} to row {pos} (at \
+                 most {max} rows, or to 0)"
+            )));
+        }
+        if self.is_recurrent() {
+            self.seq_mut(seq)?.log.truncate(len, pos)?;
+        }
+        self.fwd.kv.truncate_to(seq, pos)?;
+        Ok(())
+    }
+
+    /// Empties sequence `seq` (a new request from scratch).
+    pub fn reset(&mut self, seq: usize) -> Result<()> {
+        self.truncate(seq, 0)
+    }
+
+    /// Sequence `seq`'s next step checkpoints its recurrent state at the current length, so a
+    /// later [`BatchForward::truncate`] can go back to any row from here. Nothing for a dense
+    /// model.
+    pub fn checkpoint(&mut self, seq: usize) -> Result<()> {
+        if self.is_recurrent() {
+            let len = self.fwd.kv.len(seq)?;
+            self.seq_mut(seq)?.log.checkpoint(len);
+        }
+        Ok(())
+    }
+
+    /// Rows every step has run so far, replays included (what prefix reuse saves).
+    pub fn rows_run(&self) -> u64 {
+        self.rows_run
+    }
+
+    /// Rows sequence `seq`'s next step runs again before its own (a rollback's replay).
+    pub fn replay_rows(&self, seq: usize) -> usize {
+        self.ops.seqs.get(seq).map_or(0, |q| q.log.replay.len())
     }
 
     /// Rows of a sequence's cache.
@@ -223,13 +308,12 @@ impl BatchForward {
 
     /// Runs `segs` (each at its sequence's next positions) as one step; afterwards
     /// [`BatchForward::argmax`] and [`BatchForward::logits`] hold one row per segment with
-    /// `logits`, in order.
+    /// `logits`, in order. A sequence's pending replay runs in front of its rows, in the same
+    /// step when the rows fit ([`BatchForward::max_rows`]), else in steps of its own first.
     pub fn step(&mut self, ctx: &GpuContext, segs: &[Segment<'_>]) -> Result<()> {
         let n_seq = self.n_seq();
         let mut seen = vec![false; n_seq];
-        let (mut tokens, mut positions) = (Vec::new(), Vec::new());
-        // (seq, row0, rows, end of its visible keys)
-        let mut placed = Vec::with_capacity(segs.len());
+        let (mut new, mut replay) = (0usize, 0usize);
         for seg in segs {
             match seen.get_mut(seg.seq) {
                 Some(s) if !*s => *s = true,
@@ -240,21 +324,11 @@ impl BatchForward {
                     )))
                 }
             }
-            let m_s = u32::try_from(seg.tokens.len()).unwrap_or(u32::MAX);
-            if m_s == 0 {
+            if seg.tokens.is_empty() {
                 return Err(Error::EmptyStep {
                     what: format!("the batch segment for sequence {} has no tokens", seg.seq),
                 });
             }
-            let range = self.fwd.kv.positions(seg.seq, m_s)?;
-            let row0 = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
-            tokens.extend_from_slice(seg.tokens);
-            placed.push((seg.seq, row0, m_s, range.end));
-            positions.extend(range);
-        }
-        let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
-        let mut n_logits = 0u32;
-        for seg in segs {
             if seg.n_logits as usize > seg.tokens.len() {
                 return Err(Error::Usage(format!(
                     "batch segment for sequence {}: {} logits rows of {} rows",
@@ -263,25 +337,88 @@ impl BatchForward {
                     seg.tokens.len()
                 )));
             }
-            n_logits += seg.n_logits;
+            new += seg.tokens.len();
+            replay += self.replay_rows(seg.seq);
         }
-        if m == 0 {
+        if new == 0 {
             return Err(Error::EmptyStep {
                 what: "a batched step of no segments".into(),
             });
         }
-        if m > self.fwd.max_rows() {
+        let max = self.max_rows() as usize;
+        if new > max {
             return Err(Error::Usage(format!(
-                "a batched step of {m} rows (1..={} rows)",
-                self.fwd.max_rows()
+                "a batched step of {new} rows (1..={max} rows)"
             )));
         }
+        if new + replay > max {
+            self.flush_replays(ctx, segs.iter().map(|s| s.seq).collect())?;
+        }
+        let runs: Vec<Run<'_>> = segs
+            .iter()
+            .map(|seg| Run {
+                seq: seg.seq,
+                r: self.replay_rows(seg.seq),
+                new: seg.tokens,
+                n_logits: seg.n_logits,
+            })
+            .collect();
+        self.run(ctx, &runs)
+    }
+
+    /// Runs the pending replays of `seqs` as steps of their own (no logits, no taps), as many
+    /// rows per step as fit.
+    fn flush_replays(&mut self, ctx: &GpuContext, seqs: Vec<usize>) -> Result<()> {
+        loop {
+            let mut budget = self.max_rows() as usize;
+            let mut runs = Vec::new();
+            for &seq in &seqs {
+                let r = self.replay_rows(seq).min(budget);
+                if r > 0 {
+                    budget -= r;
+                    runs.push(Run {
+                        seq,
+                        r,
+                        new: &[],
+                        n_logits: 0,
+                    });
+                }
+            }
+            if runs.is_empty() {
+                return Ok(());
+            }
+            self.run(ctx, &runs)?;
+        }
+    }
+
+    /// One submit of `runs` (checked by the caller: at most [`BatchForward::max_rows`] rows,
+    /// each sequence once).
+    fn run(&mut self, ctx: &GpuContext, runs: &[Run<'_>]) -> Result<()> {
+        let (mut tokens, mut positions) = (Vec::new(), Vec::new());
+        // (row0, rows, position of the first row)
+        let mut placed = Vec::with_capacity(runs.len());
+        for run in runs {
+            let q = self.ops.seqs.get(run.seq);
+            let replay = q.map_or(&[][..], |q| &q.log.replay[..]);
+            let len = self.fwd.kv.len(run.seq)?;
+            // The replay's rows sit just below the length; new rows must fit after it.
+            self.fwd.kv.positions(run.seq, run.new.len() as u32)?;
+            let start = len - replay.len() as u32;
+            let row0 = tokens.len() as u32;
+            tokens.extend_from_slice(&replay[..run.r]);
+            tokens.extend_from_slice(run.new);
+            let m_s = (run.r + run.new.len()) as u32;
+            positions.extend(start..start + m_s);
+            placed.push((row0, m_s, start));
+        }
+        let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        let n_logits: u32 = runs.iter().map(|r| r.n_logits).sum();
         self.fwd.resize(ctx, m, n_logits)?;
         let d = self.fwd.hp.n_embd;
-        let (mut active, mut gathering) = (Vec::new(), Vec::new());
+        let (mut active, mut tapping, mut gathering) = (Vec::new(), Vec::new(), Vec::new());
         let mut n_gathered = 0u32;
-        for (seg, &(seq, row0, m_s, end)) in segs.iter().zip(&placed) {
-            let Some(q) = self.ops.seqs.get_mut(seq) else {
+        for (run, &(row0, m_s, start)) in runs.iter().zip(&placed) {
+            let Some(q) = self.ops.seqs.get_mut(run.seq) else {
                 continue;
             };
             for sa in &mut q.layers {
@@ -292,19 +429,28 @@ impl BatchForward {
                         v.set_n_tokens_at(ctx, m_s, row0)?;
                     }
                 }
-                sa.attn.set_step_at(ctx, m_s, end, row0)?;
+                sa.attn.set_step_at(ctx, m_s, start + m_s, row0)?;
             }
-            if seg.n_logits > 0 {
-                let first = row0 + m_s - seg.n_logits;
+            let seg = q
+                .log
+                .segment(row0, start, run.r as u32, run.new.len() as u32);
+            set_delta(ctx, &mut q.delta, seg)?;
+            if run.n_logits > 0 {
+                let first = row0 + m_s - run.n_logits;
                 q.gather
-                    .set_rows_at(ctx, seg.n_logits, first * d, n_gathered * d)?;
-                n_gathered += seg.n_logits;
-                gathering.push(seq);
+                    .set_rows_at(ctx, run.n_logits, first * d, n_gathered * d)?;
+                n_gathered += run.n_logits;
+                gathering.push(run.seq);
             }
-            place_taps(ctx, q, d, m_s, row0)?;
-            active.push(seq);
+            if !run.new.is_empty() {
+                let new = run.new.len() as u32;
+                place_taps(ctx, q, d, new, row0 + run.r as u32)?;
+                tapping.push(run.seq);
+            }
+            active.push(run.seq);
         }
         self.ops.active = active;
+        self.ops.tapping = tapping;
         self.ops.gathering = gathering;
         let b = &self.fwd.buffers;
         crate::gpu::buffers::upload(ctx, "tokens", &b.tokens, 0, bytemuck::cast_slice(&tokens))?;
@@ -313,8 +459,12 @@ impl BatchForward {
         let (list, _) = self.fwd.record_with(m, n_logits, false, Some(&self.ops))?;
         submit(ctx, "batched forward", &list)?;
         drop(list);
-        for &(seq, _, m_s, _) in &placed {
-            self.fwd.kv.commit(seq, m_s)?;
+        self.rows_run += u64::from(m);
+        for (run, &(_, _, start)) in runs.iter().zip(&placed) {
+            self.fwd.kv.commit(run.seq, run.new.len() as u32)?;
+            if let Some(q) = self.ops.seqs.get_mut(run.seq) {
+                q.log.commit(start, run.r, run.new);
+            }
         }
         Ok(())
     }
@@ -511,5 +661,7 @@ fn seq_ops(
         gather,
         taps: Vec::new(),
         tap_row: 0,
+        delta: seq_delta(ctx, fwd, s, alloc)?,
+        log: SeqLog::default(),
     })
 }

@@ -80,6 +80,8 @@ pub(crate) struct GateOps {
 /// A Gated DeltaNet layer's ops between its projections.
 #[derive(Debug)]
 pub(crate) struct DeltaOps {
+    /// Which DeltaNet layer (index into the recurrent states).
+    pub state: usize,
     pub conv: SsmConv,
     pub rule: DeltaRule,
     /// RMSNorm per head (`m · n_v` rows of head_v) with `ssm_norm`, in place.
@@ -143,10 +145,14 @@ impl DeltaOps {
             .states
             .get(state)
             .ok_or_else(|| Error::Usage(format!("DeltaNet state {state} is not in the plan")))?;
+        let [conv_ckpt, ssm_ckpt] = hb.checkpoint.get(state).ok_or_else(|| {
+            Error::Usage(format!("DeltaNet checkpoint {state} is not in the plan"))
+        })?;
         let io = ConvIo {
             x: &hb.mixed,
             w: &w.conv,
             state: conv_state,
+            ckpt: conv_ckpt,
             y: &hb.conv,
         };
         let conv = SsmConv::new(ctx, io, h.conv_dim(), h.d_conv, max_rows)?;
@@ -157,6 +163,7 @@ impl DeltaOps {
             dt: &w.dt_bias,
             a: &w.a,
             state: ssm_state,
+            ckpt: ssm_ckpt,
             out: &hb.delta,
         };
         let shape = RuleShape {
@@ -173,6 +180,7 @@ impl DeltaOps {
         let n = max_rows * h.value_dim();
         let gate = GluOp::new(ctx, Glu::Swiglu, &hb.z, &hb.delta, &hb.conv, n)?;
         Ok(DeltaOps {
+            state,
             conv,
             rule,
             norm,
@@ -222,7 +230,8 @@ impl LayerOps {
 
     /// The mixer's dispatches of an `m`-row step, given its projections (`[q, k, v, o]` for
     /// attention; `[qkv, z, beta + alpha, out]` for a DeltaNet), in order. `seqs` replaces an
-    /// attention layer's RoPE, KV store and attention (a batch's per-sequence calls).
+    /// attention layer's RoPE, KV store and attention, or a DeltaNet layer's conv and delta
+    /// rule (a batch's per-sequence calls).
     pub(crate) fn mixer_dispatches<'a>(
         &'a self,
         m: u32,
@@ -255,8 +264,10 @@ impl LayerOps {
                 }
             }
             MixerOps::DeltaNet(d) => {
-                list.push(&d.conv.dispatch);
-                list.push(&d.rule.dispatch);
+                match seqs {
+                    Some(calls) => list.extend(calls),
+                    None => list.extend([&d.conv.dispatch, &d.rule.dispatch]),
+                }
                 list.push(&d.norm.dispatch);
                 list.push(&d.gate.dispatch);
             }

@@ -22,6 +22,7 @@
 
 mod attn_build;
 pub mod batch;
+mod batch_state;
 mod build;
 mod gemma3;
 mod hidden;
@@ -512,6 +513,7 @@ impl Forward {
             }
             let calls = match (seqs, &l.mixer) {
                 (Some(s), MixerOps::Attention(a)) => Some(s.layer_calls(a)),
+                (Some(s), MixerOps::DeltaNet(d)) => Some(s.delta_layer_calls(d.state)),
                 _ => None,
             };
             l.mixer_dispatches(m, mm, &mut list, calls);
