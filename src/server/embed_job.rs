@@ -11,7 +11,6 @@ use super::batch_worker::{self, panic_text};
 use super::metrics::Metrics;
 use super::slots::{Event, Job};
 use crate::engine::batch::BatchEngine;
-use crate::engine::Engine;
 use crate::model::forward::batch::Segment;
 use crate::{Error, Result};
 
@@ -55,29 +54,6 @@ fn no_rows() -> Error {
     Error::EmptyStep {
         what: "an embedding of no tokens".into(),
     }
-}
-
-/// Embeds `ids` on a turn-taking slot's session (its cache, and drafter, emptied before and
-/// after: the caller forgets the slot's cached prefix).
-pub fn on_engine(engine: &mut Engine, ids: &[u32]) -> Result<Vec<f32>> {
-    if ids.is_empty() {
-        return Err(no_rows());
-    }
-    engine.reset()?;
-    let run = |engine: &mut Engine| -> Result<Vec<f32>> {
-        let mut pool = Pool::new(engine.fwd.hp.n_embd as usize);
-        let ub = (engine.fwd.max_rows() as usize).max(1);
-        for chunk in ids.chunks(ub) {
-            // DSpark taps (with a drafter) land from staging row 0: a chunk always fits.
-            engine.fwd.set_tap_row(0);
-            engine.fwd.step(&engine.ctx, chunk, 0)?;
-            pool.add(&engine.fwd.hidden(&engine.ctx, 0, chunk.len() as u32)?);
-        }
-        Ok(pool.finish())
-    };
-    let out = run(engine);
-    engine.reset()?;
-    out
 }
 
 /// Embeds `ids` in sequence `seq` of the batched session, as a step of its own (between the

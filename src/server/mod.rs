@@ -31,15 +31,13 @@ mod state;
 pub mod stop;
 pub mod structured;
 pub mod tools;
-mod worker;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::batch::BatchEngine;
-use crate::engine::{Engine, EngineOptions};
-use crate::memory;
+use crate::engine::EngineOptions;
 use crate::sampling::SamplerParams;
 use crate::{Error, Result};
 
@@ -176,58 +174,25 @@ fn key_tail(k: &str) -> String {
     format!("…{tail}")
 }
 
-/// What the loader built: one batched engine for every slot, or a session per slot.
-enum Loaded {
-    Batched(Box<BatchEngine>),
-    Slots(Vec<Engine>),
-}
-
-/// Batched steps where they apply ([`memory::batch::batched`]: several slots), one session
-/// otherwise.
-fn load(opts: &ServeOptions) -> Result<Loaded> {
-    if memory::batch::batched(opts.n_slots) {
-        let engine = BatchEngine::load(&opts.engine, opts.n_slots)?;
-        return Ok(Loaded::Batched(Box::new(engine)));
-    }
-    Ok(Loaded::Slots(Engine::load_slots(
-        &opts.engine,
-        opts.n_slots,
-    )?))
-}
-
 /// Load the slots on a thread; the server answers 503 meanwhile. A model that fails to load
 /// ends the process with the error's exit code.
 fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
     std::thread::spawn(move || {
-        let loaded = match load(&opts) {
-            Ok(l) => l,
+        // One batched engine for every slot (`-np 1` included), one worker.
+        let engine = match BatchEngine::load(&opts.engine, opts.n_slots) {
+            Ok(e) => e,
             Err(e) => {
                 tracing::error!(target: TARGET, "loading the model failed: {e}");
                 // Pipeline builders may still be compiling: no library teardown under them.
                 crate::gpu::end_process(e.exit_code());
             }
         };
-        let (tok, n_ctx, n_vocab, drafter, planned, batched) = match &loaded {
-            Loaded::Batched(b) => (
-                b.tok.clone(),
-                b.fwd.capacity(),
-                b.fwd.hp().n_vocab,
-                !b.drafters.is_empty(),
-                b.plan.total(),
-                true,
-            ),
-            Loaded::Slots(s) => {
-                let first = &s[0];
-                (
-                    first.tok.clone(),
-                    first.fwd.kv.capacity(),
-                    first.fwd.hp.n_vocab,
-                    first.drafter.is_some(),
-                    first.plan.total(),
-                    false,
-                )
-            }
-        };
+        let (tok, n_ctx, n_vocab) = (
+            engine.tok.clone(),
+            engine.fwd.capacity(),
+            engine.fwd.hp().n_vocab,
+        );
+        let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
         let template = match tok.chat_template(opts.chat_template.as_deref()) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -245,7 +210,6 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             seed: opts.seed,
             n_vocab,
         };
-        let device = Arc::new(parking_lot::Mutex::new(()));
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
             tracing::error!(
@@ -264,40 +228,23 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             std::thread::sleep(FATAL_GRACE);
             crate::gpu::end_process(EXIT_WORKER_FAILED);
         });
-        match loaded {
-            Loaded::Batched(engine) => {
-                let shared = batch_worker::Shared {
-                    slots: Arc::clone(&app.slots),
-                    metrics: Arc::clone(&app.metrics),
-                    on_device_lost: Arc::clone(&on_lost),
-                    on_fatal: Arc::clone(&on_fatal),
-                };
-                std::thread::spawn(move || batch_worker::run(*engine, shared));
-            }
-            Loaded::Slots(engines) => {
-                for (slot, engine) in engines.into_iter().enumerate() {
-                    let shared = worker::Shared {
-                        slots: Arc::clone(&app.slots),
-                        device: Arc::clone(&device),
-                        metrics: Arc::clone(&app.metrics),
-                        on_device_lost: Arc::clone(&on_lost),
-                        on_fatal: Arc::clone(&on_fatal),
-                    };
-                    std::thread::spawn(move || worker::run(slot, engine, shared));
-                }
-            }
-        }
+        let shared = batch_worker::Shared {
+            slots: Arc::clone(&app.slots),
+            metrics: Arc::clone(&app.metrics),
+            on_device_lost: Arc::clone(&on_lost),
+            on_fatal: Arc::clone(&on_fatal),
+        };
+        std::thread::spawn(move || batch_worker::run(engine, shared));
         app.metrics
             .set_kv_capacity(u64::from(limits.n_ctx) * u64::from(opts.n_slots));
         tracing::info!(
             target: TARGET,
-            "ready: {} as {:?}, {} slot(s) × {} context{}{}, {:.1} MiB planned \
+            "ready: {} as {:?}, {} slot(s) × {} context, batched steps{}, {:.1} MiB planned \
              (weights shared by the slots)",
             opts.engine.model.display(),
             opts.alias,
             opts.n_slots,
             limits.n_ctx,
-            if batched { ", batched steps" } else { "" },
             if drafter { ", DSpark drafter" } else { "" },
             planned as f64 / (1024.0 * 1024.0)
         );

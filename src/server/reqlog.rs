@@ -108,10 +108,6 @@ impl JobClock {
         self.trace.as_ref().map_or("-", |t| t.id.as_str())
     }
 
-    pub fn slot(&self) -> usize {
-        self.slot
-    }
-
     /// A token was generated.
     pub fn token(&mut self) {
         if self.first.is_none() {

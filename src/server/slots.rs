@@ -188,21 +188,6 @@ impl Slots {
         self.lock().traces.remove(&id)
     }
 
-    /// The next job for `slot` (marking it busy); `None` once the server shuts down. Jobs whose
-    /// client has gone are dropped here.
-    pub fn next(&self, slot: usize) -> Option<Job> {
-        let mut g = self.lock();
-        loop {
-            if g.shutdown {
-                return None;
-            }
-            if let Some(job) = g.take(slot) {
-                return Some(job);
-            }
-            g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
     /// The next job for `slot` (marking it busy) if one waits now; `None` otherwise and once the
     /// server shuts down. Jobs whose client has gone are dropped here. (The batched worker
     /// admits jobs between steps this way.)
