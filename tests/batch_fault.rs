@@ -41,7 +41,7 @@ fn run(eng: &mut BatchEngine, mut active: Vec<Req>, n_seq: usize) -> Vec<Option<
                 }
                 Ended::Failed(e) => {
                     // What the server does with a failed request's slot.
-                    eng.fwd.kv().reset(seq).unwrap();
+                    eng.fwd.reset(seq).unwrap();
                     eng.drafters[seq].reset();
                     Err(e.to_string())
                 }
@@ -86,7 +86,7 @@ fn a_failing_request_ends_alone_and_its_slot_serves_again() {
     assert!(failed(3).contains("no rows"), "{}", failed(3));
 
     // Slot 0 starts over too (the server's admission truncates a slot to the prefix it shares).
-    eng.fwd.kv().reset(0).unwrap();
+    eng.fwd.reset(0).unwrap();
     eng.drafters[0].reset();
     // The failed slots, reset, serve new requests exactly as the single loop does, while a
     // healthy slot runs beside them.

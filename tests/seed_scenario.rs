@@ -124,8 +124,10 @@ fn the_engine_rebases_the_window_and_drafts_throughout() {
         policy: VerifyPolicy::Fixed,
         bypass: None,
     };
-    let s = flint::speculative::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| Ok(true))
-        .unwrap();
+    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| {
+        Ok(true)
+    })
+    .unwrap();
     assert_eq!(s.generated_token_ids, want);
     let st = s.spec.unwrap();
     eprintln!("{st:?}, rebases {}", ds.rebases);

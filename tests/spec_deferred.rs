@@ -1,6 +1,6 @@
 //! Deferred injection on the real model with a random-weight drafter: rows committed by
 //! single-row steps wait in the tap staging (`Forward::set_tap_row`) and reach the drafter as
-//! one chunk (`flint::speculative::generate` does this for plain and bypassed steps).
+//! one chunk (`flint::engine::speculate::generate` does this for plain and bypassed steps).
 //! - Staging: rows captured at staging rows `0..k` by `k` single-row steps are, bit for bit, the
 //!   rows captured one step at a time at row 0 (the target is deterministic).
 //! - Drafts: the drafter's logits after one chunk of `k` rows are, bit for bit, those after `k`
@@ -208,8 +208,8 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     eng.reset().unwrap();
     // Taps left pointing past row 0 (a generation that failed half-way) are reset.
     eng.fwd.set_tap_row(U - 1);
-    let s =
-        flint::speculative::generate(&mut eng, &mut ds, &opts, &p, n, None, |_| Ok(true)).unwrap();
+    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &opts, &p, n, None, |_| Ok(true))
+        .unwrap();
     assert_eq!(
         s.generated_token_ids, want,
         "output differs from plain decoding"
@@ -231,7 +231,8 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     let mut adv = Adversary::new(AdversaryKind::AlwaysWrong, seq, 4, n_vocab);
     eng.reset().unwrap();
     let s =
-        flint::speculative::generate(&mut eng, &mut adv, &opts, &p, n, None, |_| Ok(true)).unwrap();
+        flint::engine::speculate::generate(&mut eng, &mut adv, &opts, &p, n, None, |_| Ok(true))
+            .unwrap();
     assert_eq!(s.generated_token_ids, want, "adversary: output differs");
     let spec = s.spec.unwrap();
     assert!(

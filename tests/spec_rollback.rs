@@ -90,8 +90,10 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
             "request {i}: cache not empty"
         );
         let s =
-            flint::speculative::generate(&mut eng, &mut adv, &fixed(16), p, n, None, |_| Ok(true))
-                .unwrap();
+            flint::engine::speculate::generate(&mut eng, &mut adv, &fixed(16), p, n, None, |_| {
+                Ok(true)
+            })
+            .unwrap();
         assert_eq!(&s.generated_token_ids, w, "request {i}: output differs");
         let spec = s.spec.unwrap();
         assert_eq!(spec.accepted, 0);
@@ -122,8 +124,10 @@ fn a_prompt_near_the_context_end_never_writes_past_it() {
     let want = plain(&mut eng, &prompt, 64);
     eng.reset().unwrap();
     ds.reset();
-    let s = flint::speculative::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| Ok(true))
-        .unwrap();
+    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| {
+        Ok(true)
+    })
+    .unwrap();
     assert_eq!(s.generated_token_ids, want);
     assert!(eng.fwd.kv.len(0).unwrap() <= 512);
     assert_eq!(ds.next_position(), eng.fwd.kv.len(0).unwrap());
@@ -156,8 +160,10 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
     let want = plain(&mut eng, &prompt, 12);
     assert!(want.len() > 4, "the prompt must not end at once: {want:?}");
     eng.reset().unwrap();
-    let s = flint::speculative::generate(&mut eng, &mut ds, &spec, &prompt, 12, None, |_| Ok(true))
-        .unwrap();
+    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &spec, &prompt, 12, None, |_| {
+        Ok(true)
+    })
+    .unwrap();
     assert_eq!(s.generated_token_ids, want);
     let spec = s.spec.unwrap();
     assert!(

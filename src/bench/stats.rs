@@ -9,16 +9,8 @@ pub fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len() as f64
 }
 
-/// Median (the mean of the two middle values for an even count); NaN for no samples.
-pub fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
-}
+/// Median (shared with the speculative profile, which sits left of `bench`).
+pub use crate::speculative::stats::median;
 
 /// Sample standard deviation (Bessel-corrected); 0 for fewer than two samples.
 pub fn stddev(xs: &[f64]) -> f64 {

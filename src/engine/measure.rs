@@ -52,7 +52,7 @@ pub(super) fn cycle_costs(
     dspark: &mut Dspark,
     n_draft: u32,
 ) -> Result<CycleCosts> {
-    use crate::bench::stats::median;
+    use crate::speculative::stats::median;
     const ROUNDS: usize = 5;
     let verify_rows = n_draft + 1;
     fwd.set_tap_row(0);
@@ -98,7 +98,7 @@ pub(super) fn deep_costs(
     fwd: &mut Forward,
     n_draft: u32,
 ) -> Result<Option<super::verdict::DeepCosts>> {
-    use crate::bench::stats::median;
+    use crate::speculative::stats::median;
     let verify_rows = n_draft + 1;
     let pos = DEEP_POS
         .min(fwd.max_rows())

@@ -24,6 +24,7 @@ pub mod cost_cache;
 mod draft;
 pub mod fit;
 mod measure;
+pub mod speculate;
 pub mod verdict;
 use crate::sampling::Sampler;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
@@ -476,9 +477,8 @@ impl Engine {
         };
         let out = match self.drafter.take() {
             Some((mut d, spec)) => {
-                let out = crate::speculative::generate(
-                    self, &mut d, &spec, prompt, n_predict, sampler, on_token,
-                );
+                let out =
+                    speculate::generate(self, &mut d, &spec, prompt, n_predict, sampler, on_token);
                 self.drafter = Some((d, spec));
                 out
             }

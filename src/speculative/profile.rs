@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use crate::bench::stats::median;
+use super::stats::median;
 use crate::gpu::GpuContext;
 use crate::model::forward::Forward;
 use crate::{Error, Result};

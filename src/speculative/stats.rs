@@ -145,3 +145,14 @@ fn ratio(a: u64, b: u64) -> f64 {
         a as f64 / b as f64
     }
 }
+
+/// Median (the mean of the two middle values for an even count); NaN for no samples.
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}

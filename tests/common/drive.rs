@@ -47,6 +47,7 @@ pub fn speculate(
         policy: VerifyPolicy::Fixed,
         bypass: None,
     };
-    let s = flint::speculative::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
+    let s =
+        flint::engine::speculate::generate(eng, d, &opts, prompt, n, None, |_| Ok(true)).unwrap();
     (s.generated_token_ids, s.spec.unwrap())
 }

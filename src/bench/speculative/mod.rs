@@ -175,10 +175,15 @@ fn run_all(
             on_run(p, Mode::Plain);
         }
         engine.reset()?;
-        let spec =
-            crate::speculative::generate(engine, &mut *drafter, spec, &p.tokens, n, None, |_| {
-                Ok(true)
-            })?;
+        let spec = crate::engine::speculate::generate(
+            engine,
+            &mut *drafter,
+            spec,
+            &p.tokens,
+            n,
+            None,
+            |_| Ok(true),
+        )?;
         if report {
             on_run(p, Mode::Spec);
         }

@@ -11,54 +11,21 @@
 
 use std::time::Instant;
 
-use crate::engine::{Engine, GenStats};
+use super::{Engine, GenStats};
 use crate::gpu::GpuContext;
 use crate::model::forward::Forward;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
 use crate::{Error, Result};
 
-use super::accept::{accept_greedy, accept_sampled_cut, draft_distribution, draft_sample, Bonus};
-use super::bypass::{Bypass, BypassConfig};
-use super::drafter::Drafter;
-use super::schedule::{confidence_schedule, threshold_len, SpsProfile};
-use super::stats::SpecStats;
 use crate::grammar::steps::Guide;
 use crate::grammar::{allowed, GrammarError};
-
-/// How many drafts each cycle verifies.
-#[derive(Debug, Clone, PartialEq)]
-pub enum VerifyPolicy {
-    /// Every draft (up to `n_max`).
-    Fixed,
-    /// Up to the first draft whose confidence is below `p_min` (`--spec-draft-p-min`).
-    Threshold(f32),
-    /// The paper's Algorithm 1 over target steps per second measured at start-up.
-    Schedule(SpsProfile),
-}
-
-/// Speculation settings of one generation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpecOptions {
-    /// `--spec-draft-n-max`: drafts verified per cycle at most.
-    pub n_max: u32,
-    pub policy: VerifyPolicy,
-    /// Fall back to plain decoding while drafting does not pay (`None`: always draft).
-    pub bypass: Option<BypassConfig>,
-}
-
-/// The verify length for confidences `conf` under `policy`, at most `max`.
-fn verify_len(policy: &VerifyPolicy, conf: &[f32], max: usize) -> usize {
-    let conf = &conf[..conf.len().min(max)];
-    match policy {
-        VerifyPolicy::Fixed => conf.len(),
-        VerifyPolicy::Threshold(p) => threshold_len(conf, *p),
-        VerifyPolicy::Schedule(sps) => confidence_schedule(&[conf], sps)
-            .lens
-            .first()
-            .copied()
-            .unwrap_or(0),
-    }
-}
+use crate::speculative::accept::{
+    accept_greedy, accept_sampled_cut, draft_distribution, draft_sample, Bonus,
+};
+use crate::speculative::bypass::Bypass;
+use crate::speculative::drafter::Drafter;
+use crate::speculative::policy::{verify_len, SpecOptions};
+use crate::speculative::stats::SpecStats;
 
 /// Where a generation stands: tokens emitted and whether to go on.
 struct Emitter<'a, F: FnMut(u32) -> Result<bool>> {
