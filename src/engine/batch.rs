@@ -98,7 +98,7 @@ impl BatchEngine {
         fwd.warm(&ctx, &shapes)?;
         let mut allocated = std::mem::take(&mut alloc.records);
         drop(alloc);
-        let (mut drafters, mut spec) = (Vec::new(), None);
+        let (mut drafters, mut spec): (Vec<Dspark>, _) = (Vec::new(), None);
         if let (Some(d), Some(f), Some(dp), Some(shape)) =
             (&opts.draft, &dfile, &params.draft, dshape)
         {
@@ -114,7 +114,11 @@ impl BatchEngine {
                     type_k: dp.type_k,
                     type_v: dp.type_v,
                 };
-                let mut dspark = Dspark::load(&ctx, f, fwd.hp(), fwd.weights(), &cfg, &mut alloc)?;
+                // The first slot's drafter uploads the weights; the others share them.
+                let mut dspark = match drafters.first() {
+                    None => Dspark::load(&ctx, f, fwd.hp(), fwd.weights(), &cfg, &mut alloc)?,
+                    Some(first) => first.sibling(&ctx, &cfg, &mut alloc)?,
+                };
                 fwd.set_taps(&ctx, seq, &dspark.meta.target_layers, dspark.taps_buffer())?;
                 dspark.warm(&ctx)?;
                 let weights = dspark.allocations.iter().map(|(n, b)| {

@@ -78,12 +78,13 @@ pub fn buffers(
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         out.extend(drafter_buffers(d, dp, p, limits));
     }
-    // Per slot: its caches and its drafter.
+    // Per slot: its caches, its recurrent state and its drafter (the drafter's weights are
+    // shared by the slots, as the target's are).
     let caches: Vec<PlannedBuffer> = out
         .iter()
         .filter(|b| {
             matches!(b.kind, Kind::Kv | Kind::Recurrent | Kind::Rollback)
-                || b.owner == Owner::Drafter
+                || (b.owner == Owner::Drafter && b.kind != Kind::Weights)
         })
         .cloned()
         .collect();

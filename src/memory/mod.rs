@@ -353,13 +353,6 @@ pub fn plan(
             limits,
         };
     }
-    if p.n_seq > 1 {
-        let one = RunParams {
-            n_seq: 1,
-            ..p.clone()
-        };
-        return plan(target, drafter, &one, budget, limits).with_slots(p.n_seq);
-    }
     let mut buffers = target::buffers(target.hp, target.tensors, p, &limits);
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         buffers.extend(drafter::buffers(d.meta, d.tensors, p, dp, &limits));

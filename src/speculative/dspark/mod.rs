@@ -100,6 +100,32 @@ impl Dspark {
         weights::check_meta(&meta, target_hp, target.lm_head().n)?;
         let (model, heads) = weights::load(ctx, file, &meta, target)?;
         let allocations = model.allocations.clone();
+        Dspark::build(ctx, meta, model, heads, allocations, cfg, alloc)
+    }
+
+    /// Another drafter on this one's weights (a server slot's): its own cache, staging and
+    /// passes from `alloc`'s plan, no weight uploaded again.
+    pub fn sibling(
+        &self,
+        ctx: &GpuContext,
+        cfg: &DrafterConfig,
+        alloc: &mut Allocator<'_>,
+    ) -> Result<Dspark> {
+        let model = self.fwd.weights.clone();
+        let heads = self.heads.clone();
+        Dspark::build(ctx, self.meta.clone(), model, heads, Vec::new(), cfg, alloc)
+    }
+
+    /// Builds the passes of a drafter whose weights are on the device.
+    fn build(
+        ctx: &GpuContext,
+        meta: DrafterMeta,
+        model: ModelWeights,
+        heads: HeadWeights,
+        allocations: Vec<(String, u64)>,
+        cfg: &DrafterConfig,
+        alloc: &mut Allocator<'_>,
+    ) -> Result<Dspark> {
         let hp = meta.hp.clone();
         let gamma = meta.block_size;
         let spec = ForwardSpec {

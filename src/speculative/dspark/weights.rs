@@ -23,8 +23,8 @@ use crate::{Error, Result};
 /// Sinusoidal features of one log-SNR value (PrismML's `LogSnrEmbed`).
 pub const LOG_SNR_FEATURES: usize = 128;
 
-/// The drafter-only weights besides the backbone.
-#[derive(Debug)]
+/// The drafter-only weights besides the backbone (handles: a clone shares the buffers).
+#[derive(Debug, Clone)]
 pub struct HeadWeights {
     /// `fc` `[m·d_t → d]`.
     pub fc: GpuWeight,
