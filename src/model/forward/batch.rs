@@ -18,26 +18,19 @@
 //! sequence's rows and its own recurrent state ([`super::batch_state`]): zeroed at position 0,
 //! checkpointed and rolled back per sequence inside the shared step (`tests/batch_hybrid.rs`).
 
-use crate::gguf::GgmlType;
 use crate::gpu::GpuContext;
-use crate::kernels::attention::RopeKvIo;
-use crate::kernels::attention::{FusedAttention, KvLayout, KvStore, KvType, MaskMode, RopeKv};
-use crate::kernels::launch::{submit, Dispatch};
-use crate::kernels::ops::copy::{CopyParams, CopyRows};
+use crate::kernels::attention::MaskMode;
+use crate::kernels::launch::submit;
 use crate::kv_cache::KvCache;
 use crate::memory::alloc::Allocator;
-use crate::memory::batch::{max_rows, slot_name};
+use crate::memory::batch::max_rows;
 use crate::memory::RunParams;
 use crate::model::hparams::Hparams;
 use crate::model::weights::ModelWeights;
 use crate::{Error, Result};
 
-use super::attn_build::{attn_io, AttnEnv};
-use super::batch_state::{delta_calls, seq_delta, set_delta, SeqDelta, SeqLog};
-use super::build::{rope_config, ForwardSpec};
-use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
-use super::layer::AttnOps;
-use super::rope_store::RopeStore;
+use super::batch_seq::{seq_ops, Seq, SeqOps, SeqRows};
+use super::build::ForwardSpec;
 use super::Forward;
 
 /// One sequence's rows of a batched step.
@@ -52,102 +45,12 @@ pub struct Segment<'a> {
     pub n_logits: u32,
 }
 
-/// RoPE and the KV store of one sequence's rows: one fused dispatch (f16 caches), or the two
-/// stores after the layer's shared RoPE over every row (quantized caches).
-#[derive(Debug)]
-enum SeqStore {
-    Fused(RopeKv),
-    Split([KvStore; 2]),
-}
-
-/// One attention layer's calls for one sequence.
-#[derive(Debug)]
-struct SeqAttn {
-    store: SeqStore,
-    attn: FusedAttention,
-}
-
-/// One sequence's calls, by attention layer, the copy of its logits rows and its DSpark taps.
-#[derive(Debug)]
-struct Seq {
-    layers: Vec<SeqAttn>,
-    gather: CopyRows,
-    /// (layer whose input is captured, the copy of this sequence's rows into its drafter's
-    /// staging `[rows, taps × d]`), as [`Forward::set_taps`].
-    taps: Vec<(u32, CopyRows)>,
-    /// Staging row the next step's first row of this sequence goes to.
-    tap_row: u32,
-    /// Per DeltaNet layer its conv and delta rule over this sequence's state (hybrid models).
-    delta: Vec<SeqDelta>,
-    /// Its recurrent state's checkpoint and replay bookkeeping.
-    log: SeqLog,
-}
-
 /// One sequence's rows as a step runs them: the first `r` rows of its replay, then `new`.
 struct Run<'a> {
     seq: usize,
     r: usize,
     new: &'a [u32],
     n_logits: u32,
-}
-
-/// The per-sequence calls of a batched step, as the forward pass records them.
-#[derive(Debug)]
-pub struct SeqOps {
-    seqs: Vec<Seq>,
-    /// The current step's sequences, in row order.
-    active: Vec<usize>,
-    /// Those whose rows the step's taps capture (not a replay of their own).
-    tapping: Vec<usize>,
-    /// Those whose last row has logits, in logits-row order.
-    gathering: Vec<usize>,
-}
-
-impl SeqOps {
-    /// What replaces attention layer `a`'s own RoPE, store and attention in the current step.
-    pub(crate) fn layer_calls<'a>(&'a self, a: &'a AttnOps) -> Vec<&'a Dispatch> {
-        let mut out = Vec::new();
-        if let RopeStore::Split(ops) = &a.rope_store {
-            out.push(&ops.rope_q.dispatch);
-            out.push(&ops.rope_k.dispatch);
-        }
-        for &s in &self.active {
-            let Some(sa) = self.seqs.get(s).and_then(|q| q.layers.get(a.kv)) else {
-                continue;
-            };
-            match &sa.store {
-                SeqStore::Fused(op) => out.push(&op.dispatch),
-                SeqStore::Split([k, v]) => out.extend([&k.dispatch, &v.dispatch]),
-            }
-            out.extend(sa.attn.dispatches());
-        }
-        out
-    }
-
-    /// What replaces DeltaNet layer `k`'s own conv and delta rule in the current step.
-    pub(crate) fn delta_layer_calls(&self, k: usize) -> Vec<&Dispatch> {
-        self.active
-            .iter()
-            .filter_map(|&s| self.seqs.get(s))
-            .flat_map(|q| delta_calls(&q.delta, k))
-            .collect()
-    }
-
-    /// The current step's tap copies of `layer`'s input, every tapping sequence's.
-    pub(crate) fn taps_at(&self, layer: u32) -> impl Iterator<Item = &Dispatch> {
-        self.tapping
-            .iter()
-            .filter_map(|&s| self.seqs.get(s))
-            .flat_map(move |q| q.taps.iter().filter(move |t| t.0 == layer))
-            .map(|t| &t.1.dispatch)
-    }
-
-    /// The copies of the current step's logits rows into `act.head_in`.
-    pub(crate) fn gathers(&self) -> impl Iterator<Item = &Dispatch> {
-        self.gathering
-            .iter()
-            .filter_map(|&s| self.seqs.get(s).map(|q| &q.gather.dispatch))
-    }
 }
 
 /// The forward pass of a batched server: shared activations for the row budget, a K/V cache
@@ -395,7 +298,7 @@ impl BatchForward {
     /// each sequence once).
     fn run(&mut self, ctx: &GpuContext, runs: &[Run<'_>]) -> Result<()> {
         let (mut tokens, mut positions) = (Vec::new(), Vec::new());
-        // (row0, rows, position of the first row)
+        // (row0, position of the first row)
         let mut placed = Vec::with_capacity(runs.len());
         for run in runs {
             let q = self.ops.seqs.get(run.seq);
@@ -409,7 +312,7 @@ impl BatchForward {
             tokens.extend_from_slice(run.new);
             let m_s = (run.r + run.new.len()) as u32;
             positions.extend(start..start + m_s);
-            placed.push((row0, m_s, start));
+            placed.push((row0, start));
         }
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         let n_logits: u32 = runs.iter().map(|r| r.n_logits).sum();
@@ -417,34 +320,24 @@ impl BatchForward {
         let d = self.fwd.hp.n_embd;
         let (mut active, mut tapping, mut gathering) = (Vec::new(), Vec::new(), Vec::new());
         let mut n_gathered = 0u32;
-        for (run, &(row0, m_s, start)) in runs.iter().zip(&placed) {
+        for (run, &(row0, start)) in runs.iter().zip(&placed) {
             let Some(q) = self.ops.seqs.get_mut(run.seq) else {
                 continue;
             };
-            for sa in &mut q.layers {
-                match &mut sa.store {
-                    SeqStore::Fused(op) => op.set_tokens_at(ctx, m_s, row0)?,
-                    SeqStore::Split([k, v]) => {
-                        k.set_n_tokens_at(ctx, m_s, row0)?;
-                        v.set_n_tokens_at(ctx, m_s, row0)?;
-                    }
-                }
-                sa.attn.set_step_at(ctx, m_s, start + m_s, row0)?;
-            }
-            let seg = q
-                .log
-                .segment(row0, start, run.r as u32, run.new.len() as u32);
-            set_delta(ctx, &mut q.delta, seg)?;
+            let rows = SeqRows {
+                row0,
+                start,
+                replay: run.r as u32,
+                new: run.new.len() as u32,
+                n_logits: run.n_logits,
+                gather_row: n_gathered,
+            };
+            q.set_step(ctx, &rows, d)?;
             if run.n_logits > 0 {
-                let first = row0 + m_s - run.n_logits;
-                q.gather
-                    .set_rows_at(ctx, run.n_logits, first * d, n_gathered * d)?;
                 n_gathered += run.n_logits;
                 gathering.push(run.seq);
             }
             if !run.new.is_empty() {
-                let new = run.new.len() as u32;
-                place_taps(ctx, q, d, new, row0 + run.r as u32)?;
                 tapping.push(run.seq);
             }
             active.push(run.seq);
@@ -460,7 +353,7 @@ impl BatchForward {
         submit(ctx, "batched forward", &list)?;
         drop(list);
         self.rows_run += u64::from(m);
-        for (run, &(_, _, start)) in runs.iter().zip(&placed) {
+        for (run, &(_, start)) in runs.iter().zip(&placed) {
             self.fwd.kv.commit(run.seq, run.new.len() as u32)?;
             if let Some(q) = self.ops.seqs.get_mut(run.seq) {
                 q.log.commit(start, run.r, run.new);
@@ -557,111 +450,4 @@ impl BatchForward {
     pub fn logits(&self, ctx: &GpuContext) -> Result<Vec<f32>> {
         self.fwd.logits(ctx)
     }
-}
-
-/// Points sequence `q`'s tap copies at its `m` rows from `row0`, into its staging from its tap
-/// row.
-fn place_taps(ctx: &GpuContext, q: &mut Seq, d: u32, m: u32, row0: u32) -> Result<()> {
-    let width = d * q.taps.len() as u32;
-    for (k, (_, copy)) in q.taps.iter_mut().enumerate() {
-        let dst = q.tap_row * width + k as u32 * d;
-        copy.set_rows_at(ctx, m, row0 * d, dst)?;
-    }
-    Ok(())
-}
-
-fn kv_layout(ty: GgmlType, spec: &ForwardSpec, heads: u32, dim: u32) -> Result<KvLayout> {
-    Ok(KvLayout::new(
-        KvType::from_ggml(ty)?,
-        spec.kv_rows,
-        heads,
-        dim,
-    )?)
-}
-
-/// Sequence `s`'s calls: its caches (slot 0: the forward's own; others from the plan as
-/// `slot{s}.kv.*`), per attention layer its store and attention over them, and its gather.
-fn seq_ops(
-    ctx: &GpuContext,
-    fwd: &Forward,
-    spec: &ForwardSpec,
-    s: usize,
-    head_in: &wgpu::Buffer,
-    alloc: &mut Allocator<'_>,
-) -> Result<Seq> {
-    let hp = &fwd.hp;
-    let b = &fwd.buffers;
-    let k_layout = kv_layout(spec.type_k, spec, hp.n_head_kv, hp.head_dim)?;
-    let v_layout = kv_layout(spec.type_v, spec, hp.n_head_kv, hp.head_dim_v)?;
-    let rope_cfg = rope_config(hp);
-    let mut layers = Vec::new();
-    for (i, il) in hp.kv_layers().into_iter().enumerate() {
-        // Gemma 3's sliding layers: their own RoPE table, the window mask.
-        let (freqs, cfg) = match (&fwd.gemma3, sliding_rope(hp, il)) {
-            (Some(g), true) => (&g.swa_freqs, &g.swa_cfg),
-            _ => (&fwd.rope_freqs, &rope_cfg),
-        };
-        let (mask, scale) = layer_attention(hp, il, spec.mask);
-        let [k_layout, v_layout] = layer_layouts(hp, il, spec, [k_layout, v_layout])?;
-        let env = AttnEnv {
-            spec,
-            freqs,
-            rope_cfg: cfg,
-            layouts: [&k_layout, &v_layout],
-            split_decode: false,
-            mask,
-            scale,
-        };
-        let [kc, vc] = if s == 0 {
-            b.kv.get(i)
-                .cloned()
-                .ok_or_else(|| Error::Usage(format!("layer {il}: no KV cache in the plan")))?
-        } else {
-            [
-                alloc.storage(&slot_name(s, &format!("kv.k.{il}")))?,
-                alloc.storage(&slot_name(s, &format!("kv.v.{il}")))?,
-            ]
-        };
-        let (shape, io) = attn_io(hp, b, [&kc, &vc], &env);
-        let attn = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
-        let store = if RopeKv::supports(&k_layout, &v_layout) {
-            let io = RopeKvIo {
-                q: &b.q,
-                k: &b.k,
-                v: &b.v,
-                positions: &b.positions,
-                freqs,
-                k_cache: &kc,
-                v_cache: &vc,
-            };
-            let layouts = [&k_layout, &v_layout];
-            let op = RopeKv::new(ctx, io, hp.n_head, layouts, cfg, spec.max_rows)?;
-            SeqStore::Fused(op)
-        } else {
-            SeqStore::Split([
-                KvStore::new(ctx, k_layout, &kc, &b.k, &b.positions, spec.max_rows)?,
-                KvStore::new(ctx, v_layout, &vc, &b.v, &b.positions, spec.max_rows)?,
-            ])
-        };
-        layers.push(SeqAttn { store, attn });
-    }
-    let d = hp.n_embd;
-    let params = CopyParams {
-        n_rows: spec.max_logit_rows,
-        n_cols: d,
-        src_stride: d,
-        dst_stride: d,
-        src_off: 0,
-        dst_off: 0,
-        _pad: [0; 2],
-    };
-    let gather = CopyRows::new(ctx, &b.xn, head_in, params)?;
-    Ok(Seq {
-        layers,
-        gather,
-        taps: Vec::new(),
-        tap_row: 0,
-        delta: seq_delta(ctx, fwd, s, alloc)?,
-        log: SeqLog::default(),
-    })
 }

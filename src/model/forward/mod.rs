@@ -22,6 +22,7 @@
 
 mod attn_build;
 pub mod batch;
+mod batch_seq;
 mod batch_state;
 mod build;
 mod gemma3;
@@ -485,7 +486,7 @@ impl Forward {
         m: u32,
         n_logits: u32,
         taps: bool,
-        seqs: Option<&'a batch::SeqOps>,
+        seqs: Option<&'a batch_seq::SeqOps>,
     ) -> Result<(Vec<&'a Dispatch>, Vec<usize>)> {
         let set = self
             .matmuls
