@@ -11,7 +11,7 @@ at the start, after the first minute and at the end, and RSS growth after the fi
 Exits 1 when there was an error, RSS grew by 5 % or more after the first minute, or the open
 descriptors at rest at the end differ from those at the start. Linux only (/proc).
 
-Usage: python3 scripts/soak.py [--flint target/release/flint] [--model M] [--slots 8]
+Usage: python3 scripts/soak.py [--flint target/release/flint] [--model M] [--draft D] [--slots 8]
        [--clients 8] [--duration 600] [--drop 0.2] [--seed 1]
 """
 
@@ -48,6 +48,8 @@ def start_server(a):
     cmd = [a.flint, "serve", "--port", "0", "-np", str(a.slots), "-c", "2048", "--queue", "64"]
     if a.model:
         cmd += ["-m", a.model]
+    if a.draft:
+        cmd += ["-md", a.draft]
     p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     addr = None
     while addr is None:
@@ -123,6 +125,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--flint", default="target/release/flint")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--draft", default=None, help="a DSpark drafter per slot (-md)")
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--duration", type=float, default=600)

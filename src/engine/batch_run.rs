@@ -198,6 +198,8 @@ fn draft_all<R: BatchRequest>(
     let n_vocab = eng.fwd.hp().n_vocab as usize;
     let mut confs: Vec<Vec<f32>> = Vec::new();
     let mut who: Vec<usize> = Vec::new();
+    // Greedy drafters set up here run in one submission below: (plan, sequence, length).
+    let mut greedy: Vec<(usize, usize, usize)> = Vec::new();
     for (k, pl) in plans.iter_mut().enumerate() {
         let a = active[pl.i].state_mut();
         // A step that runs forced rows drafts nothing (as the single-request loop).
@@ -214,6 +216,13 @@ fn draft_all<R: BatchRequest>(
         if max_len == 0 {
             continue;
         }
+        if a.sampler.is_none() {
+            match prepare_greedy(eng, a, anchor, pl.p0) {
+                Ok(()) => greedy.push((k, a.seq, max_len)),
+                Err(e) => failed.push((pl.i, e)),
+            }
+            continue;
+        }
         match draft_one(eng, a, anchor, pl) {
             Ok(draft) => {
                 let len = max_len.min(draft.tokens.len());
@@ -225,6 +234,20 @@ fn draft_all<R: BatchRequest>(
                 pl.dists.clear();
                 failed.push((pl.i, e));
             }
+        }
+    }
+    let seqs: Vec<usize> = greedy.iter().map(|g| g.1).collect();
+    let drafted = draft_together(eng, &seqs);
+    for ((k, _, max_len), draft) in greedy.into_iter().zip(drafted) {
+        let pl = &mut plans[k];
+        match draft {
+            Ok(draft) => {
+                let len = max_len.min(draft.tokens.len());
+                pl.drafts = draft.tokens[..len].to_vec();
+                confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
+                who.push(k);
+            }
+            Err(e) => failed.push((pl.i, e)),
         }
     }
     let lens: Vec<usize> = match &spec.policy {
@@ -250,6 +273,60 @@ fn draft_all<R: BatchRequest>(
             p.drafted += len as u64;
         }
     }
+}
+
+/// Request `a`'s drafter, given its waiting rows, is set up to draft greedily after `anchor`
+/// at `p0` ([`draft_together`] runs it).
+fn prepare_greedy(eng: &mut BatchEngine, a: &mut SeqState, anchor: u32, p0: u32) -> Result<()> {
+    flush(eng, a)?;
+    let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
+    if p0 != d.next_position() {
+        return Err(Error::Usage(format!(
+            "draft at position {p0}, but the drafter holds rows up to {}",
+            d.next_position()
+        )));
+    }
+    d.prepare_draft(&eng.ctx, anchor)
+}
+
+/// The greedy draft passes of the drafters of `seqs`, set up by [`prepare_greedy`], in one
+/// submission; each one's drafts, in order. A pass that cannot be recorded, or a submission
+/// that fails, fails those requests (the first gets the error itself).
+fn draft_together(
+    eng: &BatchEngine,
+    seqs: &[usize],
+) -> Vec<Result<crate::speculative::dspark::Draft>> {
+    if seqs.is_empty() {
+        return Vec::new();
+    }
+    let recorded = || -> Result<()> {
+        let mut list = Vec::new();
+        for &seq in seqs {
+            let d = eng.drafters.get(seq).ok_or_else(no_drafter)?;
+            list.extend(d.draft_dispatches()?);
+        }
+        Ok(crate::kernels::launch::submit(
+            &eng.ctx,
+            "dspark drafts",
+            &list,
+        )?)
+    };
+    if let Err(e) = recorded() {
+        let why = e.to_string();
+        let mut out = vec![Err(e)];
+        out.extend(seqs[1..].iter().map(|_| {
+            Err(Error::Usage(format!(
+                "the slots' draft passes failed: {why}"
+            )))
+        }));
+        return out;
+    }
+    seqs.iter()
+        .map(|&seq| {
+            let d = eng.drafters.get(seq).ok_or_else(no_drafter)?;
+            d.read_draft(&eng.ctx)
+        })
+        .collect()
 }
 
 /// Request `a`'s drafter, given its waiting rows, drafts a block after `anchor` (sampled drafts

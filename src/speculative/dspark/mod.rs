@@ -353,31 +353,20 @@ impl Dspark {
             )));
         }
         let gamma = self.meta.block_size;
-        let mut tokens = vec![self.mask; gamma as usize];
-        tokens[0] = anchor;
-        self.fwd.prepare(ctx, &tokens, self.filled, gamma)?;
-        upload(
-            ctx,
-            "draft anchor",
-            &self.out,
-            0,
-            bytemuck::bytes_of(&anchor),
-        )?;
-        let (mut list, _) = self.fwd.record(gamma, gamma)?;
-        if let Some(snr) = &self.snr {
-            snr.insert(&mut list);
-        }
-        let first = usize::from(!self.meta.sample_from_anchor);
         let v = self.meta.hp.n_vocab as usize;
         match pick {
             None => {
-                for j in 0..gamma as usize {
-                    list.extend(self.slot_dispatches(j, true));
-                }
-                submit(ctx, "dspark draft", &list)?;
+                self.prepare_draft(ctx, anchor)?;
+                submit(ctx, "dspark draft", &self.draft_dispatches()?)?;
             }
             Some(pick) => {
+                self.prepare_draft(ctx, anchor)?;
+                let (mut list, _) = self.fwd.record(gamma, gamma)?;
+                if let Some(snr) = &self.snr {
+                    snr.insert(&mut list);
+                }
                 submit(ctx, "dspark draft", &list)?;
+                let first = usize::from(!self.meta.sample_from_anchor);
                 for j in 0..gamma as usize {
                     submit(ctx, "dspark slot", &self.slot_dispatches(j, false))?;
                     let off = (j * v * 4) as u64;
@@ -399,6 +388,45 @@ impl Dspark {
                 }
             }
         }
+        self.read_draft(ctx)
+    }
+
+    /// Sets up a greedy draft after `anchor` at the next position (checked by the caller):
+    /// [`Dspark::draft_dispatches`] then records it, and [`Dspark::read_draft`] reads it once
+    /// submitted. Several drafters' blocks can so share one submission.
+    pub fn prepare_draft(&mut self, ctx: &GpuContext, anchor: u32) -> Result<()> {
+        let gamma = self.meta.block_size;
+        let mut tokens = vec![self.mask; gamma as usize];
+        tokens[0] = anchor;
+        self.fwd.prepare(ctx, &tokens, self.filled, gamma)?;
+        upload(
+            ctx,
+            "draft anchor",
+            &self.out,
+            0,
+            bytemuck::bytes_of(&anchor),
+        )?;
+        Ok(())
+    }
+
+    /// The greedy draft pass set up by [`Dspark::prepare_draft`]: the block's forward, then per
+    /// slot the Markov bias, the confidence and the on-device pick.
+    pub fn draft_dispatches(&self) -> Result<Vec<&Dispatch>> {
+        let gamma = self.meta.block_size;
+        let (mut list, _) = self.fwd.record(gamma, gamma)?;
+        if let Some(snr) = &self.snr {
+            snr.insert(&mut list);
+        }
+        for j in 0..gamma as usize {
+            list.extend(self.slot_dispatches(j, true));
+        }
+        Ok(list)
+    }
+
+    /// The drafts and confidences of the last submitted draft pass.
+    pub fn read_draft(&self, ctx: &GpuContext) -> Result<Draft> {
+        let gamma = self.meta.block_size;
+        let first = usize::from(!self.meta.sample_from_anchor);
         let n = 2 * gamma as usize + 1;
         let bytes = read_back(ctx, &self.out, 0, (n * 4) as u64)?;
         let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
