@@ -38,10 +38,13 @@ pub fn workgroups(grid: [u32; 3]) -> u64 {
     grid.iter().map(|&g| u64::from(g)).product()
 }
 
+/// Per kernel: dispatches, milliseconds, dispatches per grid.
+type Acc = (usize, f64, BTreeMap<[u32; 3], usize>);
+
 /// Groups timed dispatches `(kernel key, grid, ms)` by kernel: count, summed time, workgroups
 /// and distinct grids per kernel, slowest kernel first.
 pub fn group_by_kernel(timed: &[(String, [u32; 3], f64)]) -> Vec<KernelTime> {
-    let mut by_kernel: BTreeMap<&str, (usize, f64, BTreeMap<[u32; 3], usize>)> = BTreeMap::new();
+    let mut by_kernel: BTreeMap<&str, Acc> = BTreeMap::new();
     for (kernel, grid, ms) in timed {
         let e = by_kernel.entry(kernel).or_default();
         e.0 += 1;
