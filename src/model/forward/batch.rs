@@ -19,7 +19,7 @@
 use crate::gguf::GgmlType;
 use crate::gpu::GpuContext;
 use crate::kernels::attention::RopeKvIo;
-use crate::kernels::attention::{FusedAttention, KvLayout, KvStore, KvType, MaskMode, RopeKv};
+use crate::kernels::attention::{KvLayout, KvStore, KvType, MaskMode, RopeKv};
 use crate::kernels::launch::{submit, Dispatch};
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::kv_cache::KvCache;
@@ -31,6 +31,7 @@ use crate::model::weights::ModelWeights;
 use crate::{Error, Result};
 
 use super::attn_build::{attn_io, AttnEnv};
+use super::batch_attn::{planned_partials, SeqAttention};
 use super::build::{rope_config, ForwardSpec};
 use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
 use super::layer::AttnOps;
@@ -61,7 +62,7 @@ enum SeqStore {
 #[derive(Debug)]
 struct SeqAttn {
     store: SeqStore,
-    attn: FusedAttention,
+    attn: SeqAttention,
 }
 
 /// One sequence's calls, by attention layer, the copy of its logits rows and its DSpark taps.
@@ -164,8 +165,17 @@ impl BatchForward {
         fwd.head_in = Some(head_in.clone());
         fwd.kv = KvCache::new(p.n_ctx, n_seq as usize);
         let mut seqs = Vec::with_capacity(n_seq as usize);
+        let partials = planned_partials(alloc)?;
         for s in 0..n_seq as usize {
-            seqs.push(seq_ops(ctx, &fwd, &spec, s, &head_in, alloc)?);
+            seqs.push(seq_ops(
+                ctx,
+                &fwd,
+                &spec,
+                s,
+                &head_in,
+                partials.as_ref(),
+                alloc,
+            )?);
         }
         let ops = SeqOps {
             seqs,
@@ -437,6 +447,7 @@ fn seq_ops(
     spec: &ForwardSpec,
     s: usize,
     head_in: &wgpu::Buffer,
+    partials: Option<&wgpu::Buffer>,
     alloc: &mut Allocator<'_>,
 ) -> Result<Seq> {
     let hp = &fwd.hp;
@@ -473,7 +484,7 @@ fn seq_ops(
             ]
         };
         let (shape, io) = attn_io(hp, b, [&kc, &vc], &env);
-        let attn = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
+        let attn = SeqAttention::new(ctx, shape, io, &b.attn_state, partials)?;
         let store = if RopeKv::supports(&k_layout, &v_layout) {
             let io = RopeKvIo {
                 q: &b.q,
