@@ -5,9 +5,9 @@
 // the row's splits 0..ceil(n_vis / ATTN_SPLIT) in ascending order with attn_fold (splits where
 // the row sees nothing, l == 0, are skipped) and writes acc / l (0 when l == 0).
 // No variants: the partials are f32 whatever the cache type.
-// Shapes: partials f32 [n_q, n_head, n_splits, D + 2]; positions u32 [n_q] (causal mode);
-// out f32 [n_q, n_head, D].
-// Dispatch: flat workgroup f = wid.y * nwg.x + wid.x < n_q * n_head; row = f / n_head.
+// Shapes: partials f32 [n_q, n_head, n_splits, D + 2] (the call's own rows); positions u32
+// [row0 + n_q] (causal mode); out f32 [row0 + n_q, n_head, D] (rows row0.. written).
+// Dispatch: flat workgroup f = wid.y * nwg.x + wid.x < n_q * n_head; row = row0 + f / n_head.
 // Bindings: 0 uniform Params, 1 positions (read), 2 partials (read), 3 out (read_write).
 
 #include "common/kv_attn_common.wgsl"
@@ -29,7 +29,7 @@ fn main(
     if (f >= params.n_q * params.n_head) {
         return;
     }
-    let row = f / params.n_head;
+    let row = params.row0 + f / params.n_head;
     let d = params.head_dim;
     let n_splits = attn_n_splits(attn_visible(row));
     for (var i = lid; i < d; i += WG_SIZE) {
@@ -46,6 +46,6 @@ fn main(
                 l = g.y;
             }
         }
-        out[f * d + i] = attn_finish(acc, l);
+        out[(params.row0 * params.n_head + f) * d + i] = attn_finish(acc, l);
     }
 }

@@ -10,9 +10,10 @@
 // Variants (Rust side: src/kernels/attention/attend.rs): KV_F16 | KV_Q8_0 | KV_Q4_0, the
 // cache type of K and V; USE_F16 (KV_F16 only, device has shader-f16): the caches are bound as
 // array<vec2<f16>> and convert natively.
-// Shapes: q_in f32 [n_q, n_head, D]; k_cache, v_cache: common/kv_layout.wgsl; positions u32
-// [n_q] (causal mode); mask f32 [n_q, mask_stride] (explicit mode; any buffer otherwise);
-// partials f32 [n_q, n_head, n_splits, D + 2], record = (m, l, acc[0..D]).
+// Shapes: q_in f32 [row0 + n_q, n_head, D] (the call's rows: row0..row0 + n_q); k_cache,
+// v_cache: common/kv_layout.wgsl; positions u32 [row0 + n_q] (causal mode); mask f32
+// [row0 + n_q, mask_stride] (explicit mode; any buffer otherwise); partials f32
+// [n_q, n_head, n_splits, D + 2] (indexed by the call's own row), record = (m, l, acc[0..D]).
 // Dispatch: flat workgroup f = wid.y * nwg.x + wid.x < n_splits * n_tasks;
 // split = f % n_splits, task = f / n_splits (row-major over row, KV head, chunk).
 // Bindings: 0 uniform Params, 1 q_in, 2 k_cache, 3 v_cache, 4 positions, 5 mask (read),
@@ -60,7 +61,10 @@ fn main(
         let h = i / qw;
         let w = i % qw;
         let r = attn_pv(t, h, w, start, n);
-        let rec = ((t.row * params.n_head + t.head0 + h) * params.n_splits + split) * (d + 2u);
+        // Partials are indexed by the call's own rows (t.row - row0): a batch's sequence at
+        // rows row0.. uses the scratch of a call at row 0.
+        let local = t.row - params.row0;
+        let rec = ((local * params.n_head + t.head0 + h) * params.n_splits + split) * (d + 2u);
         if (w == 0u) {
             partials[rec] = attn_m[h];
             partials[rec + 1u] = r.l;

@@ -317,12 +317,51 @@ fn sps_curve_times_verify_steps_of_every_batch_size() {
     }
 }
 
+/// The `| kernel | dispatches | workgroups | grid | … |` row of the kernel whose name starts
+/// with `shader` in a profile table: (dispatches, workgroups, grid text).
+fn profile_row<'a>(table: &'a str, shader: &str) -> Option<(u64, u64, &'a str)> {
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&format!("| {shader} [")))?;
+    let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+    Some((cells[2].parse().ok()?, cells[3].parse().ok()?, cells[4]))
+}
+
+/// `x×y×z` and `x×y×z (×n)` cells: Σ n·x·y·z.
+fn grid_workgroups(cell: &str) -> u64 {
+    cell.split(", ")
+        .map(|g| {
+            let (dims, n) = match g.split_once(" (×") {
+                Some((d, n)) => (d, n.trim_end_matches(')').parse::<u64>().unwrap()),
+                None => (g, 1),
+            };
+            n * dims
+                .split('×')
+                .map(|x| x.parse::<u64>().unwrap())
+                .product::<u64>()
+        })
+        .sum()
+}
+
 /// `--profile --sps B`: the decode step and a verify step of B rows with every row's logits (the
-/// step SPS(B) times), each table's dispatch column summing to its step's dispatch count; B = 0
-/// is refused.
+/// step SPS(B) times), each table's dispatch column summing to its step's dispatch count, each
+/// kernel's workgroups the sum of its grids, and the attention kernels' workgroups those of
+/// the grid formulas docs/shaders-attention.md states (a Q8_0 cache, so the decode step takes
+/// the two-pass split-KV path on any adapter: split `n_splits · n_q · n_kv_heads ·
+/// ceil(group / 8)`, reduce `n_q · n_head`, fused `n_q · n_kv_heads · ceil(group / 8)`, per
+/// layer) at a depth spanning two 256-key splits; B = 0 is refused.
 #[test]
 fn profile_of_a_verify_step() {
     let model = common::model_path();
+    let file = flint::gguf::GgufFile::open(&model).unwrap();
+    let hp = flint::model::Hparams::from_gguf(&file.gguf).unwrap();
+    let (layers, n_head, kv) = (
+        u64::from(hp.n_layer),
+        u64::from(hp.n_head),
+        u64::from(hp.n_head_kv),
+    );
+    let chunks = (n_head / kv).div_ceil(8);
+    let depth = 300u64;
     let args = [
         "bench",
         "-m",
@@ -331,14 +370,18 @@ fn profile_of_a_verify_step() {
         "--sps",
         "3",
         "-d",
-        "2",
+        "300",
         "-r",
         "1",
+        "-ctk",
+        "q8_0",
+        "-ctv",
+        "q8_0",
     ];
     let text = flint_ok(&args);
     let heads = [
-        "step of 1 row(s) (1 with logits) at depth 2: ",
-        "step of 3 row(s) (3 with logits) at depth 2: ",
+        "step of 1 row(s) (1 with logits) at depth 300: ",
+        "step of 3 row(s) (3 with logits) at depth 300: ",
     ];
     let mut sections = Vec::new();
     for head in heads {
@@ -368,6 +411,30 @@ fn profile_of_a_verify_step() {
             })
             .sum();
         assert_eq!(counted, stated, "step {i}:\n{table}");
+        for line in table
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| kernel"))
+        {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let wg: u64 = cells[3].parse().unwrap();
+            assert_eq!(wg, grid_workgroups(cells[4]), "{line}");
+        }
+        let n_q = [1u64, 3][i];
+        // The step's last row sees depth + n_q keys.
+        let n_splits = (depth + n_q).div_ceil(256);
+        if i == 0 {
+            let (n, wg, _) = profile_row(table, "attn_split").expect("attn_split row");
+            assert_eq!(
+                (n, wg),
+                (layers, layers * n_splits * n_q * kv * chunks),
+                "{table}"
+            );
+            let (n, wg, _) = profile_row(table, "attn_reduce").expect("attn_reduce row");
+            assert_eq!((n, wg), (layers, layers * n_q * n_head), "{table}");
+        } else {
+            let (n, wg, _) = profile_row(table, "attn_fused").expect("attn_fused row");
+            assert_eq!((n, wg), (layers, layers * n_q * kv * chunks), "{table}");
+        }
     }
     // A batch of 0 rows is refused as `--sps` alone refuses it.
     let out = Command::new(env!("CARGO_BIN_EXE_flint"))

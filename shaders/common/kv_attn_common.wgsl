@@ -27,7 +27,7 @@ struct Params {
     scale: f32,       // score = scale * q.k + mask
     n_tasks: u32,     // n_q * n_kv_heads * n_chunks
     pass_splits: u32, // attn_fused.wgsl: splits one workgroup folds per pass (unused elsewhere)
-    row0: u32,        // first query row of the call (fused passes; the two-pass decode path: 0)
+    row0: u32,        // first query row of the call (a batch: one call per sequence's rows)
     _pad1: u32,
     _pad2: u32,
 }

@@ -4,6 +4,11 @@
 //! milliseconds per step and share. A real step with its readback counts the submits and
 //! readbacks per token. Per-dispatch times include one submit and one wait each, so their sum
 //! exceeds the whole step by the dispatch overhead, which the table reports too.
+//!
+//! Each kernel's row also gives the workgroups its dispatches launch per step (the sum of
+//! `x·y·z` over its dispatches) and their grids (`x×y×z`, with how many dispatches launch each),
+//! so a dispatch's shape (how much of a GPU's parallelism a kernel can fill) can be checked on a
+//! CPU driver, where its speed says nothing.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -21,6 +26,59 @@ pub struct KernelTime {
     pub count: usize,
     /// Milliseconds per step, dispatches timed alone.
     pub ms: f64,
+    /// Workgroups launched per step: the sum of `x·y·z` over the kernel's dispatches.
+    pub workgroups: u64,
+    /// The distinct grids `[x, y, z]` of its dispatches, each with how many dispatches use it
+    /// (ascending by grid).
+    pub grids: Vec<([u32; 3], usize)>,
+}
+
+/// Workgroups a dispatch of `grid` launches: `x·y·z`.
+pub fn workgroups(grid: [u32; 3]) -> u64 {
+    grid.iter().map(|&g| u64::from(g)).product()
+}
+
+/// Per kernel: dispatches, milliseconds, dispatches per grid.
+type Acc = (usize, f64, BTreeMap<[u32; 3], usize>);
+
+/// Groups timed dispatches `(kernel key, grid, ms)` by kernel: count, summed time, workgroups
+/// and distinct grids per kernel, slowest kernel first.
+pub fn group_by_kernel(timed: &[(String, [u32; 3], f64)]) -> Vec<KernelTime> {
+    let mut by_kernel: BTreeMap<&str, Acc> = BTreeMap::new();
+    for (kernel, grid, ms) in timed {
+        let e = by_kernel.entry(kernel).or_default();
+        e.0 += 1;
+        e.1 += ms;
+        *e.2.entry(*grid).or_default() += 1;
+    }
+    let mut kernels: Vec<KernelTime> = by_kernel
+        .into_iter()
+        .map(|(kernel, (count, ms, grids))| KernelTime {
+            kernel: kernel.to_string(),
+            count,
+            ms,
+            workgroups: grids.iter().map(|(&g, &n)| n as u64 * workgroups(g)).sum(),
+            grids: grids.into_iter().collect(),
+        })
+        .collect();
+    kernels.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    kernels
+}
+
+/// `grids` as `x×y×z` (with `(×n)` where n dispatches share it), at most 3 then `…`.
+fn render_grids(grids: &[([u32; 3], usize)]) -> String {
+    let mut parts: Vec<String> = grids
+        .iter()
+        .take(3)
+        .map(|([x, y, z], n)| match n {
+            1 => format!("{x}×{y}×{z}"),
+            n => format!("{x}×{y}×{z} (×{n})"),
+        })
+        .collect();
+    if grids.len() > 3 {
+        parts.push(format!("… {} more", grids.len() - 3));
+    }
+    parts.join(", ")
 }
 
 /// The profile of a step of `rows` rows at depth `depth`.
@@ -78,7 +136,7 @@ pub fn profile_step(
         wait(engine)?;
         whole.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    let mut by_kernel: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    let mut timed = Vec::with_capacity(list.len());
     for d in &list {
         let mut times = Vec::new();
         for _ in 0..reps {
@@ -88,17 +146,13 @@ pub fn profile_step(
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let v = &d.pipeline.variant;
-        let e = by_kernel
-            .entry(format!("{} [{}]", v.shader, v.key()))
-            .or_default();
-        e.0 += 1;
-        e.1 += median(&times);
+        timed.push((
+            format!("{} [{}]", v.shader, v.key()),
+            d.grid,
+            median(&times),
+        ));
     }
-    let mut kernels: Vec<KernelTime> = by_kernel
-        .into_iter()
-        .map(|(kernel, (count, ms))| KernelTime { kernel, count, ms })
-        .collect();
-    kernels.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    let kernels = group_by_kernel(&timed);
     if list.is_empty() {
         return Err(Error::Usage("the step recorded no dispatches".into()));
     }
@@ -136,15 +190,45 @@ pub fn render(p: &StepProfile) -> String {
         p.isolated_ms,
         1e3 * (p.isolated_ms - p.whole_ms).max(0.0) / p.dispatches as f64,
     );
-    out.push_str("| kernel | dispatches | ms / step (alone) | share |\n|---|---:|---:|---:|\n");
+    out.push_str(
+        "| kernel | dispatches | workgroups / step | grid (x×y×z) | ms / step (alone) | share |\n\
+         |---|---:|---:|---|---:|---:|\n",
+    );
     for k in &p.kernels {
         out.push_str(&format!(
-            "| {} | {} | {:.3} | {:.1} % |\n",
+            "| {} | {} | {} | {} | {:.3} | {:.1} % |\n",
             k.kernel,
             k.count,
+            k.workgroups,
+            render_grids(&k.grids),
             k.ms,
             100.0 * k.ms / p.isolated_ms.max(1e-12)
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two kernels, one with two grids: counts, times, `Σ x·y·z` and the grid list.
+    #[test]
+    fn grouping_sums_workgroups_per_kernel() {
+        let timed = vec![
+            ("a".to_string(), [9, 1, 1], 1.0),
+            ("b".to_string(), [4, 2, 3], 5.0),
+            ("a".to_string(), [9, 1, 1], 1.5),
+            ("a".to_string(), [2, 3, 1], 0.5),
+        ];
+        let k = group_by_kernel(&timed);
+        assert_eq!(k[0].kernel, "b");
+        assert_eq!((k[0].count, k[0].workgroups), (1, 24));
+        assert_eq!(k[1].kernel, "a");
+        assert_eq!((k[1].count, k[1].workgroups), (3, 9 + 9 + 6));
+        assert_eq!(k[1].grids, vec![([2, 3, 1], 1), ([9, 1, 1], 2)]);
+        assert_eq!(k[1].ms, 3.0);
+        assert_eq!(render_grids(&k[1].grids), "2×3×1, 9×1×1 (×2)");
+        assert_eq!(workgroups([0, 5, 1]), 0);
+    }
 }

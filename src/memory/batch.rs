@@ -57,7 +57,7 @@ pub fn buffers(
         ..p.clone()
     };
     let mut out = target::buffers(hp, tensors, &one, limits);
-    out.retain(|b| b.name != "act.attn_partials");
+    // act.attn_partials stays (one row's split-KV partials): model::forward::batch_attn.
     let vocab = u64::from(hp.n_vocab);
     let rows32 = u32::try_from(n_out).unwrap_or(u32::MAX);
     for b in &mut out {

@@ -5,7 +5,8 @@
 //! the type llama.cpp's quantization recipe gives it. Dimensions: the models' published
 //! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 //!
-//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`.
+//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`. Qwen3.5-0.8B (`qwen35-0.8b-q4_0`):
+//! `presets_qwen35.rs`.
 //!
 //! `qwen35-tiny-*` are not published models: tiny `qwen35` hybrids (8 layers, attention at 3
 //! and 7, Gated DeltaNet elsewhere) for tests, meant to be written with random weights;
@@ -19,9 +20,11 @@ mod bonsai;
 mod gemma3;
 #[path = "presets_moe.rs"]
 mod moe;
+#[path = "presets_qwen35.rs"]
+mod qwen35;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 26] = [
+pub const PRESETS: [&str; 27] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -37,6 +40,7 @@ pub const PRESETS: [&str; 26] = [
     "qwen35-tiny-q1_0",
     "qwen35-tiny-q2_0-g128",
     "qwen35-tiny-tools-f32",
+    "qwen35-0.8b-q4_0",
     moe::MOE_PRESETS[0],
     moe::MOE_PRESETS[1],
     moe::MOE_PRESETS[2],
@@ -67,6 +71,7 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen35-tiny-q8_0" => qwen35_tiny(GgmlType::Q8_0),
         "qwen35-tiny-q1_0" => qwen35_tiny(GgmlType::Q1_0),
         "qwen35-tiny-q2_0-g128" => qwen35_tiny(GgmlType::Q2_0_G128),
+        "qwen35-0.8b-q4_0" => qwen35::qwen35_08b_q4_0(),
         g if g.starts_with("gemma3-") => return gemma3::preset_writer(g),
         "qwen35-tiny-tools-f32" => qwen35_tiny(GgmlType::F32),
         _ => return moe::moe_preset_writer(name),

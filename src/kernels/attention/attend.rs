@@ -123,6 +123,9 @@ pub struct Attention {
     pub shape: AttnShape,
     pub split: Dispatch,
     pub reduce: Dispatch,
+    /// Query rows the bound q and out buffers hold (`>= shape.max_q`, the rows one call may
+    /// have, which the partials are sized for).
+    pub q_rows: u32,
 }
 
 impl Attention {
@@ -170,8 +173,11 @@ impl Attention {
                 b.out.as_entire_binding(),
             ],
         )?;
+        let row_bytes = u64::from(shape.n_head) * u64::from(kv.head_dim) * 4;
+        let q_rows = b.q.size().min(b.out.size()) / row_bytes.max(1);
         let mut attn = Attention {
             shape,
+            q_rows: u32::try_from(q_rows).unwrap_or(u32::MAX),
             split: Dispatch {
                 label: format!("attention split {:?}", kv.ty),
                 pipeline: split_pipe,
@@ -193,7 +199,29 @@ impl Attention {
 
     /// Sets the next recording to `n_q` rows over `kv_len` keys (params uniform and grids).
     pub fn set_step(&mut self, ctx: &GpuContext, n_q: u32, kv_len: u32) -> Result<(), GpuError> {
-        let p = self.shape.params(n_q, kv_len)?;
+        self.set_step_at(ctx, n_q, kv_len, 0)
+    }
+
+    /// [`Attention::set_step`] for query rows `row0..row0 + n_q` of the bound q, positions and
+    /// out buffers (one sequence's rows of a batch); the partials are indexed by the call's own
+    /// rows, so `n_q <= shape.max_q` whatever `row0`. Each row's bits are those of the same row
+    /// at `row0` 0.
+    pub fn set_step_at(
+        &mut self,
+        ctx: &GpuContext,
+        n_q: u32,
+        kv_len: u32,
+        row0: u32,
+    ) -> Result<(), GpuError> {
+        let mut p = self.shape.params(n_q, kv_len)?;
+        if row0.checked_add(n_q).is_none_or(|end| end > self.q_rows) {
+            return Err(bad(
+                "query rows",
+                format!("within the {} bound rows", self.q_rows),
+                format!("{row0}..{row0}+{n_q}"),
+            ));
+        }
+        p.row0 = row0;
         let max = ctx.limits().max_compute_workgroups_per_dimension;
         let split_groups = u64::from(p.n_splits) * u64::from(p.n_tasks);
         let (sx, sy) = dispatch_grid("attention split", split_groups, max)?;

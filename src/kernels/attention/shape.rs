@@ -57,8 +57,8 @@ pub struct AttnParams {
     pub n_tasks: u32,
     /// Splits one fused workgroup folds per pass ([`super::fused::pass_splits`]).
     pub pass_splits: u32,
-    /// First query row of the call (the fused passes; a batch runs one call per sequence
-    /// over its rows). The two-pass decode path runs with 0.
+    /// First query row of the call (a batch runs one call per sequence over its rows; the
+    /// two-pass path indexes its partials by the call's own rows, so they need `n_q` rows).
     pub row0: u32,
     pub _pad: [u32; 2],
 }

@@ -29,6 +29,7 @@ use crate::model::hparams::Hparams;
 use crate::model::weights::ModelWeights;
 use crate::{Error, Result};
 
+use super::batch_attn::planned_partials;
 use super::batch_seq::{seq_ops, Seq, SeqOps, SeqRows};
 use super::build::ForwardSpec;
 use super::Forward;
@@ -90,8 +91,10 @@ impl BatchForward {
         fwd.head_in = Some(head_in.clone());
         fwd.kv = KvCache::new(p.n_ctx, n_seq as usize);
         let mut seqs = Vec::with_capacity(n_seq as usize);
+        let partials = planned_partials(alloc)?;
         for s in 0..n_seq as usize {
-            seqs.push(seq_ops(ctx, &fwd, &spec, s, &head_in, alloc)?);
+            let p = partials.as_ref();
+            seqs.push(seq_ops(ctx, &fwd, &spec, s, &head_in, p, alloc)?);
         }
         let ops = SeqOps {
             seqs,

@@ -8,7 +8,7 @@
 use crate::gguf::GgmlType;
 use crate::gpu::GpuContext;
 use crate::kernels::attention::RopeKvIo;
-use crate::kernels::attention::{FusedAttention, KvLayout, KvStore, KvType, RopeKv};
+use crate::kernels::attention::{KvLayout, KvStore, KvType, RopeKv};
 use crate::kernels::launch::Dispatch;
 use crate::kernels::ops::copy::{CopyParams, CopyRows};
 use crate::memory::alloc::Allocator;
@@ -16,6 +16,7 @@ use crate::memory::batch::slot_name;
 use crate::{Error, Result};
 
 use super::attn_build::{attn_io, AttnEnv};
+use super::batch_attn::SeqAttention;
 use super::batch_state::{delta_calls, seq_delta, set_delta, SeqDelta, SeqLog};
 use super::build::{rope_config, ForwardSpec};
 use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
@@ -35,7 +36,7 @@ pub(super) enum SeqStore {
 #[derive(Debug)]
 pub(super) struct SeqAttn {
     store: SeqStore,
-    attn: FusedAttention,
+    attn: SeqAttention,
 }
 
 /// One sequence's calls, by attention layer, the copy of its logits rows and its DSpark taps.
@@ -182,6 +183,7 @@ pub(super) fn seq_ops(
     spec: &ForwardSpec,
     s: usize,
     head_in: &wgpu::Buffer,
+    partials: Option<&wgpu::Buffer>,
     alloc: &mut Allocator<'_>,
 ) -> Result<Seq> {
     let hp = &fwd.hp;
@@ -218,7 +220,7 @@ pub(super) fn seq_ops(
             ]
         };
         let (shape, io) = attn_io(hp, b, [&kc, &vc], &env);
-        let attn = FusedAttention::new(ctx, shape, io, &b.attn_state)?;
+        let attn = SeqAttention::new(ctx, shape, io, &b.attn_state, partials)?;
         let store = if RopeKv::supports(&k_layout, &v_layout) {
             let io = RopeKvIo {
                 q: &b.q,

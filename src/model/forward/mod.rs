@@ -22,6 +22,7 @@
 
 mod attn_build;
 pub mod batch;
+pub mod batch_attn;
 mod batch_seq;
 mod batch_state;
 mod build;
