@@ -288,7 +288,7 @@ fn a_reused_slot_keeps_its_prefix_comes_back_to_its_checkpoint_or_starts_over() 
             prompt.len() - keep + replay + sampled - 1,
             "case {k}: rows recomputed"
         );
-        let want = solo(&model, None, &[prompt.clone()]);
+        let want = solo(&model, None, std::slice::from_ref(&prompt));
         assert_eq!(got, want[0].0, "case {k}: tokens vs a fresh solo run");
     }
 }

@@ -6,7 +6,6 @@
 #[allow(dead_code)]
 #[path = "serve/client.rs"]
 mod client;
-#[allow(dead_code)]
 mod common;
 #[allow(dead_code)]
 #[path = "serve/harness.rs"]

@@ -14,8 +14,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::stats::median;
+use crate::engine::batch::BatchEngine;
 use crate::engine::Engine;
-use crate::kernels::launch::submit;
+use crate::gpu::GpuContext;
+use crate::kernels::launch::{submit, Dispatch};
+use crate::model::forward::batch::Segment;
 use crate::{Error, Result};
 
 /// One kernel's share of a step.
@@ -99,8 +102,101 @@ pub struct StepProfile {
     pub kernels: Vec<KernelTime>,
 }
 
-fn wait(engine: &Engine) -> Result<()> {
-    Ok(engine.ctx.poll("profile", true)?)
+/// `list` timed whole and dispatch by dispatch (medians of `reps`): (whole ms, kernels,
+/// dispatches).
+fn time_list(
+    ctx: &GpuContext,
+    list: &[&Dispatch],
+    reps: u32,
+) -> Result<(f64, Vec<KernelTime>, usize)> {
+    if list.is_empty() {
+        return Err(Error::Usage("the step recorded no dispatches".into()));
+    }
+    let reps = reps.max(1);
+    let mut whole = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        submit(ctx, "profile step", list)?;
+        ctx.poll("profile", true)?;
+        whole.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut timed = Vec::with_capacity(list.len());
+    for d in list {
+        let mut times = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            submit(ctx, "profile dispatch", &[*d])?;
+            ctx.poll("profile", true)?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let v = &d.pipeline.variant;
+        timed.push((
+            format!("{} [{}]", v.shader, v.key()),
+            d.grid,
+            median(&times),
+        ));
+    }
+    Ok((median(&whole), group_by_kernel(&timed), list.len()))
+}
+
+/// Profile a batched decode step of `b` sequences, each at depth `depth` (batched steps:
+/// per-sequence attention and DeltaNet calls, split-KV where it applies). The depth's rows are
+/// assumed, not run ([`crate::model::forward::batch::BatchForward::assume_rows`]): the K/V and
+/// states hold whatever the buffers hold, which changes no dispatch's shape or work, so a 32k
+/// depth profiles in seconds even on a CPU driver.
+pub fn profile_batched(
+    eng: &mut BatchEngine,
+    b: u32,
+    depth: u32,
+    reps: u32,
+) -> Result<StepProfile> {
+    let n_vocab = eng.fwd.hp().n_vocab;
+    let mut rng = super::TokenRng::new(0x9A0F);
+    let tokens = rng.tokens(b, n_vocab);
+    let seqs = b as usize;
+    if seqs > eng.fwd.n_seq() {
+        return Err(Error::Usage(format!(
+            "--profile -npl {b}: the engine has {} sequences",
+            eng.fwd.n_seq()
+        )));
+    }
+    for seq in 0..seqs {
+        eng.fwd.reset(seq)?;
+        eng.fwd.assume_rows(seq, depth)?;
+    }
+    let segs: Vec<Segment<'_>> = (0..seqs)
+        .map(|seq| Segment {
+            seq,
+            tokens: &tokens[seq..=seq],
+            n_logits: 1,
+        })
+        .collect();
+    let (s0, r0) = eng.ctx.counters().get();
+    eng.fwd.step(&eng.ctx, &segs)?;
+    eng.fwd.argmax(&eng.ctx)?;
+    let (s1, r1) = eng.ctx.counters().get();
+    for seq in 0..seqs {
+        eng.fwd.reset(seq)?;
+        eng.fwd.assume_rows(seq, depth)?;
+    }
+    let ctx = std::sync::Arc::clone(&eng.ctx);
+    let list = eng.fwd.record_step(&ctx, &segs)?;
+    let (whole, kernels, n_dispatches) = time_list(&ctx, &list, reps)?;
+    drop(list);
+    for seq in 0..seqs {
+        eng.fwd.reset(seq)?;
+    }
+    Ok(StepProfile {
+        rows: b,
+        logit_rows: b,
+        depth,
+        dispatches: n_dispatches,
+        whole_ms: whole,
+        isolated_ms: kernels.iter().map(|k| k.ms).sum(),
+        submits: s1 - s0,
+        readbacks: r1 - r0,
+        kernels,
+    })
 }
 
 /// Profile a step of `rows` rows (1: a decode step; more: a prefill ubatch or verify batch)
@@ -128,35 +224,7 @@ pub fn profile_step(
         .fwd
         .prepare(&engine.ctx, &tokens, depth, logit_rows)?;
     let (list, _) = engine.fwd.record(rows, logit_rows)?;
-    let reps = reps.max(1);
-    let mut whole = Vec::new();
-    for _ in 0..reps {
-        let t = Instant::now();
-        submit(&engine.ctx, "profile step", &list)?;
-        wait(engine)?;
-        whole.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    let mut timed = Vec::with_capacity(list.len());
-    for d in &list {
-        let mut times = Vec::new();
-        for _ in 0..reps {
-            let t = Instant::now();
-            submit(&engine.ctx, "profile dispatch", &[*d])?;
-            wait(engine)?;
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-        let v = &d.pipeline.variant;
-        timed.push((
-            format!("{} [{}]", v.shader, v.key()),
-            d.grid,
-            median(&times),
-        ));
-    }
-    let kernels = group_by_kernel(&timed);
-    if list.is_empty() {
-        return Err(Error::Usage("the step recorded no dispatches".into()));
-    }
-    let n_dispatches = list.len();
+    let (whole, kernels, n_dispatches) = time_list(&engine.ctx, &list, reps)?;
     drop(list);
     // The repeated submits ran the step's recurrent layers again and again (hybrid models):
     // the engine leaves with an empty sequence rather than a state its cache does not match.
@@ -166,7 +234,7 @@ pub fn profile_step(
         logit_rows,
         depth,
         dispatches: n_dispatches,
-        whole_ms: median(&whole),
+        whole_ms: whole,
         isolated_ms: kernels.iter().map(|k| k.ms).sum(),
         submits: s1 - s0,
         readbacks: r1 - r0,

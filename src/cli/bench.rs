@@ -104,6 +104,8 @@ pub struct BenchArgs {
     /// Instead of the tests, profile a decode step and a prefill ubatch of the first `-p`
     /// rows (at the first `-d` depth): time per kernel, dispatches, submits and readbacks.
     /// With `--sps B`, a verify step of B rows (logits of every row) instead of the ubatch.
+    /// With `-npl B,…`, a batched decode step of B sequences at the first `-d` depth each (the
+    /// depth's rows assumed, not run).
     #[arg(long = "profile")]
     pub profile: bool,
     /// Instead of the tests, the SPS(B) curve: verify steps of B rows (logits and argmax of
@@ -286,7 +288,11 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
     } else {
         args.ntg.clone()
     };
-    let (seqs, n_ctx) = bench::batched::needs(&npp, &ntg, &args.npl)?;
+    let (seqs, mut n_ctx) = bench::batched::needs(&npp, &ntg, &args.npl)?;
+    if args.profile {
+        // A step at the first depth (its rows assumed).
+        n_ctx = n_ctx.max(args.n_depth.first().copied().unwrap_or(0) + 1);
+    }
     // The drafter verifies its drafts in the sequences' steps (the batch's fixed policy).
     let draft = args.model_draft.as_ref().map(|path| {
         let mut d = DraftOptions::new(path.clone());
@@ -298,11 +304,28 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
         ..engine_options(args, n_ctx, gpu_mem(args)?)?
     };
     let mut eng = BatchEngine::load(&opts, seqs)?;
+    if args.profile {
+        return profile_batched(args, &mut eng);
+    }
     let rows = bench::batched::measure(&mut eng, &npp, &ntg, &args.npl, args.repetitions)?;
     let text = match format {
         output::Format::Md => bench::batched::render_md(&rows, &eng.ctx.info().name),
         f => output::render_as(f, &bench::batched::records(&rows), "batched"),
     };
+    super::info::write_stdout(&text)
+}
+
+/// `--profile -npl B,…`: a batched decode step of each B sequences at the first `-d` depth,
+/// kernel by kernel (the depth's rows assumed, not run).
+fn profile_batched(args: &BenchArgs, eng: &mut BatchEngine) -> Result<()> {
+    let depth = args.n_depth.first().copied().unwrap_or(0);
+    let mut text = format!("adapter: {}\n\n", eng.ctx.info().name);
+    for &b in &args.npl {
+        let p = bench::profile::profile_batched(eng, b, depth, args.repetitions)?;
+        text.push_str(&format!("batched decode step, {b} sequence(s):\n"));
+        text.push_str(&bench::profile::render(&p));
+        text.push('\n');
+    }
     super::info::write_stdout(&text)
 }
 

@@ -295,7 +295,7 @@ mod tests {
         // Three jobs, two idle slots about to take two of them: one waits.
         assert_eq!(s.snapshot(), (vec![false, false], 1));
         // Two slots take a job each: one waits, so one more fits.
-        assert!(s.next(0).is_some() && s.next(1).is_some());
+        assert!(s.try_next(0).is_some() && s.try_next(1).is_some());
         assert_eq!(s.snapshot(), (vec![true, true], 1));
         let (j, _rx2) = job();
         assert_eq!(s.submit(j).map_err(|_| ()), Err(()));
@@ -313,12 +313,12 @@ mod tests {
         drop(rx);
         let (j, mut rx) = job();
         s.submit(j).unwrap();
-        let got = s.next(0).unwrap();
+        let got = s.try_next(0).unwrap();
         assert!(!got.tx.is_closed());
         let (j, mut waiting) = job();
         s.submit(j).unwrap();
         s.shutdown();
-        assert!(s.next(0).is_none());
+        assert!(s.try_next(0).is_none());
         assert!(matches!(waiting.try_recv(), Ok(Event::Shutdown)));
         assert!(rx.try_recv().is_err());
         drop(got);
@@ -334,7 +334,7 @@ mod tests {
         let (second, _rx2) = job();
         let b = s.submit(second).unwrap();
         assert_ne!(a, b);
-        let got = s.next(0).unwrap();
+        let got = s.try_next(0).unwrap();
         assert_eq!(got.id, a);
         assert_eq!(admitted.try_recv(), Ok(()));
         assert!(!s.withdraw(a), "a job a slot took is not in the queue");

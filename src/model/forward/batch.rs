@@ -20,7 +20,7 @@
 
 use crate::gpu::GpuContext;
 use crate::kernels::attention::MaskMode;
-use crate::kernels::launch::submit;
+use crate::kernels::launch::{submit, Dispatch};
 use crate::kv_cache::KvCache;
 use crate::memory::alloc::Allocator;
 use crate::memory::batch::max_rows;
@@ -300,6 +300,24 @@ impl BatchForward {
     /// One submit of `runs` (checked by the caller: at most [`BatchForward::max_rows`] rows,
     /// each sequence once).
     fn run(&mut self, ctx: &GpuContext, runs: &[Run<'_>]) -> Result<()> {
+        let (m, n_logits, placed) = self.setup(ctx, runs)?;
+        let (list, _) = self.fwd.record_with(m, n_logits, false, Some(&self.ops))?;
+        submit(ctx, "batched forward", &list)?;
+        drop(list);
+        self.rows_run += u64::from(m);
+        for (run, &(_, start)) in runs.iter().zip(&placed) {
+            self.fwd.kv.commit(run.seq, run.new.len() as u32)?;
+            if let Some(q) = self.ops.seqs.get_mut(run.seq) {
+                q.log.commit(start, run.r, run.new);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets every op and uploads the tokens and positions for `runs`: (rows, logits rows, and
+    /// per run its first row and first position).
+    #[allow(clippy::type_complexity)]
+    fn setup(&mut self, ctx: &GpuContext, runs: &[Run<'_>]) -> Result<(u32, u32, Vec<(u32, u32)>)> {
         let (mut tokens, mut positions) = (Vec::new(), Vec::new());
         // (row0, position of the first row)
         let mut placed = Vec::with_capacity(runs.len());
@@ -352,17 +370,39 @@ impl BatchForward {
         crate::gpu::buffers::upload(ctx, "tokens", &b.tokens, 0, bytemuck::cast_slice(&tokens))?;
         let pos = bytemuck::cast_slice(&positions);
         crate::gpu::buffers::upload(ctx, "positions", &b.positions, 0, pos)?;
-        let (list, _) = self.fwd.record_with(m, n_logits, false, Some(&self.ops))?;
-        submit(ctx, "batched forward", &list)?;
-        drop(list);
-        self.rows_run += u64::from(m);
-        for (run, &(_, start)) in runs.iter().zip(&placed) {
-            self.fwd.kv.commit(run.seq, run.new.len() as u32)?;
-            if let Some(q) = self.ops.seqs.get_mut(run.seq) {
-                q.log.commit(start, run.r, run.new);
-            }
-        }
+        Ok((m, n_logits, placed))
+    }
+
+    /// Marks `rows` more rows of sequence `seq` as cached without running them (their K/V and
+    /// state are whatever the buffers hold): only for timing a step's dispatches at a depth
+    /// (`flint bench --profile -npl`), never for generating.
+    pub fn assume_rows(&mut self, seq: usize, rows: u32) -> Result<()> {
+        self.fwd.kv.commit(seq, rows)?;
         Ok(())
+    }
+
+    /// Sets `segs` up as [`BatchForward::step`] would and lists the step's dispatches, without
+    /// submitting or committing anything (`flint bench --profile -npl`). No sequence may have a
+    /// replay pending.
+    pub fn record_step(
+        &mut self,
+        ctx: &GpuContext,
+        segs: &[Segment<'_>],
+    ) -> Result<Vec<&Dispatch>> {
+        let runs: Vec<Run<'_>> = segs
+            .iter()
+            .map(|seg| Run {
+                seq: seg.seq,
+                r: 0,
+                new: seg.tokens,
+                n_logits: seg.n_logits,
+            })
+            .collect();
+        if segs.iter().any(|s| self.replay_rows(s.seq) > 0) {
+            return Err(Error::Usage("a profiled step with a replay pending".into()));
+        }
+        let (m, n_logits, _) = self.setup(ctx, &runs)?;
+        Ok(self.fwd.record_with(m, n_logits, false, Some(&self.ops))?.0)
     }
 
     /// Capture, from the next step on, the residual stream entering each of `layers` for
