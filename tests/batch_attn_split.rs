@@ -8,10 +8,10 @@
 
 mod common;
 
+use common::batch::Req;
 use flint::engine::batch::BatchEngine;
-use flint::engine::batching::{plan_step, Work};
+use flint::engine::batch_run::{step, Ended, SeqState};
 use flint::engine::{Engine, EngineOptions};
-use flint::model::forward::batch::Segment;
 use flint::model::forward::batch_attn::{split_calls, PARALLELISM_ENV};
 
 const N_PREDICT: usize = 8;
@@ -52,52 +52,29 @@ fn alone(prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-/// Every prompt admitted at step 0, prompts in chunks under the row budget beside the decode
-/// rows, greedy from the step's argmax (no end-of-generation stop: random text).
+/// Every prompt admitted at step 0 and run by the batched scheduler (`engine::batch_run`, what
+/// `flint serve` runs): prompts in chunks under the row budget beside the decode rows, greedy,
+/// no end-of-generation stop (random text).
 fn batched(prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
     let n = prompts.len();
     let mut eng = BatchEngine::load(&opts(), n as u32).unwrap();
-    let mut fed = vec![0usize; n];
-    let mut next: Vec<Option<u32>> = vec![None; n];
-    let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
-    while out.iter().any(|o| o.len() < N_PREDICT) {
-        let work: Vec<Work> = (0..n)
-            .filter(|&s| out[s].len() < N_PREDICT)
-            .map(|s| Work {
-                seq: s,
-                prompt_left: prompts[s].len() - fed[s],
-            })
-            .collect();
-        let rows = plan_step(&work, eng.fwd.max_rows() as usize);
-        let mut segs = Vec::new();
-        let mut logits_of = Vec::new();
-        for &(s, m) in &rows {
-            let (tokens, logits) = if fed[s] < prompts[s].len() {
-                let part = &prompts[s][fed[s]..fed[s] + m];
-                (part, fed[s] + m == prompts[s].len())
-            } else {
-                (std::slice::from_ref(next[s].as_ref().unwrap()), true)
-            };
-            segs.push(Segment {
-                seq: s,
-                tokens,
-                n_logits: u32::from(logits),
-            });
-            if logits {
-                logits_of.push(s);
-            }
-        }
-        eng.step(&segs).unwrap();
-        for &(s, m) in &rows {
-            if fed[s] < prompts[s].len() {
-                fed[s] += m;
-            }
-        }
-        let ids = eng.fwd.argmax(&eng.ctx).unwrap();
-        assert_eq!(ids.len(), logits_of.len());
-        for (&s, &t) in logits_of.iter().zip(&ids) {
-            out[s].push(t);
-            next[s] = Some(t);
+    let mut active: Vec<Req> = prompts
+        .iter()
+        .enumerate()
+        .map(|(seq, p)| Req {
+            st: SeqState::new(seq, p.clone(), 0, N_PREDICT, None, false),
+            eog: Vec::new(),
+            fail_at: None,
+        })
+        .collect();
+    let mut out = vec![Vec::new(); n];
+    while !active.is_empty() {
+        let mut ended = step(&mut eng, &mut active).unwrap();
+        ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        for (i, end) in ended {
+            assert!(matches!(end, Ended::End(())), "request {i}: {end:?}");
+            let r = active.remove(i);
+            out[r.st.seq] = r.st.generated;
         }
     }
     out

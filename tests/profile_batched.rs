@@ -90,7 +90,14 @@ fn a_batched_hybrid_step_launches_the_documented_workgroups() {
     // head) in workgroups of 8.
     let (got, per_layer) = match row(&fused, "attn_fused") {
         Some(r) => (r, kv * chunks),
-        None => (row(&fused, "attn_serial").expect("a fused row"), n_head.div_ceil(8)),
+        None => (
+            row(&fused, "attn_serial").expect("a fused row"),
+            n_head.div_ceil(8),
+        ),
     };
-    assert_eq!(got, (b * attn_layers, b * attn_layers * per_layer), "{fused}");
+    assert_eq!(
+        got,
+        (b * attn_layers, b * attn_layers * per_layer),
+        "{fused}"
+    );
 }

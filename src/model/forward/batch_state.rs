@@ -21,15 +21,14 @@
 
 use crate::gpu::GpuContext;
 use crate::kernels::launch::Dispatch;
-use crate::kernels::ops::delta::{
-    ConvIo, DeltaRule, RuleIo, RuleShape, Segment as DeltaSegment, SsmConv, StateInit,
-};
+use crate::kernels::ops::delta::{DeltaRule, Segment as DeltaSegment, SsmConv, StateInit};
 use crate::memory::alloc::Allocator;
 use crate::memory::batch::slot_name;
 use crate::model::hybrid::LayerKind;
 use crate::model::weights::Mixer;
 use crate::{Error, Result};
 
+use super::layer::conv_and_rule;
 use super::recurrent::MAX_REPLAY;
 use super::Forward;
 
@@ -64,7 +63,7 @@ pub(super) fn seq_delta(
     s: usize,
     alloc: &mut Allocator<'_>,
 ) -> Result<Vec<SeqDelta>> {
-    let (Some(h), Some(hb)) = (&fwd.hp.hybrid, &fwd.buffers.hybrid) else {
+    let (Some(_), Some(hb)) = (&fwd.hp.hybrid, &fwd.buffers.hybrid) else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
@@ -90,33 +89,8 @@ pub(super) fn seq_delta(
             let [a, b, c, d] = &owned;
             [a, b, c, d]
         };
-        let max_rows = fwd.max_rows();
-        let io = ConvIo {
-            x: &hb.mixed,
-            w: &w.conv,
-            state: conv_s,
-            ckpt: conv_c,
-            y: &hb.conv,
-        };
-        let conv = SsmConv::new(ctx, io, h.conv_dim(), h.d_conv, max_rows)?;
-        let io = RuleIo {
-            y: &hb.conv,
-            alpha: &hb.alpha,
-            beta: &hb.beta,
-            dt: &w.dt_bias,
-            a: &w.a,
-            state: ssm_s,
-            ckpt: ssm_c,
-            out: &hb.delta,
-        };
-        let shape = RuleShape {
-            n_k: h.n_k_heads,
-            n_v: h.n_v_heads,
-            head_k: h.head_k_dim,
-            head_v: h.head_v_dim,
-            eps: fwd.hp.rms_eps,
-        };
-        let rule = DeltaRule::new(ctx, io, shape, max_rows)?;
+        let bufs = [conv_s, ssm_s, conv_c, ssm_c];
+        let (conv, rule) = conv_and_rule(ctx, &fwd.hp, hb, w, bufs, fwd.max_rows())?;
         out.push(SeqDelta { conv, rule });
     }
     Ok(out)

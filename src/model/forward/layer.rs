@@ -27,6 +27,7 @@ use crate::model::hparams::Hparams;
 use crate::model::weights::DeltaWeights;
 use crate::{Error, Result};
 
+use super::build::HybridBuffers;
 use super::rope_store::RopeStore;
 use super::Buffers;
 
@@ -148,32 +149,8 @@ impl DeltaOps {
         let [conv_ckpt, ssm_ckpt] = hb.checkpoint.get(state).ok_or_else(|| {
             Error::Usage(format!("DeltaNet checkpoint {state} is not in the plan"))
         })?;
-        let io = ConvIo {
-            x: &hb.mixed,
-            w: &w.conv,
-            state: conv_state,
-            ckpt: conv_ckpt,
-            y: &hb.conv,
-        };
-        let conv = SsmConv::new(ctx, io, h.conv_dim(), h.d_conv, max_rows)?;
-        let io = RuleIo {
-            y: &hb.conv,
-            alpha: &hb.alpha,
-            beta: &hb.beta,
-            dt: &w.dt_bias,
-            a: &w.a,
-            state: ssm_state,
-            ckpt: ssm_ckpt,
-            out: &hb.delta,
-        };
-        let shape = RuleShape {
-            n_k: h.n_k_heads,
-            n_v: h.n_v_heads,
-            head_k: h.head_k_dim,
-            head_v: h.head_v_dim,
-            eps: hp.rms_eps,
-        };
-        let rule = DeltaRule::new(ctx, io, shape, max_rows)?;
+        let bufs = [conv_state, ssm_state, conv_ckpt, ssm_ckpt];
+        let (conv, rule) = conv_and_rule(ctx, hp, hb, w, bufs, max_rows)?;
         let rows = max_rows * h.n_v_heads;
         let io = Io::InPlace(&hb.delta);
         let norm = RmsNorm::new(ctx, io, Some(&w.norm), rows, h.head_v_dim, hp.rms_eps)?;
@@ -187,6 +164,49 @@ impl DeltaOps {
             gate,
         })
     }
+}
+
+/// A DeltaNet layer's conv and delta rule over the step's scratch and one sequence's state:
+/// `[conv state, S state, conv checkpoint, S checkpoint]`.
+pub(crate) fn conv_and_rule(
+    ctx: &GpuContext,
+    hp: &Hparams,
+    hb: &HybridBuffers,
+    w: &DeltaWeights,
+    [conv_state, ssm_state, conv_ckpt, ssm_ckpt]: [&wgpu::Buffer; 4],
+    max_rows: u32,
+) -> Result<(SsmConv, DeltaRule)> {
+    let h = hp
+        .hybrid
+        .as_ref()
+        .ok_or_else(|| Error::Usage("a DeltaNet layer in a non-hybrid model".into()))?;
+    let io = ConvIo {
+        x: &hb.mixed,
+        w: &w.conv,
+        state: conv_state,
+        ckpt: conv_ckpt,
+        y: &hb.conv,
+    };
+    let conv = SsmConv::new(ctx, io, h.conv_dim(), h.d_conv, max_rows)?;
+    let io = RuleIo {
+        y: &hb.conv,
+        alpha: &hb.alpha,
+        beta: &hb.beta,
+        dt: &w.dt_bias,
+        a: &w.a,
+        state: ssm_state,
+        ckpt: ssm_ckpt,
+        out: &hb.delta,
+    };
+    let shape = RuleShape {
+        n_k: h.n_k_heads,
+        n_v: h.n_v_heads,
+        head_k: h.head_k_dim,
+        head_v: h.head_v_dim,
+        eps: hp.rms_eps,
+    };
+    let rule = DeltaRule::new(ctx, io, shape, max_rows)?;
+    Ok((conv, rule))
 }
 
 impl LayerOps {
