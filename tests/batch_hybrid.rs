@@ -2,8 +2,8 @@
 //! CPU oracle and llama.cpp's logits hold, `tests/model_qwen35*.rs`):
 //! - 8 sequences admitted at different steps, with prompts chunked by a 16-row ubatch, give
 //!   exactly their solo greedy tokens;
-//! - with a drafter per slot, each request's tokens and its (drafted, accepted) counts equal its
-//!   solo speculative run (every rejected draft rolls that sequence's state back);
+//! - the same 8 with a drafter per slot: each request's tokens and its (drafted, accepted)
+//!   counts equal its solo speculative run (every rejected draft rolls that sequence's state back);
 //! - rollbacks forced in one sequence leave its neighbour's logits bit for bit;
 //! - a slot reused for a second turn keeps the prefix (and the rows recomputed are counted),
 //!   comes back to its checkpoint when the prompt diverges after it, and starts over when the
@@ -139,10 +139,9 @@ fn eight_sequences_admitted_apart_give_their_solo_tokens_plain_and_speculative()
     drop(eng);
 
     let d = drafter(tmp.path(), &model, 4);
-    let mut eng = BatchEngine::load(&opts(&model, Some(d.clone())), 4).unwrap();
-    let four = &prompts[..4];
-    let want = solo(&model, Some(d), four);
-    let got = batched(&mut eng, four, &eog);
+    let mut eng = BatchEngine::load(&opts(&model, Some(d.clone())), 8).unwrap();
+    let want = solo(&model, Some(d), &prompts);
+    let got = batched(&mut eng, &prompts, &eog);
     for (s, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(g.0, w.0, "request {s}: tokens, batched vs alone");
         assert_eq!((g.1, g.2), (w.1, w.2), "request {s}: (drafted, accepted)");
@@ -153,7 +152,7 @@ fn eight_sequences_admitted_apart_give_their_solo_tokens_plain_and_speculative()
         drafted > accepted,
         "no draft was rejected: no rollback was tested"
     );
-    eprintln!("4 hybrid requests: {accepted} of {drafted} drafts accepted, as each alone");
+    eprintln!("8 hybrid requests: {accepted} of {drafted} drafts accepted, as each alone");
 }
 
 #[test]
