@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     server, addr = start_server(a)
+    # The same settle as the end's: the readiness probe's connection is closed on both sides.
+    time.sleep(1.0)
     stats = {"start": proc_stats(server.pid)}
     counts, lock, stop = {}, threading.Lock(), time.time() + a.duration
 
