@@ -2,7 +2,8 @@
 //! included (docs/DSPARK.md):
 //!
 //! 1. every decoding request with a drafter gives the drafter its waiting committed rows and
-//!    drafts a block after its last token (one draft pass per request);
+//!    drafts a block after its last token (`batch_draft`: every greedy request's draft pass in
+//!    one submission);
 //! 2. the verify lengths are chosen over all R drafting requests together: the request's fixed
 //!    or threshold policy, or Algorithm 1 over the R confidences with the batched SPS(B) curve;
 //! 3. one forward runs every drafting request's `[x0, d1..dℓ]` (logits of every row), the other
@@ -22,11 +23,10 @@ use super::batch::BatchEngine;
 use super::batching::{plan_step, Work};
 use crate::model::forward::batch::Segment;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
-use crate::speculative::accept::{accept_greedy, accept_sampled_cut, draft_distribution};
-use crate::speculative::accept::{draft_sample, Bonus};
-use crate::speculative::schedule::{confidence_schedule, threshold_len};
-use crate::speculative::VerifyPolicy;
+use crate::speculative::accept::{accept_greedy, accept_sampled_cut, Bonus};
 use crate::{Error, Result};
+
+use super::batch_draft::{draft_all, flush, make_room};
 
 /// What a step needs of a running request.
 #[derive(Debug)]
@@ -116,15 +116,15 @@ pub struct Pending {
 pub(super) struct Planned {
     /// Index in `active`.
     pub(super) i: usize,
-    tokens: Vec<u32>,
+    pub(super) tokens: Vec<u32>,
     pub(super) n_logits: u32,
     /// The drafts verified (after the anchor) and, when sampling, their distributions.
     pub(super) drafts: Vec<u32>,
     pub(super) dists: Vec<f32>,
     /// Cache rows before the step.
-    p0: u32,
+    pub(super) p0: u32,
     /// Prompt rows this step runs (0: decoding).
-    prompt_rows: usize,
+    pub(super) prompt_rows: usize,
     /// Under a grammar: the mask of each logits row (`[n_logits, words]`), and the
     /// distribution of a draft the grammar refused right after the kept ones.
     pub(super) masks: Vec<u32>,
@@ -137,41 +137,6 @@ pub(super) struct Planned {
     pub(super) forced0: Vec<u32>,
 }
 
-/// Injects request `i`'s waiting rows.
-fn flush(eng: &mut BatchEngine, a: &mut SeqState) -> Result<()> {
-    if let Some(p) = &mut a.pending {
-        if p.n > 0 {
-            let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
-            d.inject(&eng.ctx, p.n, p.at)?;
-            p.n = 0;
-        }
-    }
-    Ok(())
-}
-
-fn no_drafter() -> Error {
-    Error::Usage("a drafting request's slot has no drafter".into())
-}
-
-/// Room for `rows` more rows at position `p` in request `a`'s staging (flushing the waiting
-/// rows first when they would not fit), and its taps pointed there.
-fn make_room(eng: &mut BatchEngine, a: &mut SeqState, p: u32, rows: u32) -> Result<()> {
-    let Some(pend) = &a.pending else {
-        return Ok(());
-    };
-    let room = eng.fwd.tap_capacity(a.seq);
-    if pend.n > 0 && pend.n.saturating_add(rows) > room {
-        flush(eng, a)?;
-    }
-    if let Some(pend) = &mut a.pending {
-        if pend.n == 0 {
-            pend.at = p;
-        }
-        eng.fwd.set_tap_row(a.seq, pend.n)?;
-    }
-    Ok(())
-}
-
 /// How a request left a step: its own end, or a failure of its own (its sequence's cache and
 /// drafter are then in no known state: the caller resets them).
 #[derive(Debug)]
@@ -181,179 +146,7 @@ pub enum Ended<E> {
 }
 
 /// Requests (indices into `active`) that failed in this step, with why.
-type Failures = Vec<(usize, Error)>;
-
-/// Drafts for every decoding request that can, then their verify lengths. A request whose
-/// drafter fails is recorded in `failed` (its plan stays, without drafts; the caller drops it).
-fn draft_all<R: BatchRequest>(
-    eng: &mut BatchEngine,
-    active: &mut [R],
-    plans: &mut [Planned],
-    failed: &mut Failures,
-) {
-    let Some(spec) = eng.spec.clone() else {
-        return;
-    };
-    let capacity = eng.fwd.capacity();
-    let n_vocab = eng.fwd.hp().n_vocab as usize;
-    let mut confs: Vec<Vec<f32>> = Vec::new();
-    let mut who: Vec<usize> = Vec::new();
-    // Greedy drafters set up here run in one submission below: (plan, sequence, length).
-    let mut greedy: Vec<(usize, usize, usize)> = Vec::new();
-    for (k, pl) in plans.iter_mut().enumerate() {
-        let a = active[pl.i].state_mut();
-        // A step that runs forced rows drafts nothing (as the single-request loop).
-        if pl.prompt_rows > 0 || a.pending.is_none() || pl.tokens.len() != 1 {
-            continue;
-        }
-        let remaining = a.max_tokens.saturating_sub(a.generated.len());
-        let max_len = (spec.n_max as usize)
-            .min(remaining.saturating_sub(1))
-            .min(capacity.saturating_sub(pl.p0 + 1) as usize);
-        let Some(&anchor) = pl.tokens.first() else {
-            continue;
-        };
-        if max_len == 0 {
-            continue;
-        }
-        if a.sampler.is_none() {
-            match prepare_greedy(eng, a, anchor, pl.p0) {
-                Ok(()) => greedy.push((k, a.seq, max_len)),
-                Err(e) => failed.push((pl.i, e)),
-            }
-            continue;
-        }
-        match draft_one(eng, a, anchor, pl) {
-            Ok(draft) => {
-                let len = max_len.min(draft.tokens.len());
-                pl.drafts = draft.tokens[..len].to_vec();
-                confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
-                who.push(k);
-            }
-            Err(e) => {
-                pl.dists.clear();
-                failed.push((pl.i, e));
-            }
-        }
-    }
-    let seqs: Vec<usize> = greedy.iter().map(|g| g.1).collect();
-    let drafted = draft_together(eng, &seqs);
-    for ((k, _, max_len), draft) in greedy.into_iter().zip(drafted) {
-        let pl = &mut plans[k];
-        match draft {
-            Ok(draft) => {
-                let len = max_len.min(draft.tokens.len());
-                pl.drafts = draft.tokens[..len].to_vec();
-                confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
-                who.push(k);
-            }
-            Err(e) => failed.push((pl.i, e)),
-        }
-    }
-    let lens: Vec<usize> = match &spec.policy {
-        VerifyPolicy::Fixed => confs.iter().map(Vec::len).collect(),
-        VerifyPolicy::Threshold(p) => confs.iter().map(|c| threshold_len(c, *p)).collect(),
-        VerifyPolicy::Schedule(sps) => {
-            let refs: Vec<&[f32]> = confs.iter().map(Vec::as_slice).collect();
-            confidence_schedule(&refs, sps).lens
-        }
-    };
-    for (&k, len) in who.iter().zip(lens) {
-        let pl = &mut plans[k];
-        pl.drafts.truncate(len);
-        pl.dists.truncate(len * n_vocab);
-        if let Err(e) = super::batch_grammar::cut(active[pl.i].state_mut(), pl, n_vocab) {
-            failed.push((pl.i, e));
-            continue;
-        }
-        let len = pl.drafts.len();
-        pl.tokens.extend_from_slice(&pl.drafts);
-        pl.n_logits = pl.tokens.len() as u32;
-        if let Some(p) = &mut active[pl.i].state_mut().pending {
-            p.drafted += len as u64;
-        }
-    }
-}
-
-/// Request `a`'s drafter, given its waiting rows, is set up to draft greedily after `anchor`
-/// at `p0` ([`draft_together`] runs it).
-fn prepare_greedy(eng: &mut BatchEngine, a: &mut SeqState, anchor: u32, p0: u32) -> Result<()> {
-    flush(eng, a)?;
-    let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
-    if p0 != d.next_position() {
-        return Err(Error::Usage(format!(
-            "draft at position {p0}, but the drafter holds rows up to {}",
-            d.next_position()
-        )));
-    }
-    d.prepare_draft(&eng.ctx, anchor)
-}
-
-/// The greedy draft passes of the drafters of `seqs`, set up by [`prepare_greedy`], in one
-/// submission; each one's drafts, in order. A pass that cannot be recorded, or a submission
-/// that fails, fails those requests (the first gets the error itself).
-fn draft_together(
-    eng: &BatchEngine,
-    seqs: &[usize],
-) -> Vec<Result<crate::speculative::dspark::Draft>> {
-    if seqs.is_empty() {
-        return Vec::new();
-    }
-    let recorded = || -> Result<()> {
-        let mut list = Vec::new();
-        for &seq in seqs {
-            let d = eng.drafters.get(seq).ok_or_else(no_drafter)?;
-            list.extend(d.draft_dispatches()?);
-        }
-        Ok(crate::kernels::launch::submit(
-            &eng.ctx,
-            "dspark drafts",
-            &list,
-        )?)
-    };
-    if let Err(e) = recorded() {
-        let why = e.to_string();
-        let mut out = vec![Err(e)];
-        out.extend(seqs[1..].iter().map(|_| {
-            Err(Error::Usage(format!(
-                "the slots' draft passes failed: {why}"
-            )))
-        }));
-        return out;
-    }
-    seqs.iter()
-        .map(|&seq| {
-            let d = eng.drafters.get(seq).ok_or_else(no_drafter)?;
-            d.read_draft(&eng.ctx)
-        })
-        .collect()
-}
-
-/// Request `a`'s drafter, given its waiting rows, drafts a block after `anchor` (sampled drafts
-/// leave their distributions in `pl.dists`).
-fn draft_one(
-    eng: &mut BatchEngine,
-    a: &mut SeqState,
-    anchor: u32,
-    pl: &mut Planned,
-) -> Result<crate::speculative::dspark::Draft> {
-    flush(eng, a)?;
-    let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
-    match &a.sampler {
-        None => d.draft(&eng.ctx, anchor, pl.p0, None),
-        Some(s) => {
-            let temp = s.params().temp;
-            let (rng, dists) = (&mut a.draft_rng, &mut pl.dists);
-            let mut pick = |_: usize, logits: &[f32]| {
-                let dist = draft_distribution(logits, temp);
-                let t = draft_sample(&dist, rng);
-                dists.extend_from_slice(&dist);
-                t
-            };
-            d.draft(&eng.ctx, anchor, pl.p0, Some(&mut pick))
-        }
-    }
-}
+pub(super) type Failures = Vec<(usize, Error)>;
 
 /// Request `a`'s decode row: its last token at its cache's next position. An error when it has
 /// no token to run (no prompt row ran and nothing was generated) or its cache is unreadable.

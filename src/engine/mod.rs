@@ -15,6 +15,7 @@ use crate::model::forward::{Allocator, Forward};
 use crate::model::{shapes, weights, DrafterMeta, Hparams};
 
 pub mod batch;
+mod batch_draft;
 mod batch_grammar;
 pub mod batch_run;
 pub mod batching;
