@@ -5,8 +5,8 @@
 //! the type llama.cpp's quantization recipe gives it. Dimensions: the models' published
 //! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 //!
-//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`. Qwen3.5-0.8B (`qwen35-0.8b-q4_0`):
-//! `presets_qwen35.rs`.
+//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`. The `qwen35` hybrids (`qwen35-0.8b-q4_0`, the
+//! tiny ones below): `presets_qwen35.rs`.
 //!
 //! `qwen35-tiny-*` are not published models: tiny `qwen35` hybrids (8 layers, attention at 3
 //! and 7, Gated DeltaNet elsewhere) for tests, meant to be written with random weights;
@@ -67,13 +67,13 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "ternary-bonsai-8b-q2_0" => bonsai::bonsai_8b(GgmlType::Q2_0_G128),
         "ternary-bonsai-27b-q2_0" => bonsai::ternary_bonsai_27b_q2_0(),
         "ternary-bonsai-27b-dspark-q4_1" => bonsai::ternary_bonsai_27b_dspark_q4_1(),
-        "qwen35-tiny-f32" => qwen35_tiny(GgmlType::F32),
-        "qwen35-tiny-q8_0" => qwen35_tiny(GgmlType::Q8_0),
-        "qwen35-tiny-q1_0" => qwen35_tiny(GgmlType::Q1_0),
-        "qwen35-tiny-q2_0-g128" => qwen35_tiny(GgmlType::Q2_0_G128),
+        "qwen35-tiny-f32" => qwen35::qwen35_tiny(GgmlType::F32),
+        "qwen35-tiny-q8_0" => qwen35::qwen35_tiny(GgmlType::Q8_0),
+        "qwen35-tiny-q1_0" => qwen35::qwen35_tiny(GgmlType::Q1_0),
+        "qwen35-tiny-q2_0-g128" => qwen35::qwen35_tiny(GgmlType::Q2_0_G128),
         "qwen35-0.8b-q4_0" => qwen35::qwen35_08b_q4_0(),
         g if g.starts_with("gemma3-") => return gemma3::preset_writer(g),
-        "qwen35-tiny-tools-f32" => qwen35_tiny(GgmlType::F32),
+        "qwen35-tiny-tools-f32" => qwen35::qwen35_tiny(GgmlType::F32),
         _ => return moe::moe_preset_writer(name),
     })
 }
@@ -323,86 +323,5 @@ fn bonsai_27b_dspark_q4_1() -> Result<GgufWriter, GgufError> {
     w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
     w.add_tensor_shape("output.weight", &[d, v], q)?;
     add_heads(&mut w, &x, 256, [q; 3], true)?;
-    Ok(w)
-}
-
-/// A tiny `qwen35` hybrid with every matrix in `ty` (norms, conv taps, `ssm_a` and `ssm_dt`
-/// F32): d 64, 8 layers of which 3 and 7 are gated attention (4 / 2 heads of 32, 16 rotary
-/// dims in sections [3, 3, 2, 0], base 1e7) and the others Gated DeltaNet (2 q/k heads of 16,
-/// 4 v heads of 32, conv kernel 4), FFN 128, vocabulary 512, separate LM head.
-///
-/// The 1-bit / ternary variants (Q1_0, PrismML's legacy 128-element Q2_0: the seed's Bonsai
-/// types) take d 128 and FFN 256, every quantized row a whole number of 128-element blocks.
-fn qwen35_tiny(ty: GgmlType) -> Result<GgufWriter, GgufError> {
-    let d = if matches!(ty, GgmlType::F32 | GgmlType::Q8_0) {
-        64u64
-    } else {
-        128
-    };
-    let (ff, vocab, layers) = (2 * d, 512u64, 8u32);
-    let (heads, kv_heads, head_dim) = (4u64, 2u64, 32u64);
-    let (k_heads, v_heads, head_k, head_v, d_conv) = (2u64, 4u64, 16u64, 32u64, 4u64);
-    let (key_dim, value_dim) = (k_heads * head_k, v_heads * head_v);
-    let conv_dim = 2 * key_dim + value_dim;
-    let f32 = GgmlType::F32;
-    let mut w = GgufWriter::new();
-    let k = |s: &str| format!("qwen35.{s}");
-    let u = |v: u64| MetaValue::U32(v as u32);
-    w.set("general.architecture", MetaValue::String("qwen35".into()));
-    for (key, v) in [
-        ("context_length", 4096),
-        ("embedding_length", d),
-        ("block_count", u64::from(layers)),
-        ("feed_forward_length", ff),
-        ("attention.head_count", heads),
-        ("attention.head_count_kv", kv_heads),
-        ("attention.key_length", head_dim),
-        ("attention.value_length", head_dim),
-        ("rope.dimension_count", 16),
-        ("ssm.conv_kernel", d_conv),
-        ("ssm.state_size", head_k),
-        ("ssm.group_count", k_heads),
-        ("ssm.time_step_rank", v_heads),
-        ("ssm.inner_size", value_dim),
-        ("full_attention_interval", 4),
-        ("vocab_size", vocab),
-    ] {
-        w.set(&k(key), u(v));
-    }
-    w.set(&k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-6));
-    w.set(&k("rope.freq_base"), MetaValue::F32(1e7));
-    w.set(
-        &k("rope.dimension_sections"),
-        MetaValue::Array(MetaArray::I32(vec![3, 3, 2, 0])),
-    );
-    w.add_tensor_shape("token_embd.weight", &[d, vocab], ty)?;
-    for i in 0..layers {
-        let p = |s: &str| format!("blk.{i}.{s}");
-        w.add_tensor_shape(&p("attn_norm.weight"), &[d], f32)?;
-        w.add_tensor_shape(&p("post_attention_norm.weight"), &[d], f32)?;
-        if (i + 1) % 4 == 0 {
-            w.add_tensor_shape(&p("attn_q.weight"), &[d, 2 * heads * head_dim], ty)?;
-            w.add_tensor_shape(&p("attn_k.weight"), &[d, kv_heads * head_dim], ty)?;
-            w.add_tensor_shape(&p("attn_v.weight"), &[d, kv_heads * head_dim], ty)?;
-            w.add_tensor_shape(&p("attn_output.weight"), &[heads * head_dim, d], ty)?;
-            w.add_tensor_shape(&p("attn_q_norm.weight"), &[head_dim], f32)?;
-            w.add_tensor_shape(&p("attn_k_norm.weight"), &[head_dim], f32)?;
-        } else {
-            w.add_tensor_shape(&p("attn_qkv.weight"), &[d, conv_dim], ty)?;
-            w.add_tensor_shape(&p("attn_gate.weight"), &[d, value_dim], ty)?;
-            w.add_tensor_shape(&p("ssm_beta.weight"), &[d, v_heads], ty)?;
-            w.add_tensor_shape(&p("ssm_alpha.weight"), &[d, v_heads], ty)?;
-            w.add_tensor_shape(&p("ssm_conv1d.weight"), &[d_conv, conv_dim], f32)?;
-            w.add_tensor_shape(&p("ssm_dt.bias"), &[v_heads], f32)?;
-            w.add_tensor_shape(&p("ssm_a"), &[v_heads], f32)?;
-            w.add_tensor_shape(&p("ssm_norm.weight"), &[head_v], f32)?;
-            w.add_tensor_shape(&p("ssm_out.weight"), &[value_dim, d], ty)?;
-        }
-        w.add_tensor_shape(&p("ffn_gate.weight"), &[d, ff], ty)?;
-        w.add_tensor_shape(&p("ffn_up.weight"), &[d, ff], ty)?;
-        w.add_tensor_shape(&p("ffn_down.weight"), &[ff, d], ty)?;
-    }
-    w.add_tensor_shape("output_norm.weight", &[d], f32)?;
-    w.add_tensor_shape("output.weight", &[d, vocab], ty)?;
     Ok(w)
 }
