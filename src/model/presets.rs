@@ -6,7 +6,7 @@
 //! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 //!
 //! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`. The `qwen35` hybrids (`qwen35-0.8b-q4_0`, the
-//! tiny ones below): `presets_qwen35.rs`.
+//! tiny `qwen35-tiny-*` described next): `presets_qwen35.rs`.
 //!
 //! `qwen35-tiny-*` are not published models: tiny `qwen35` hybrids (8 layers, attention at 3
 //! and 7, Gated DeltaNet elsewhere) for tests, meant to be written with random weights;
