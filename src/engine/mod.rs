@@ -28,7 +28,7 @@ mod measure;
 pub mod speculate;
 pub mod verdict;
 use crate::sampling::Sampler;
-use crate::speculative::bypass::{BypassConfig, CycleCosts};
+use crate::speculative::bypass::BypassConfig;
 use crate::speculative::dspark::{DrafterConfig, Dspark};
 use crate::speculative::{SpecOptions, VerifyPolicy};
 use crate::tokenizer::Tokenizer;
@@ -240,20 +240,10 @@ pub(crate) fn refuse_unless_fits(plan: &Plan) -> Result<()> {
 }
 
 impl Engine {
+    /// One session (`generate`, `chat`, `bench`): the plan is checked before anything is
+    /// allocated; `opts.n_ctx` is its context. The server's slots are a [`batch::BatchEngine`].
     pub fn load(opts: &EngineOptions) -> Result<Engine> {
-        Engine::load_slots(opts, 1)?
-            .pop()
-            .ok_or_else(|| Error::Usage("no session was built".into()))
-    }
-
-    /// `n_slots` sessions on one device that share the target's weights, each with its own KV
-    /// cache, compute buffers and drafter (a server's slots). The plan of all slots is checked
-    /// before anything is allocated; `opts.n_ctx` is each slot's context.
-    pub fn load_slots(opts: &EngineOptions, n_slots: u32) -> Result<Vec<Engine>> {
         let model_path = resolve_model(&opts.model)?;
-        if n_slots == 0 {
-            return Err(Error::Usage("-np must be at least 1".into()));
-        }
         let Opened {
             ctx,
             file,
@@ -275,7 +265,7 @@ impl Engine {
             // Each target step's tap rows must fit the injection staging.
             params.n_ubatch = params.n_ubatch.min(d.inject_chunk);
         }
-        let slot_plan = memory::plan(
+        let plan = memory::plan(
             TargetShape {
                 hp: &hp,
                 tensors: &file.tensors,
@@ -291,15 +281,12 @@ impl Engine {
             Budget::resolve(opts.gpu_mem, Some(&ctx)),
             DeviceLimits::from_context(&ctx),
         );
-        let plan = slot_plan.with_slots(n_slots);
         refuse_unless_fits(&plan)?;
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
         let model_bytes = file.file_len();
         drop(file);
         // From here the slots set their pipelines up: a bar (or a line) says so.
         let compiling = CompileProgress::start(&ctx, opts.progress);
-        let mut policy: Option<VerifyPolicy> = None;
-        let mut costs: Option<CycleCosts> = None;
         // Measurements an earlier run made for this device, model and drafter.
         let cache = match (&opts.draft, &params.draft) {
             (Some(_), Some(dp)) => CostCache::new(&ctx, &model_path, opts, dp.n_draft),
@@ -307,117 +294,96 @@ impl Engine {
         };
         let stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
         let mut measured = stored.clone();
-        let mut slots = Vec::with_capacity(n_slots as usize);
-        for _ in 0..n_slots {
-            let mut alloc = Allocator::new(&ctx, &slot_plan);
-            let mut fwd = Forward::new(&ctx, hp.clone(), w.clone(), &params, &mut alloc)?;
-            // A full prefill ubatch, then the decode step.
-            fwd.warm(&ctx, &[(fwd.max_rows(), 1), (1, 1)])?;
-            let drafter = match (&opts.draft, &dfile, &params.draft) {
-                (Some(d), Some(f), Some(dp)) => {
-                    let cfg = DrafterConfig {
-                        ctx_rows: dp.window.unwrap_or(params.n_ctx),
-                        inject_chunk: dp.inject_chunk,
-                        type_k: dp.type_k,
-                        type_v: dp.type_v,
-                    };
-                    let mut dspark =
-                        Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
-                    if d.p_min > 0.0 && !dspark.meta.has_confidence {
-                        return Err(Error::Usage(format!(
-                            "--spec-draft-p-min {} needs a confidence head, and {} has none: \
-                             set --spec-draft-p-min 0",
-                            d.p_min,
-                            d.model.display()
-                        )));
-                    }
-                    fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
-                    let verify = dp.n_draft + 1;
-                    fwd.warm(&ctx, &[(verify, verify)])?;
-                    dspark.warm(&ctx)?;
-                    // Measured once (the slots are identical).
-                    let policy = match policy.clone() {
-                        Some(p) => p,
-                        None => {
-                            let secs = &mut measured.step_secs;
-                            let p = verify_policy(&ctx, &mut fwd, d, dp.n_draft, secs)?;
-                            policy = Some(p.clone());
-                            p
+        let mut alloc = Allocator::new(&ctx, &plan);
+        let mut fwd = Forward::new(&ctx, hp.clone(), w.clone(), &params, &mut alloc)?;
+        // A full prefill ubatch, then the decode step.
+        fwd.warm(&ctx, &[(fwd.max_rows(), 1), (1, 1)])?;
+        let drafter = match (&opts.draft, &dfile, &params.draft) {
+            (Some(d), Some(f), Some(dp)) => {
+                let cfg = DrafterConfig {
+                    ctx_rows: dp.window.unwrap_or(params.n_ctx),
+                    inject_chunk: dp.inject_chunk,
+                    type_k: dp.type_k,
+                    type_v: dp.type_v,
+                };
+                let mut dspark = Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
+                if d.p_min > 0.0 && !dspark.meta.has_confidence {
+                    return Err(Error::Usage(format!(
+                        "--spec-draft-p-min {} needs a confidence head, and {} has none: \
+                         set --spec-draft-p-min 0",
+                        d.p_min,
+                        d.model.display()
+                    )));
+                }
+                fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
+                let verify = dp.n_draft + 1;
+                fwd.warm(&ctx, &[(verify, verify)])?;
+                dspark.warm(&ctx)?;
+                let secs = &mut measured.step_secs;
+                let policy = verify_policy(&ctx, &mut fwd, d, dp.n_draft, secs)?;
+                // What a cycle costs on this device, for the bypass.
+                let bypass = if d.bypass {
+                    let c = match measured.costs {
+                        Some(c) if c.verify_rows == dp.n_draft + 1 => c,
+                        _ => {
+                            let n = dp.n_draft;
+                            measured.deep = deep_costs(&ctx, &mut fwd, n)?;
+                            cycle_costs(&ctx, &mut fwd, &mut dspark, n)?
                         }
                     };
-                    // What a cycle costs on this device, for the bypass (measured once too).
-                    let bypass = if d.bypass {
-                        let c = match costs {
-                            Some(c) => c,
-                            None => {
-                                let c = match measured.costs {
-                                    Some(c) if c.verify_rows == dp.n_draft + 1 => c,
-                                    _ => {
-                                        let n = dp.n_draft;
-                                        measured.deep = deep_costs(&ctx, &mut fwd, n)?;
-                                        cycle_costs(&ctx, &mut fwd, &mut dspark, n)?
-                                    }
-                                };
-                                measured.costs = Some(c);
-                                costs = Some(c);
-                                c
-                            }
-                        };
-                        // Charged at the verify length the policy runs and at the depth
-                        // earlier cycles drafted at.
-                        let profile = verdict::Profile {
-                            costs: c,
-                            step_secs: measured.step_secs.as_deref(),
-                            deep: measured.deep,
-                            fixed: matches!(policy, VerifyPolicy::Fixed),
-                        };
-                        let c = profile.charged(measured.history.observed.as_ref());
-                        Some(BypassConfig {
-                            costs: c.is_valid().then_some(c),
-                            ..BypassConfig::default()
-                        })
-                    } else {
-                        None
+                    measured.costs = Some(c);
+                    // Charged at the verify length the policy runs and at the depth
+                    // earlier cycles drafted at.
+                    let profile = verdict::Profile {
+                        costs: c,
+                        step_secs: measured.step_secs.as_deref(),
+                        deep: measured.deep,
+                        fixed: matches!(policy, VerifyPolicy::Fixed),
                     };
-                    let spec = SpecOptions {
-                        n_max: dp.n_draft,
-                        policy,
-                        bypass,
-                    };
-                    Some((dspark, spec))
-                }
-                _ => None,
-            };
-            let allocated = std::mem::take(&mut alloc.records);
-            drop(alloc);
-            slots.push(Engine {
-                ctx: Arc::clone(&ctx),
-                fwd,
-                tok: tok.clone(),
-                plan: plan.clone(),
-                model_path: model_path.clone(),
-                model_bytes,
-                drafter,
-                allocated,
-                costs_cached: false,
-                ignore_eos: false,
-                cost_cache: cache.clone(),
-                grammar: None,
-            });
-        }
+                    let c = profile.charged(measured.history.observed.as_ref());
+                    Some(BypassConfig {
+                        costs: c.is_valid().then_some(c),
+                        ..BypassConfig::default()
+                    })
+                } else {
+                    None
+                };
+                let spec = SpecOptions {
+                    n_max: dp.n_draft,
+                    policy,
+                    bypass,
+                };
+                Some((dspark, spec))
+            }
+            _ => None,
+        };
+        let allocated = std::mem::take(&mut alloc.records);
+        drop(alloc);
+        let mut engine = Engine {
+            ctx: Arc::clone(&ctx),
+            fwd,
+            tok: tok.clone(),
+            plan,
+            model_path,
+            model_bytes,
+            drafter,
+            allocated,
+            costs_cached: false,
+            ignore_eos: false,
+            cost_cache: cache.clone(),
+            grammar: None,
+        };
         // Every measurement taken at this load was already stored: nothing was measured.
         let used = stored.step_secs.is_some() || stored.costs.is_some();
         let cached = cache.is_some() && used && measured == stored;
-        for s in &mut slots {
-            s.costs_cached = cached && s.drafter.is_some();
-        }
+        engine.costs_cached = cached && engine.drafter.is_some();
         if let (Some(c), false) = (&cache, cached) {
             c.store(&measured);
         }
         // Every pipeline set up so far (the hot steps', `Forward::warm`) is built, or its
         // failure reported, before the engine is handed out.
         compiling.finish(&ctx)?;
-        Ok(slots)
+        Ok(engine)
     }
 
     /// Run `tokens` through the model at the next positions, in ubatches; the last row's logits

@@ -182,25 +182,6 @@ impl fmt::Display for Misfit {
 }
 
 impl Plan {
-    /// The plan of `n` server slots that share the target's weights: every other buffer (K/V,
-    /// compute, staging, the drafter's weights and state) is repeated per slot, named
-    /// `slot{i}.{name}` for slots after the first. Each slot allocates from the one-slot plan.
-    pub fn with_slots(&self, n: u32) -> Plan {
-        let mut out = self.clone();
-        for i in 1..n {
-            out.buffers.extend(
-                self.buffers
-                    .iter()
-                    .filter(|b| !(b.owner == Owner::Target && b.kind == Kind::Weights))
-                    .map(|b| PlannedBuffer {
-                        name: format!("slot{i}.{}", b.name),
-                        ..b.clone()
-                    }),
-            );
-        }
-        out
-    }
-
     pub fn total(&self) -> u64 {
         self.buffers.iter().map(|b| b.bytes).sum()
     }
