@@ -12,7 +12,6 @@ mod client;
 #[path = "serve/harness.rs"]
 mod harness;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use client::{http, read_events};
@@ -53,18 +52,7 @@ fn greedy_text_is_the_same_without_and_with_a_drafter() {
     let dir = harness::scratch("drafter");
     let draft = dir.join("draft.gguf");
     let model = harness::model();
-    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["dspark", "init", "--block", "4", "-m"])
-        .arg(&model)
-        .arg("-o")
-        .arg(&draft)
-        .output()
-        .expect("run flint dspark init");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    harness::dspark_init(&model, &draft);
 
     let mut runs = Vec::new();
     for args in [vec![], vec!["-md", draft.to_str().expect("utf-8 path")]] {

@@ -10,8 +10,6 @@ mod client;
 #[path = "serve/harness.rs"]
 mod harness;
 
-use std::process::Command;
-
 use client::http;
 use harness::{serial, Server};
 use serde_json::{json, Value};
@@ -109,18 +107,7 @@ fn eight_concurrent_greedy_requests_get_their_text_alone() {
 
     let dir = harness::scratch("batch-drafter");
     let draft = dir.join("draft.gguf");
-    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["dspark", "init", "--block", "4", "-m"])
-        .arg(harness::model())
-        .arg("-o")
-        .arg(&draft)
-        .output()
-        .expect("run flint dspark init");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    harness::dspark_init(&harness::model(), &draft);
     let mut args = SLOTS.to_vec();
     args.extend(["-md", draft.to_str().expect("utf-8 path")]);
     let s = Server::start(&args);

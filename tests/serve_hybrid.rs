@@ -11,8 +11,6 @@ mod common;
 #[path = "serve/harness.rs"]
 mod harness;
 
-use std::process::Command;
-
 use client::http;
 use harness::{serial, Server};
 use serde_json::{json, Value};
@@ -80,18 +78,7 @@ fn four_hybrid_slots_give_each_request_its_text_alone_plain_and_with_drafters() 
     s.stop();
 
     let draft = dir.join("draft.gguf");
-    let out = Command::new(env!("CARGO_BIN_EXE_flint"))
-        .args(["dspark", "init", "--block", "4", "-m"])
-        .arg(&model)
-        .arg("-o")
-        .arg(&draft)
-        .output()
-        .expect("run flint dspark init");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    harness::dspark_init(&model, &draft);
     let mut args = SLOTS.to_vec();
     args.extend(["-md", draft.to_str().expect("utf-8 path")]);
     let s = Server::start_model(&model, &args, &[]);

@@ -379,3 +379,19 @@ pub fn script(name: &str, args: &[&str], limit: Duration) -> Value {
     serde_json::from_str(last)
         .unwrap_or_else(|e| panic!("{name}: last line is not JSON ({e}): {stdout}"))
 }
+
+/// A random DSpark drafter of block 4 for `model` (`flint dspark init`), written to `out`.
+pub fn dspark_init(model: &Path, out: &Path) {
+    let run = Command::new(env!("CARGO_BIN_EXE_flint"))
+        .args(["dspark", "init", "--block", "4", "-m"])
+        .arg(model)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run flint dspark init");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
