@@ -162,8 +162,8 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
             let mut s = running.remove(i);
             settle(eng, &mut s.st)?;
             if let Some(p) = &s.st.pending {
-                drafted += p.drafted;
-                accepted += p.accepted;
+                drafted += p.spec.drafted;
+                accepted += p.spec.accepted;
             }
         }
     }

@@ -5,7 +5,8 @@
 
 use std::io::{BufRead, Write};
 
-use crate::engine::Engine;
+use crate::engine::batch::BatchEngine;
+use crate::engine::solo;
 use crate::tokenizer::ChatMessage;
 use crate::{Error, Result};
 
@@ -46,12 +47,12 @@ pub fn run(args: &ChatArgs) -> Result<()> {
     let override_src = args.opts.template.source()?;
     let system = args.opts.system()?;
     let grammar = args.opts.grammar.spec()?;
-    let mut engine = Engine::load(&super::generate::prepare(&args.model)?)?;
-    engine.ignore_eos = args.opts.ignore_eos;
-    let grammars = super::grammar_args::grammars(&engine, &grammar)?;
+    let mut engine = BatchEngine::load(&super::generate::prepare(&args.model)?, 1)?;
+    let n_vocab = engine.fwd.hp().n_vocab;
+    let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let template = engine.tok.chat_template(override_src.as_deref())?;
     let mut stops = args.opts.stops();
-    let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
+    let mut sampler = args.model.sampler(n_vocab)?;
     let tok = engine.tok.clone();
     let mut history: Vec<ChatMessage> = Vec::new();
     if let Some(s) = system {
@@ -77,8 +78,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         let line = line.trim_end_matches(['\n', '\r']);
         if line.trim() == "/reset" {
             history.retain(|m| m.role == "system");
-            engine.reset()?;
-            cached.clear();
+            solo::keep_prefix(&mut engine, &mut cached, &[])?;
             eprintln!("(history cleared)");
             continue;
         }
@@ -88,12 +88,20 @@ pub fn run(args: &ChatArgs) -> Result<()> {
         history.push(ChatMessage::new("user", line));
         let text = template.render(&history, true)?;
         let ids = tok.encode(&text, true, true)?;
-        let keep = engine.keep_prefix(&mut cached, &ids)?;
-        super::grammar_args::install(&mut engine, &grammars, &grammar)?;
+        let keep = solo::keep_prefix(&mut engine, &mut cached, &ids)?;
+        let mut guide = super::grammar_args::guide(&grammars, &grammar)?;
         let mut stream = tok.stream_decoder(false);
         let mut reply_ids = Vec::new();
         stops.reset();
-        let stats = engine.generate(&ids[keep..], n_predict, sampler.as_mut(), |t| {
+        let req = solo::Request {
+            prompt: &ids,
+            keep,
+            n_predict,
+            sampler: sampler.as_mut(),
+            grammar: &mut guide,
+            ignore_eos: args.opts.ignore_eos,
+        };
+        let stats = solo::generate(&mut engine, req, |t| {
             reply_ids.push(t);
             let piece = stream.push(t)?;
             out.write_all(piece.as_bytes())
@@ -108,8 +116,8 @@ pub fn run(args: &ChatArgs) -> Result<()> {
                 eprintln!("[{}]", spec.summary(stats.generated_tokens));
             }
         }
-        let in_cache = engine.fwd.kv.len(0)?;
-        Engine::note_cached(&mut cached, &ids[keep..], &reply_ids, in_cache);
+        let in_cache = engine.fwd.kv().len(0)?;
+        solo::note_cached(&mut cached, &ids[keep..], &reply_ids, in_cache);
         let reply = tok.decode(&reply_ids, false)?;
         history.push(ChatMessage::new("assistant", reply));
     }

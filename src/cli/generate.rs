@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::engine::{cost_cache, Engine, EngineOptions, GenStats, DEFAULT_MODEL};
+use crate::engine::batch::BatchEngine;
+use crate::engine::{cost_cache, solo, EngineOptions, GenStats, DEFAULT_MODEL};
 use crate::gguf::GgmlType;
 use crate::memory::budget::BudgetSource;
 use crate::memory::context::MIN_DEFAULT_CTX;
@@ -279,11 +280,11 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let system = args.opts.system()?;
     let template_src = args.opts.template.source()?;
     let grammar = args.opts.grammar.spec()?;
-    let mut engine = Engine::load(&prepare(&args.model)?)?;
-    engine.ignore_eos = args.opts.ignore_eos;
-    let grammars = super::grammar_args::grammars(&engine, &grammar)?;
-    super::grammar_args::install(&mut engine, &grammars, &grammar)?;
-    let mut sampler = args.model.sampler(engine.fwd.hp.n_vocab)?;
+    let mut engine = BatchEngine::load(&prepare(&args.model)?, 1)?;
+    let n_vocab = engine.fwd.hp().n_vocab;
+    let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
+    let mut guide = super::grammar_args::guide(&grammars, &grammar)?;
+    let mut sampler = args.model.sampler(n_vocab)?;
     let prompt = if system.is_some() || args.opts.template.given() {
         let template = engine.tok.chat_template(template_src.as_deref())?;
         let mut messages: Vec<ChatMessage> = system
@@ -301,7 +302,15 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let mut stream = tok.stream_decoder(false);
     let mut stops = args.opts.stops();
     let mut out = std::io::stdout();
-    let stats = engine.generate(&prompt, n_predict, sampler.as_mut(), |t| {
+    let req = solo::Request {
+        prompt: &prompt,
+        keep: 0,
+        n_predict,
+        sampler: sampler.as_mut(),
+        grammar: &mut guide,
+        ignore_eos: args.opts.ignore_eos,
+    };
+    let stats = solo::generate(&mut engine, req, |t| {
         let text = stream.push(t)?;
         out.write_all(text.as_bytes())
             .and_then(|_| out.flush())
@@ -317,7 +326,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     if let Some(spec) = &stats.spec {
         eprintln!("{}", spec.summary(stats.generated_tokens));
     }
-    if let Some(g) = &engine.grammar {
+    if let Some(g) = &guide {
         eprintln!(
             "grammar: {} masks, {:.1} µs each, {} forced tokens",
             g.n_masks,

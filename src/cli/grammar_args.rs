@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use crate::engine::Engine;
 use crate::grammar::steps::Guide;
 use crate::grammar::{GrammarSpec, Grammars};
 use crate::{Error, Result};
@@ -55,22 +54,21 @@ impl GrammarArgs {
 }
 
 /// The model's grammar compiler when a grammar is given.
-pub fn grammars(engine: &Engine, spec: &Option<GrammarSpec>) -> Result<Option<Grammars>> {
+pub fn grammars(
+    tok: &crate::tokenizer::Tokenizer,
+    n_vocab: u32,
+    spec: &Option<GrammarSpec>,
+) -> Result<Option<Grammars>> {
     match spec {
-        Some(_) => Ok(Some(Grammars::new(&engine.tok, engine.fwd.hp.n_vocab)?)),
+        Some(_) => Ok(Some(Grammars::new(tok, n_vocab)?)),
         None => Ok(None),
     }
 }
 
-/// Gives `engine` a fresh matcher for `spec` (one per reply).
-pub fn install(
-    engine: &mut Engine,
-    g: &Option<Grammars>,
-    spec: &Option<GrammarSpec>,
-) -> Result<()> {
-    engine.grammar = match (g, spec) {
+/// A fresh matcher for `spec` (one per reply).
+pub fn guide(g: &Option<Grammars>, spec: &Option<GrammarSpec>) -> Result<Option<Guide>> {
+    Ok(match (g, spec) {
         (Some(g), Some(s)) => Some(Guide::new(Box::new(g.compile(s)?))),
         _ => None,
-    };
-    Ok(())
+    })
 }

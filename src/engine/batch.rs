@@ -18,11 +18,17 @@ use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
 use super::compile_progress::CompileProgress;
+use super::cost_cache::{CostCache, Measured};
+use super::decision::Decision;
+use super::measure::spec_options;
+use super::verdict;
 use super::{draft_params, refuse_unless_fits, resolve_model, EngineOptions, Opened};
 use crate::memory::batch::slot_name;
 use crate::memory::DrafterShape;
+use crate::model::forward::BatchSeq;
 use crate::speculative::dspark::{DrafterConfig, Dspark};
 use crate::speculative::schedule::SpsProfile;
+use crate::speculative::SpecStats;
 use crate::speculative::{SpecOptions, VerifyPolicy};
 
 /// A loaded model ready to run batched steps.
@@ -35,9 +41,18 @@ pub struct BatchEngine {
     /// (plan name, bytes) of every buffer created but the target's weights, in creation order
     /// (slot `s > 0`'s drafter under `slot{s}.`).
     pub allocated: Vec<(String, u64)>,
+    /// Bytes of the model file.
+    pub model_bytes: u64,
     /// One drafter per sequence (empty without `-md`), and how to speculate with them.
     pub drafters: Vec<Dspark>,
     pub spec: Option<SpecOptions>,
+    /// The load-time measurements speculation uses came from an earlier run's
+    /// ([`super::cost_cache`]) rather than being measured at this load.
+    pub costs_cached: bool,
+    /// Where those measurements are kept, with the acceptance requests' drafting shows.
+    cost_cache: Option<CostCache>,
+    /// Whether each request, and each step, drafts (`None`: always, `--spec-no-bypass`).
+    pub(crate) decision: Option<Decision>,
 }
 
 impl BatchEngine {
@@ -56,17 +71,7 @@ impl BatchEngine {
             dfile,
             dmeta,
         } = Opened::new(opts, &model_path)?;
-        let mut params = RunParams {
-            n_ctx: opts.n_ctx,
-            n_seq,
-            n_ubatch: opts.n_ubatch,
-            type_k: opts.type_k,
-            type_v: opts.type_v,
-            ..RunParams::default()
-        };
-        if let (Some(d), Some(meta)) = (&opts.draft, &dmeta) {
-            params.draft = Some(draft_params(d, meta, opts.n_ctx)?);
-        }
+        let params = run_params(opts, dmeta.as_ref(), n_seq, opts.n_ctx)?;
         let dshape = dmeta
             .as_ref()
             .zip(dfile.as_ref())
@@ -87,6 +92,7 @@ impl BatchEngine {
         };
         refuse_unless_fits(&plan)?;
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
+        let model_bytes = file.file_len();
         drop(file);
         let compiling = CompileProgress::start(&ctx, opts.progress);
         let mut alloc = Allocator::new(&ctx, &plan);
@@ -99,6 +105,9 @@ impl BatchEngine {
         let mut allocated = std::mem::take(&mut alloc.records);
         drop(alloc);
         let (mut drafters, mut spec): (Vec<Dspark>, _) = (Vec::new(), None);
+        let (mut cache, mut stored, mut measured) =
+            (None, Measured::default(), Measured::default());
+        let mut decision = None;
         if let (Some(d), Some(f), Some(dp), Some(shape)) =
             (&opts.draft, &dfile, &params.draft, dshape)
         {
@@ -129,19 +138,43 @@ impl BatchEngine {
                 allocated.extend(records.map(|(n, b)| (slot_name(seq, &n), b)));
                 drafters.push(dspark);
             }
-            let policy = if d.schedule {
+            // Several sequences: the batched step curve (seconds of B rows) weighs drafting at
+            // each step's occupancy, and the schedule places their verifies over it; one
+            // sequence measures its policy as a single request does.
+            let curve = if n_seq > 1 && (d.schedule || d.bypass) {
                 let rows = memory::batch::logit_rows(&params);
-                VerifyPolicy::Schedule(batch_sps(&ctx, &mut fwd, rows)?)
-            } else if d.p_min > 0.0 {
-                VerifyPolicy::Threshold(d.p_min)
+                Some(batch_sps(&ctx, &mut fwd, rows)?)
             } else {
-                VerifyPolicy::Fixed
+                None
             };
-            spec = Some(SpecOptions {
-                n_max: dp.n_draft,
-                policy,
-                bypass: None,
-            });
+            let policy = match &curve {
+                Some(c) if d.schedule => Some(VerifyPolicy::Schedule(SpsProfile::from_secs(c)?)),
+                _ => None,
+            };
+            // Measurements an earlier run made for this device, model and drafter.
+            cache = CostCache::new(&ctx, &model_path, opts, dp.n_draft);
+            stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
+            measured = stored.clone();
+            let first = drafters
+                .first_mut()
+                .ok_or_else(|| Error::Usage("no drafter".into()))?;
+            let mut seq0 = BatchSeq {
+                fwd: &mut fwd,
+                seq: 0,
+            };
+            let n = dp.n_draft;
+            let s = spec_options(&ctx, &mut seq0, first, d, n, policy, &mut measured)?;
+            if s.bypass.is_some() {
+                let fixed = matches!(s.policy, VerifyPolicy::Fixed);
+                decision = Decision::new(&measured, fixed, curve);
+            }
+            spec = Some(s);
+        }
+        // Every measurement taken at this load was already stored: nothing was measured.
+        let used = stored.step_secs.is_some() || stored.costs.is_some();
+        let cached = cache.is_some() && used && measured == stored;
+        if let (Some(c), false) = (&cache, cached) {
+            c.store(&measured);
         }
         compiling.finish(&ctx)?;
         Ok(BatchEngine {
@@ -150,10 +183,31 @@ impl BatchEngine {
             tok,
             plan,
             model_path,
+            model_bytes,
             allocated,
+            costs_cached: cached && spec.is_some(),
             drafters,
             spec,
+            cost_cache: cache,
+            decision,
         })
+    }
+
+    /// Keeps what a request's drafting showed (`spec`, over `generated` tokens ending at cache
+    /// row `end`) in the cost cache, where the next load's verdict reads it
+    /// ([`CostCache::record_acceptance`]).
+    pub fn record_acceptance(&mut self, spec: &SpecStats, generated: usize, end: u32) {
+        if let Some(d) = &mut self.decision {
+            d.record(spec, generated, end);
+        }
+        if let Some(c) = &self.cost_cache {
+            c.record_acceptance(verdict::RunObserved {
+                cycles: spec.cycles,
+                committed: spec.accepted + spec.cycles,
+                verify_rows: spec.drafted + spec.cycles,
+                position: (f64::from(end) - generated as f64 / 2.0).max(0.0),
+            });
+        }
     }
 
     /// One batched step (see [`BatchForward::step`]).
@@ -162,11 +216,33 @@ impl BatchEngine {
     }
 }
 
+/// The run parameters of `n_seq` sequences of `n_ctx` rows each: what the load plans and
+/// allocates, and what `fit` and `flint plan` plan with.
+pub(crate) fn run_params(
+    opts: &EngineOptions,
+    dmeta: Option<&crate::model::DrafterMeta>,
+    n_seq: u32,
+    n_ctx: u32,
+) -> Result<RunParams> {
+    let mut params = RunParams {
+        n_ctx,
+        n_seq,
+        n_ubatch: opts.n_ubatch,
+        type_k: opts.type_k,
+        type_v: opts.type_v,
+        ..RunParams::default()
+    };
+    if let (Some(d), Some(meta)) = (&opts.draft, dmeta) {
+        params.draft = Some(draft_params(d, meta, n_ctx)?);
+    }
+    Ok(params)
+}
+
 /// SPS(B) of batched steps, B = 1..=`max_b` rows (every row's logits, as a verify step): timed at
 /// B = 1, 2, 4, … and `max_b` on sequence 0 (the quickest of 3 rounds after an untimed one, the
 /// cache left empty), linear in between. The schedule over R requests weighs the rows of every
 /// request's verify with it.
-fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<SpsProfile> {
+fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<Vec<f64>> {
     let max_b = max_b.min(fwd.max_rows()).max(1);
     let mut points: Vec<u32> = std::iter::successors(Some(1u32), |b| b.checked_mul(2))
         .take_while(|&b| b < max_b)
@@ -208,5 +284,5 @@ fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<Sps
             }
         })
         .collect();
-    Ok(SpsProfile::from_secs(&secs)?)
+    Ok(secs)
 }

@@ -4,20 +4,28 @@
 //! and the verify lengths chosen over all of them together.
 
 use super::batch::BatchEngine;
-use super::batch_run::{BatchRequest, Failures, Planned, SeqState};
+use super::batch_run::{BatchRequest, Failures, Pending, Planned, SeqState};
+use super::decision::Admit;
 use crate::speculative::accept::{draft_distribution, draft_sample};
+use crate::speculative::bypass::Bypass;
 use crate::speculative::dspark::Draft;
 use crate::speculative::schedule::{confidence_schedule, threshold_len};
+use crate::speculative::stats::SpecStats;
+use crate::speculative::SpecOptions;
 use crate::speculative::VerifyPolicy;
 use crate::{Error, Result};
+use std::time::Instant;
 
 /// Injects request `i`'s waiting rows.
 pub(super) fn flush(eng: &mut BatchEngine, a: &mut SeqState) -> Result<()> {
     if let Some(p) = &mut a.pending {
         if p.n > 0 {
+            let t = Instant::now();
             let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
             d.inject(&eng.ctx, p.n, p.at)?;
             p.n = 0;
+            p.spec.inject_secs += t.elapsed().as_secs_f64();
+            p.spec.injections += 1;
         }
     }
     Ok(())
@@ -63,11 +71,26 @@ pub(super) fn draft_all<R: BatchRequest>(
     let mut who: Vec<usize> = Vec::new();
     // Greedy drafters set up here run in one submission below: (plan, sequence, length).
     let mut greedy: Vec<(usize, usize, usize)> = Vec::new();
+    // At this occupancy, do the verify rows of every decoding request pay?
+    let decoding = plans.iter().filter(|pl| pl.prompt_rows == 0).count();
+    let step_pays = eng
+        .decision
+        .as_ref()
+        .is_none_or(|d| d.step_pays(decoding, spec.n_max));
     for (k, pl) in plans.iter_mut().enumerate() {
         let a = active[pl.i].state_mut();
-        // A step that runs forced rows drafts nothing (as the single-request loop).
-        if pl.prompt_rows > 0 || a.pending.is_none() || pl.tokens.len() != 1 {
+        let Some(p) = a.pending.as_mut().filter(|_| pl.prompt_rows == 0) else {
             continue;
+        };
+        // A step that runs forced rows drafts nothing.
+        let skip = pl.tokens.len() != 1 || !step_pays;
+        match decide(eng, p, &spec, skip) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                failed.push((pl.i, e));
+                continue;
+            }
         }
         let remaining = a.max_tokens.saturating_sub(a.generated.len());
         let max_len = (spec.n_max as usize)
@@ -88,6 +111,7 @@ pub(super) fn draft_all<R: BatchRequest>(
         }
         match draft_one(eng, a, anchor, pl) {
             Ok(draft) => {
+                pl.proposed = Some(draft.tokens.len());
                 let len = max_len.min(draft.tokens.len());
                 pl.drafts = draft.tokens[..len].to_vec();
                 confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
@@ -105,6 +129,7 @@ pub(super) fn draft_all<R: BatchRequest>(
         let pl = &mut plans[k];
         match draft {
             Ok(draft) => {
+                pl.proposed = Some(draft.tokens.len());
                 let len = max_len.min(draft.tokens.len());
                 pl.drafts = draft.tokens[..len].to_vec();
                 confs.push(draft.conf[..len.min(draft.conf.len())].to_vec());
@@ -129,13 +154,39 @@ pub(super) fn draft_all<R: BatchRequest>(
             failed.push((pl.i, e));
             continue;
         }
-        let len = pl.drafts.len();
         pl.tokens.extend_from_slice(&pl.drafts);
         pl.n_logits = pl.tokens.len() as u32;
-        if let Some(p) = &mut active[pl.i].state_mut().pending {
-            p.drafted += len as u64;
+    }
+}
+
+/// Whether request `p` drafts this step: never when the engine's verdict left its drafter
+/// out, on a step the caller skips (forced rows, an occupancy where drafting does not pay),
+/// nor (with a bypass) on its first decode step, which measures a plain step; else as its
+/// bypass says. Steps not drafted count as bypassed. The first call sets the request up (its
+/// counters, the engine's verdict, its bypass from the costs charged).
+fn decide(eng: &mut BatchEngine, p: &mut Pending, spec: &SpecOptions, skip: bool) -> Result<bool> {
+    let first = !std::mem::replace(&mut p.started, true);
+    if first {
+        p.spec = SpecStats::new(spec.n_max);
+        let admit = match &mut eng.decision {
+            Some(d) => d.admit(),
+            None => Admit::Draft(spec.bypass),
+        };
+        match admit {
+            Admit::Off => p.off = true,
+            Admit::Draft(Some(cfg)) => {
+                p.bypass = Some(Bypass::new(cfg).map_err(|e| Error::Usage(e.to_string()))?);
+            }
+            Admit::Draft(None) => {}
         }
     }
+    let plain_first = first && p.bypass.is_some();
+    let draft =
+        !p.off && !plain_first && !skip && p.bypass.as_mut().is_none_or(Bypass::should_draft);
+    if !draft {
+        p.spec.bypassed += 1;
+    }
+    Ok(draft)
 }
 
 /// Request `a`'s drafter, given its waiting rows, is set up to draft greedily after `anchor`

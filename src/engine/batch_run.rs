@@ -24,7 +24,10 @@ use super::batching::{plan_step, Work};
 use crate::model::forward::batch::Segment;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
 use crate::speculative::accept::{accept_greedy, accept_sampled_cut, Bonus};
+use crate::speculative::bypass::Bypass;
+use crate::speculative::stats::SpecStats;
 use crate::{Error, Result};
+use std::time::Instant;
 
 use super::batch_draft::{draft_all, flush, make_room};
 
@@ -102,14 +105,22 @@ pub trait BatchRequest {
     }
 }
 
-/// A request's drafter bookkeeping: committed rows `at..at + n` wait in staging rows `0..n`.
+/// A request's drafter bookkeeping: committed rows `at..at + n` wait in staging rows `0..n`;
+/// its speculation counters and its own drafter decision.
 #[derive(Debug, Default)]
 pub struct Pending {
     pub at: u32,
     pub n: u32,
-    /// Drafts proposed and accepted (the outcome's counters).
-    pub drafted: u64,
-    pub accepted: u64,
+    /// Cycles, drafts verified and accepted, bypassed steps and time split (`--stats-json`,
+    /// the server's outcome).
+    pub spec: SpecStats,
+    /// Whether drafting pays for this request, step by step (`None`: `--spec-no-bypass`).
+    pub bypass: Option<Bypass>,
+    /// The request has taken a decode step (with a bypass, the first one is plain: it
+    /// measures what drafting has to beat).
+    pub started: bool,
+    /// The engine's verdict left the drafter out of this request ([`super::decision`]).
+    pub off: bool,
 }
 
 /// What one request runs in this step.
@@ -135,6 +146,9 @@ pub(super) struct Planned {
     /// Tokens the grammar forces before the first sampled one, emitted when this (the
     /// prompt's last, without a logits row) chunk has run and run by the next step.
     pub(super) forced0: Vec<u32>,
+    /// Drafts the drafter proposed this step (`Some`: a speculative cycle, before the verify
+    /// length and the grammar cut them).
+    pub(super) proposed: Option<usize>,
 }
 
 /// How a request left a step: its own end, or a failure of its own (its sequence's cache and
@@ -174,6 +188,7 @@ fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> 
         refused: None,
         forced_after: false,
         forced0: Vec::new(),
+        proposed: None,
     })
 }
 
@@ -254,6 +269,7 @@ fn plan<R: BatchRequest>(
                 refused: None,
                 forced_after: false,
                 forced0,
+                proposed: None,
             }),
             Err(e) => failed.push((i, e.into())),
         }
@@ -295,7 +311,9 @@ pub fn step<R: BatchRequest>(
     active: &mut [R],
 ) -> Result<Vec<(usize, Ended<R::End>)>> {
     let mut failed: Failures = Vec::new();
+    let t_draft = Instant::now();
     let mut plans = plan(eng, active, &mut failed);
+    let draft_secs = t_draft.elapsed().as_secs_f64();
     plans.retain(|pl| {
         let a = active[pl.i].state_mut();
         let checked = check_rows(eng, a.seq, pl)
@@ -330,6 +348,7 @@ pub fn step<R: BatchRequest>(
             n_logits: pl.n_logits,
         })
         .collect();
+    let t_verify = Instant::now();
     let stepped = eng.step(&segs);
     eng.fwd.clear_mask();
     stepped?;
@@ -346,6 +365,8 @@ pub fn step<R: BatchRequest>(
     let out = StepOut {
         ids: &ids,
         logits: &logits,
+        draft_secs,
+        verify_secs: t_verify.elapsed().as_secs_f64(),
     };
     let mut row = 0usize;
     for pl in &plans {
@@ -365,6 +386,10 @@ pub fn step<R: BatchRequest>(
 struct StepOut<'a> {
     ids: &'a [u32],
     logits: &'a [f32],
+    /// Seconds the step spent planning (drafting and injecting included) and in its forward
+    /// with the read-back: what each request's drafter decision weighs.
+    draft_secs: f64,
+    verify_secs: f64,
 }
 
 /// Request `r`'s part of the step's output (`rows`): its prompt rows counted, its verify
@@ -442,7 +467,7 @@ fn commit<R: BatchRequest>(
         eng.fwd.truncate(a.seq, pl.p0 + kept)?;
         if let Some(p) = &mut a.pending {
             p.n += kept;
-            p.accepted += accepted as u64;
+            count_step(p, pl, out, accepted);
         }
     }
     // The tokens after the accepted drafts have no row yet: the next step runs them.
@@ -450,6 +475,33 @@ fn commit<R: BatchRequest>(
     // A full cache ends the request after this step's tokens (the next needs a row).
     let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
     hand(r, &tokens, full)
+}
+
+/// A decode step's counters and the request's drafter decision: a cycle (drafts proposed,
+/// verified, accepted; its draft and verify seconds) or a plain step (its seconds).
+fn count_step(p: &mut Pending, pl: &Planned, out: &StepOut<'_>, accepted: usize) {
+    let spec = &mut p.spec;
+    spec.target_forwards += 1;
+    spec.verify_secs += out.verify_secs;
+    match pl.proposed {
+        Some(n) => {
+            spec.cycles += 1;
+            spec.proposed += n as u64;
+            spec.draft_secs += out.draft_secs;
+            if !pl.drafts.is_empty() {
+                spec.record(pl.drafts.len(), accepted);
+            }
+            if let Some(b) = &mut p.bypass {
+                let (len, a) = (pl.drafts.len() as u32, accepted as u32);
+                b.record_cycle(out.draft_secs, out.verify_secs, len, a);
+            }
+        }
+        None => {
+            if let Some(b) = &mut p.bypass {
+                b.record_plain(out.verify_secs);
+            }
+        }
+    }
 }
 
 /// Hands `tokens` to the request in order; `full` goes with the last one.

@@ -11,7 +11,7 @@ use crate::memory::{self, Budget, DeviceLimits, DrafterShape, Plan, RunParams, T
 use crate::model::{DrafterMeta, Hparams};
 use crate::{Error, Result};
 
-use super::{draft_params, resolve_model, EngineOptions};
+use super::{resolve_model, EngineOptions};
 
 /// The budget the load of `opts` will plan against, and the limits of its adapter (generic GPU
 /// limits when no adapter is found: the load reports that itself).
@@ -105,20 +105,8 @@ impl Opened {
     /// The run parameters of `n_slots` slots of `per_slot` rows, as the load builds them;
     /// `None` when the drafter cannot run at that context.
     fn params(&self, opts: &EngineOptions, n_slots: u32, per_slot: u32) -> Option<RunParams> {
-        let mut p = RunParams {
-            n_ctx: per_slot,
-            n_seq: n_slots,
-            n_ubatch: opts.n_ubatch,
-            type_k: opts.type_k,
-            type_v: opts.type_v,
-            verify_rows: opts.verify_rows.max(1),
-            ..RunParams::default()
-        };
-        if let (Some(d), Some((_, meta))) = (&opts.draft, &self.drafter) {
-            p.draft = Some(draft_params(d, meta, per_slot).ok()?);
-            p.n_ubatch = p.n_ubatch.min(d.inject_chunk);
-        }
-        Some(p)
+        let meta = self.drafter.as_ref().map(|(_, m)| m);
+        super::batch::run_params(opts, meta, n_slots, per_slot).ok()
     }
 
     fn plan(
@@ -130,12 +118,11 @@ impl Opened {
         limits: DeviceLimits,
     ) -> Option<Plan> {
         let p = self.params(opts, n_slots, per_slot)?;
-        Some(memory::plan(
-            self.target(),
-            self.drafter(),
-            &p,
+        // The batched engine's plan, whatever the slots: what the load allocates.
+        Some(Plan {
+            buffers: memory::batch::buffers(self.target(), self.drafter(), &p, &limits),
             budget,
             limits,
-        ))
+        })
     }
 }

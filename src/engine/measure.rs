@@ -5,21 +5,71 @@
 use std::time::Instant;
 
 use crate::gpu::GpuContext;
-use crate::model::forward::Forward;
-use crate::speculative::bypass::CycleCosts;
+use crate::model::forward::SeqSteps;
+use crate::speculative::bypass::{BypassConfig, CycleCosts};
 use crate::speculative::dspark::Dspark;
-use crate::speculative::VerifyPolicy;
+use crate::speculative::{SpecOptions, VerifyPolicy};
 use crate::Result;
 
-use super::DraftOptions;
+use super::cost_cache::Measured;
+use super::{verdict, DraftOptions};
+
+/// How a loaded drafter speculates on this device: its verify-length policy and, with the
+/// bypass (`d.bypass`), the cycle costs it is charged at the verify length the policy runs and
+/// at the depth earlier cycles drafted at. Measurements `measured` holds from an earlier run
+/// ([`super::cost_cache`]) are used as they are; the others are taken now on `fwd` (its
+/// sequence empty, and left empty) and `dspark` (reset after), and left in `measured`.
+/// `policy`: the policy when the caller has already chosen it (the batched schedule).
+pub(crate) fn spec_options(
+    ctx: &GpuContext,
+    fwd: &mut dyn SeqSteps,
+    dspark: &mut Dspark,
+    d: &DraftOptions,
+    n_draft: u32,
+    policy: Option<VerifyPolicy>,
+    measured: &mut Measured,
+) -> Result<SpecOptions> {
+    let policy = match policy {
+        Some(p) => p,
+        None => verify_policy(ctx, fwd, d, n_draft, &mut measured.step_secs)?,
+    };
+    let bypass = if d.bypass {
+        let c = match measured.costs {
+            Some(c) if c.verify_rows == n_draft + 1 => c,
+            _ => {
+                measured.deep = deep_costs(ctx, fwd, n_draft)?;
+                cycle_costs(ctx, fwd, dspark, n_draft)?
+            }
+        };
+        measured.costs = Some(c);
+        let profile = verdict::Profile {
+            costs: c,
+            step_secs: measured.step_secs.as_deref(),
+            deep: measured.deep,
+            fixed: matches!(policy, VerifyPolicy::Fixed),
+        };
+        let c = profile.charged(measured.history.observed.as_ref());
+        Some(BypassConfig {
+            costs: c.is_valid().then_some(c),
+            ..BypassConfig::default()
+        })
+    } else {
+        None
+    };
+    Ok(SpecOptions {
+        n_max: n_draft,
+        policy,
+        bypass,
+    })
+}
 
 /// How a drafter's verify length is chosen: the schedule over an SPS(B) profile measured now,
 /// a confidence threshold, or always the block.
 /// The schedule's step times come from `secs` where an earlier run stored them for B up to
 /// `n_draft + 1`, else they are measured now and left in `secs`.
-pub(super) fn verify_policy(
+pub(crate) fn verify_policy(
     ctx: &GpuContext,
-    fwd: &mut Forward,
+    fwd: &mut dyn SeqSteps,
     d: &DraftOptions,
     n_draft: u32,
     secs: &mut Option<Vec<f64>>,
@@ -46,16 +96,16 @@ pub(super) fn verify_policy(
 /// (interleaved rounds, [`crate::speculative::profile::verify_step_rounds`]), then the injection of a
 /// cycle's commit (2 rows: one accepted draft and the bonus) and a draft block after it. The
 /// medians of 5 rounds after an untimed one.
-pub(super) fn cycle_costs(
+pub(crate) fn cycle_costs(
     ctx: &GpuContext,
-    fwd: &mut Forward,
+    fwd: &mut dyn SeqSteps,
     dspark: &mut Dspark,
     n_draft: u32,
 ) -> Result<CycleCosts> {
     use crate::speculative::stats::median;
     const ROUNDS: usize = 5;
     let verify_rows = n_draft + 1;
-    fwd.set_tap_row(0);
+    fwd.set_tap_row(0)?;
     let steps =
         crate::speculative::profile::verify_step_rounds(ctx, fwd, &[1, verify_rows], ROUNDS)?;
     // The last verify step left its tap rows staged: inject two of them and draft after them.
@@ -93,17 +143,17 @@ const DEEP_POS: u32 = 128;
 /// filled with [`DEEP_POS`] rows of token 0; emptied afterwards; medians of 3 rounds after an
 /// untimed one), so that a cycle can be charged at the depth a run drafts at
 /// ([`super::verdict::DeepCosts`]). `None` where the cache is too short to go deeper.
-pub(super) fn deep_costs(
+pub(crate) fn deep_costs(
     ctx: &GpuContext,
-    fwd: &mut Forward,
+    fwd: &mut dyn SeqSteps,
     n_draft: u32,
 ) -> Result<Option<super::verdict::DeepCosts>> {
     use crate::speculative::stats::median;
     let verify_rows = n_draft + 1;
     let pos = DEEP_POS
         .min(fwd.max_rows())
-        .min(fwd.kv.capacity().saturating_sub(verify_rows) / 2);
-    if pos < 16 || fwd.kv.len(0)? != 0 {
+        .min(fwd.capacity().saturating_sub(verify_rows) / 2);
+    if pos < 16 || fwd.len()? != 0 {
         return Ok(None);
     }
     fwd.step(ctx, &vec![0u32; pos as usize], 1)?;

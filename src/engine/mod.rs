@@ -22,21 +22,22 @@ pub mod batching;
 mod compile_progress;
 mod constrained;
 pub mod cost_cache;
+pub mod decision;
 mod draft;
 pub mod fit;
 mod measure;
+pub mod solo;
 pub mod speculate;
 pub mod verdict;
 use crate::sampling::Sampler;
-use crate::speculative::bypass::BypassConfig;
 use crate::speculative::dspark::{DrafterConfig, Dspark};
-use crate::speculative::{SpecOptions, VerifyPolicy};
+use crate::speculative::SpecOptions;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 use compile_progress::CompileProgress;
 use cost_cache::CostCache;
 pub use draft::{draft_params, DraftOptions};
-use measure::{cycle_costs, deep_costs, verify_policy};
+use measure::spec_options;
 
 /// The default model: this path when it exists relative to the current directory (the
 /// repository, after `models/fetch.sh`), else [`DEFAULT_MODEL_NAME`] in the model store
@@ -319,40 +320,8 @@ impl Engine {
                 let verify = dp.n_draft + 1;
                 fwd.warm(&ctx, &[(verify, verify)])?;
                 dspark.warm(&ctx)?;
-                let secs = &mut measured.step_secs;
-                let policy = verify_policy(&ctx, &mut fwd, d, dp.n_draft, secs)?;
-                // What a cycle costs on this device, for the bypass.
-                let bypass = if d.bypass {
-                    let c = match measured.costs {
-                        Some(c) if c.verify_rows == dp.n_draft + 1 => c,
-                        _ => {
-                            let n = dp.n_draft;
-                            measured.deep = deep_costs(&ctx, &mut fwd, n)?;
-                            cycle_costs(&ctx, &mut fwd, &mut dspark, n)?
-                        }
-                    };
-                    measured.costs = Some(c);
-                    // Charged at the verify length the policy runs and at the depth
-                    // earlier cycles drafted at.
-                    let profile = verdict::Profile {
-                        costs: c,
-                        step_secs: measured.step_secs.as_deref(),
-                        deep: measured.deep,
-                        fixed: matches!(policy, VerifyPolicy::Fixed),
-                    };
-                    let c = profile.charged(measured.history.observed.as_ref());
-                    Some(BypassConfig {
-                        costs: c.is_valid().then_some(c),
-                        ..BypassConfig::default()
-                    })
-                } else {
-                    None
-                };
-                let spec = SpecOptions {
-                    n_max: dp.n_draft,
-                    policy,
-                    bypass,
-                };
+                let n = dp.n_draft;
+                let spec = spec_options(&ctx, &mut fwd, &mut dspark, d, n, None, &mut measured)?;
                 Some((dspark, spec))
             }
             _ => None,

@@ -18,7 +18,6 @@ use crate::engine::batch_run::{self, BatchRequest, Ended, SeqState};
 use crate::engine::{Engine, GenStats};
 use crate::grammar::steps::Guide;
 use crate::grammar::Grammars;
-use crate::speculative::SpecStats;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::Result;
 
@@ -203,6 +202,10 @@ fn retire(
             continue;
         }
         let run = eng.fwd.kv().len(a.st.seq).ok();
+        // What its drafting showed feeds the next load's verdict, as `generate`'s does.
+        if let (Some(p), Some(end_row)) = (&a.st.pending, run) {
+            eng.record_acceptance(&p.spec, a.st.generated.len(), end_row);
+        }
         finish(a, end, run, cached, shared);
     }
 }
@@ -367,11 +370,7 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
         generated_tokens: st.generated.len(),
         prefill_secs: first.duration_since(a.started).as_secs_f64(),
         decode_secs: now.duration_since(first).as_secs_f64(),
-        spec: st.pending.as_ref().map(|p| SpecStats {
-            drafted: p.drafted,
-            accepted: p.accepted,
-            ..SpecStats::new(0)
-        }),
+        spec: st.pending.as_ref().map(|p| p.spec.clone()),
         ..GenStats::default()
     };
     shared.metrics.record(&stats);
@@ -414,7 +413,11 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
         completion_tokens: a.st.generated.len(),
         prompt_ms: stats.prefill_secs * 1e3,
         predicted_ms: stats.decode_secs * 1e3,
-        spec: a.st.pending.as_ref().map(|p| (p.drafted, p.accepted)),
+        spec: a
+            .st
+            .pending
+            .as_ref()
+            .map(|p| (p.spec.drafted, p.spec.accepted)),
         stop_word: a.stop.matched.clone(),
     };
     a.clock.finished(&shared.metrics, &outcome);

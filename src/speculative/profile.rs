@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::stats::median;
 use crate::gpu::GpuContext;
-use crate::model::forward::Forward;
+use crate::model::forward::SeqSteps;
 use crate::{Error, Result};
 
 /// Seconds of verify steps, `out[i][r]` for `batches[i]` in round `r` of `rounds`. A round runs
@@ -16,11 +16,11 @@ use crate::{Error, Result};
 /// is cut back to its length at entry after each.
 pub fn verify_step_rounds(
     ctx: &GpuContext,
-    fwd: &mut Forward,
+    fwd: &mut dyn SeqSteps,
     batches: &[u32],
     rounds: usize,
 ) -> Result<Vec<Vec<f64>>> {
-    let len = fwd.kv.len(0)?;
+    let len = fwd.len()?;
     let mut out = vec![Vec::with_capacity(rounds); batches.len()];
     for round in 0..=rounds {
         for (&b, secs) in batches.iter().zip(&mut out) {
@@ -50,16 +50,16 @@ pub fn verify_step_rounds(
 /// cache is empty again afterwards.
 pub fn step_seconds(
     ctx: &GpuContext,
-    fwd: &mut Forward,
+    fwd: &mut dyn SeqSteps,
     max_b: u32,
     reps: usize,
 ) -> Result<Vec<f64>> {
-    if fwd.kv.len(0)? != 0 {
+    if fwd.len()? != 0 {
         return Err(Error::Usage(
             "profiling needs an empty KV cache (profile at load)".into(),
         ));
     }
-    let max_b = max_b.min(fwd.max_rows()).min(fwd.kv.capacity());
+    let max_b = max_b.min(fwd.max_rows()).min(fwd.capacity());
     let batches: Vec<u32> = (1..=max_b).collect();
     let rounds = verify_step_rounds(ctx, fwd, &batches, reps.max(1))?;
     Ok(rounds.iter().map(|times| median(times)).collect())

@@ -33,6 +33,7 @@ mod mask;
 mod projections;
 mod recurrent;
 mod rope_store;
+mod seq_steps;
 
 use std::collections::HashMap;
 
@@ -50,6 +51,7 @@ use crate::{Error, Result};
 
 pub use build::{rope_config, rope_yarn, Buffers, ForwardSpec};
 use projections::{gate_up_dispatches, qkv_dispatches};
+pub use seq_steps::{BatchSeq, SeqSteps};
 
 use super::hparams::Hparams;
 use super::weights::{GateUp, Mixer, ModelWeights};
