@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use crate::engine::Engine;
+use crate::engine::batch::BatchEngine as Engine;
 use crate::gguf::{GgmlType, Gguf};
 use crate::kernels::attention::{serial, KvType};
 use crate::kernels::matmul::Family;
@@ -220,9 +220,10 @@ impl TokenRng {
 /// Empties the cache, then fills it with `depth` random tokens and waits for the device
 /// (untimed: what `@ dN` tests, profiles and SPS curves start from).
 pub fn fill_depth(engine: &mut Engine, depth: u32, rng: &mut TokenRng) -> Result<()> {
-    engine.reset()?;
+    engine.reset(0)?;
     if depth > 0 {
-        engine.prefill(&rng.tokens(depth, engine.fwd.hp.n_vocab))?;
+        let tokens = rng.tokens(depth, engine.fwd.hp().n_vocab);
+        engine.prefill(0, &tokens)?;
         engine.fwd.argmax(&engine.ctx)?;
     }
     Ok(())
@@ -231,19 +232,19 @@ pub fn fill_depth(engine: &mut Engine, depth: u32, rng: &mut TokenRng) -> Result
 /// One run of a test: reset, fill the depth (untimed), then the timed prompt and generation.
 /// Returns the nanoseconds of the timed part.
 pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Result<u64> {
-    let n_vocab = engine.fwd.hp.n_vocab;
+    let n_vocab = engine.fwd.hp().n_vocab;
     fill_depth(engine, spec.n_depth, rng)?;
     let prompt = rng.tokens(spec.n_prompt, n_vocab);
     let first = rng.next(n_vocab);
     let t0 = Instant::now();
     if !prompt.is_empty() {
-        engine.prefill(&prompt)?;
+        engine.prefill(0, &prompt)?;
         // Reading the argmax waits for the device (llama-bench's llama_synchronize).
         engine.fwd.argmax(&engine.ctx)?;
     }
     let mut token = first;
     for _ in 0..spec.n_gen {
-        engine.fwd.step(&engine.ctx, &[token], 1)?;
+        engine.prefill(0, &[token])?;
         token = engine
             .fwd
             .argmax(&engine.ctx)?
@@ -363,7 +364,7 @@ fn kernel_choice(engine: &Engine, type_k: &str) -> String {
     let family = Family::for_context(ctx).describe();
     let ty = GgmlType::from_name(type_k).and_then(|t| KvType::from_ggml(t).ok());
     let attn = match ty {
-        Some(ty) => serial::describe(ctx, ty, engine.fwd.hp.head_dim),
+        Some(ty) => serial::describe(ctx, ty, engine.fwd.hp().head_dim),
         None => format!("attention over a {type_k} cache"),
     };
     format!("{family}; {attn}")

@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use super::stats::median;
 use crate::engine::batch::BatchEngine;
-use crate::engine::Engine;
 use crate::gpu::GpuContext;
 use crate::kernels::launch::{submit, Dispatch};
 use crate::model::forward::batch::Segment;
@@ -203,32 +202,35 @@ pub fn profile_batched(
 /// computing the logits of the last `logit_rows` rows (1 for decode and prefill, `rows` for a
 /// verify step) after `depth` cached tokens, over `reps` repetitions.
 pub fn profile_step(
-    engine: &mut Engine,
+    engine: &mut BatchEngine,
     rows: u32,
     logit_rows: u32,
     depth: u32,
     reps: u32,
 ) -> Result<StepProfile> {
-    let n_vocab = engine.fwd.hp.n_vocab;
+    let n_vocab = engine.fwd.hp().n_vocab;
     let mut rng = super::TokenRng::new(0x9A0F);
     super::fill_depth(engine, depth, &mut rng)?;
     let tokens = rng.tokens(rows, n_vocab);
+    let seg = Segment {
+        seq: 0,
+        tokens: &tokens,
+        n_logits: logit_rows,
+    };
     // A real step: how many submits and readbacks a token costs.
-    engine.fwd.checkpoint()?;
+    engine.fwd.checkpoint(0)?;
     let (s0, r0) = engine.ctx.counters().get();
-    engine.fwd.step(&engine.ctx, &tokens, logit_rows)?;
+    engine.fwd.step(&engine.ctx, std::slice::from_ref(&seg))?;
     engine.fwd.argmax(&engine.ctx)?;
     let (s1, r1) = engine.ctx.counters().get();
-    engine.fwd.truncate(&engine.ctx, depth)?;
-    engine
-        .fwd
-        .prepare(&engine.ctx, &tokens, depth, logit_rows)?;
-    let (list, _) = engine.fwd.record(rows, logit_rows)?;
-    let (whole, kernels, n_dispatches) = time_list(&engine.ctx, &list, reps)?;
+    engine.fwd.truncate(0, depth)?;
+    let ctx = std::sync::Arc::clone(&engine.ctx);
+    let list = engine.fwd.record_step(&ctx, std::slice::from_ref(&seg))?;
+    let (whole, kernels, n_dispatches) = time_list(&ctx, &list, reps)?;
     drop(list);
     // The repeated submits ran the step's recurrent layers again and again (hybrid models):
     // the engine leaves with an empty sequence rather than a state its cache does not match.
-    engine.reset()?;
+    engine.reset(0)?;
     Ok(StepProfile {
         rows,
         logit_rows,

@@ -10,7 +10,7 @@
 use serde_json::{json, Value};
 
 use super::stats::median;
-use crate::engine::Engine;
+use crate::engine::batch::BatchEngine as Engine;
 use crate::speculative::profile::verify_step_rounds;
 use crate::{Error, Result};
 
@@ -68,7 +68,7 @@ impl SpsCurve {
 pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) -> Result<SpsCurve> {
     let batches = batch_list(batches)?;
     let max_b = batches.iter().copied().max().unwrap_or(1);
-    let limit = engine.fwd.max_logit_rows().min(engine.fwd.max_rows());
+    let limit = crate::memory::batch::logit_rows(engine.params()).min(engine.fwd.max_rows());
     if max_b > limit {
         return Err(Error::Usage(format!(
             "--sps {max_b}: this engine computes logits of at most {limit} rows per step"
@@ -76,7 +76,8 @@ pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) ->
     }
     super::fill_depth(engine, depth, &mut super::TokenRng::new(0x5B5B))?;
     let rounds = rounds.max(1);
-    let secs = verify_step_rounds(&engine.ctx, &mut engine.fwd, &batches, rounds as usize)?;
+    let ctx = std::sync::Arc::clone(&engine.ctx);
+    let secs = verify_step_rounds(&ctx, &mut engine.seq(0), &batches, rounds as usize)?;
     let points = batches
         .into_iter()
         .zip(secs)

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
 use crate::engine::batch::BatchEngine;
-use crate::engine::{DraftOptions, Engine, EngineOptions, DEFAULT_MODEL};
+use crate::engine::{DraftOptions, EngineOptions, DEFAULT_MODEL};
 use crate::gguf::{GgmlType, GgufFile};
 use crate::model::Hparams;
 use crate::{Error, Result};
@@ -226,7 +226,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         verify_rows: sps_rows,
         ..engine_options(args, n_ctx, gpu_mem)?
     };
-    let mut engine = Engine::load(&opts)?;
+    let mut engine = BatchEngine::load(&opts, 1)?;
     let config = RunConfig {
         model_filename: args.model.display().to_string(),
         n_batch: args.n_batch,
@@ -330,7 +330,7 @@ fn profile_batched(args: &BenchArgs, eng: &mut BatchEngine) -> Result<()> {
 }
 
 /// `--sps`: the SPS(B) curve.
-fn sps(args: &BenchArgs, format: output::Format, engine: &mut Engine) -> Result<()> {
+fn sps(args: &BenchArgs, format: output::Format, engine: &mut BatchEngine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
     let curve = bench::sps::measure(engine, &args.sps, depth, args.repetitions)?;
     let text = match format {
@@ -347,7 +347,7 @@ fn sps(args: &BenchArgs, format: output::Format, engine: &mut Engine) -> Result<
 
 /// `--profile`: a decode step and a prefill ubatch (with `--sps`: a verify step of the largest
 /// B, every row's logits, the step SPS(B) times), kernel by kernel.
-fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
+fn profile(args: &BenchArgs, engine: &mut BatchEngine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
     let max_rows = engine.fwd.max_rows();
     let (rows, logit_rows) = if args.sps.is_empty() {
@@ -359,7 +359,10 @@ fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
             .into_iter()
             .max()
             .unwrap_or(1);
-        (b.min(max_rows), b.min(engine.fwd.max_logit_rows()))
+        (
+            b.min(max_rows),
+            b.min(crate::memory::batch::logit_rows(engine.params())),
+        )
     };
     let mut text = format!("adapter: {}\n\n", engine.ctx.info().name);
     for (rows, logit_rows) in [(1, 1), (rows, logit_rows)] {

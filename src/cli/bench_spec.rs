@@ -7,7 +7,8 @@ use std::path::Path;
 
 use crate::bench::speculative::{self, prompts, rows, Mode, SpecBenchOptions};
 use crate::bench::{output, ModelDesc};
-use crate::engine::{DraftOptions, Engine, EngineOptions};
+use crate::engine::batch::BatchEngine;
+use crate::engine::{DraftOptions, EngineOptions};
 use crate::gguf::GgufFile;
 use crate::model::Hparams;
 use crate::tokenizer::Tokenizer;
@@ -55,10 +56,11 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
     d.n_max = args.spec_n_max.unwrap_or(0);
     d.bypass = false;
     let n_ctx = speculative::ctx_needed(&prepared, opts.n_predict);
-    let mut engine = Engine::load(&EngineOptions {
+    let eopts = EngineOptions {
         draft: Some(d),
         ..engine_options(args, n_ctx, gpu_mem(args)?)?
-    })?;
+    };
+    let mut engine = BatchEngine::load(&eopts, 1)?;
     let session = rows::SpecSession::from_engine(
         &engine,
         &desc.model_type,

@@ -100,6 +100,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
             sampler: sampler.as_mut(),
             grammar: &mut guide,
             ignore_eos: args.opts.ignore_eos,
+            draft: true,
         };
         let stats = solo::generate(&mut engine, req, |t| {
             reply_ids.push(t);

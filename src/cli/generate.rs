@@ -309,6 +309,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         sampler: sampler.as_mut(),
         grammar: &mut guide,
         ignore_eos: args.opts.ignore_eos,
+        draft: true,
     };
     let stats = solo::generate(&mut engine, req, |t| {
         let text = stream.push(t)?;

@@ -43,6 +43,8 @@ pub struct BatchEngine {
     pub allocated: Vec<(String, u64)>,
     /// Bytes of the model file.
     pub model_bytes: u64,
+    /// What the plan was made for (sequences, rows, cache types, the drafter's shape).
+    params: RunParams,
     /// One drafter per sequence (empty without `-md`), and how to speculate with them.
     pub drafters: Vec<Dspark>,
     pub spec: Option<SpecOptions>,
@@ -184,6 +186,7 @@ impl BatchEngine {
             plan,
             model_path,
             model_bytes,
+            params,
             allocated,
             costs_cached: cached && spec.is_some(),
             drafters,
@@ -210,9 +213,46 @@ impl BatchEngine {
         }
     }
 
+    /// What the plan was made for.
+    pub fn params(&self) -> &RunParams {
+        &self.params
+    }
+
     /// One batched step (see [`BatchForward::step`]).
     pub fn step(&mut self, segs: &[Segment<'_>]) -> Result<()> {
         self.fwd.step(&self.ctx, segs)
+    }
+
+    /// Runs `tokens` through sequence `seq` at its next positions in steps of at most
+    /// [`BatchForward::max_rows`] rows; the last row's logits (and argmax) are ready after.
+    pub fn prefill(&mut self, seq: usize, tokens: &[u32]) -> Result<()> {
+        let ub = (self.fwd.max_rows() as usize).max(1);
+        let n_chunks = tokens.len().div_ceil(ub);
+        for (i, chunk) in tokens.chunks(ub).enumerate() {
+            let seg = Segment {
+                seq,
+                tokens: chunk,
+                n_logits: u32::from(i + 1 == n_chunks),
+            };
+            self.fwd.step(&self.ctx, &[seg])?;
+        }
+        Ok(())
+    }
+
+    /// Empties sequence `seq`'s cache and its drafter's.
+    pub fn reset(&mut self, seq: usize) -> Result<()> {
+        if let Some(d) = self.drafters.get_mut(seq) {
+            d.reset();
+        }
+        self.fwd.reset(seq)
+    }
+
+    /// Sequence `seq` of the batched forward, stepped alone.
+    pub fn seq(&mut self, seq: usize) -> BatchSeq<'_> {
+        BatchSeq {
+            fwd: &mut self.fwd,
+            seq,
+        }
     }
 }
 
@@ -230,6 +270,7 @@ pub(crate) fn run_params(
         n_ubatch: opts.n_ubatch,
         type_k: opts.type_k,
         type_v: opts.type_v,
+        verify_rows: opts.verify_rows.max(1),
         ..RunParams::default()
     };
     if let (Some(d), Some(meta)) = (&opts.draft, dmeta) {

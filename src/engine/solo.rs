@@ -28,6 +28,8 @@ pub struct Request<'a> {
     pub grammar: &'a mut Option<Guide>,
     /// Keep going past end-of-generation tokens (`--ignore-eos`).
     pub ignore_eos: bool,
+    /// Speculate with the engine's drafter, where it has one (`false`: decode plainly).
+    pub draft: bool,
 }
 
 /// The request as a step drives it: its state, the caller's token callback, and the clock of
@@ -85,6 +87,7 @@ pub fn generate(
         mut sampler,
         grammar,
         ignore_eos,
+        draft,
     } = req;
     if prompt.len() <= keep {
         return Err(Error::EmptyStep {
@@ -92,7 +95,7 @@ pub fn generate(
         });
     }
     let start = (std::time::Instant::now(), PipelineCache::thread_wait());
-    let has_drafter = eng.spec.is_some() && !eng.drafters.is_empty();
+    let has_drafter = draft && eng.spec.is_some() && !eng.drafters.is_empty();
     let mut st = SeqState::new(
         0,
         prompt.to_vec(),

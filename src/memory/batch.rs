@@ -24,9 +24,13 @@ pub fn batched(n_seq: u32) -> bool {
     n_seq > 1
 }
 
-/// Rows of one sequence's verify step: `n_draft + 1` with a drafter, else 1.
+/// Rows of one sequence's verify step: `n_draft + 1` with a drafter, else 1; at least
+/// `p.verify_rows` (`flint bench --sps`).
 pub fn verify_rows(p: &RunParams) -> u32 {
-    p.draft.as_ref().map_or(1, |d| d.n_draft + 1)
+    p.draft
+        .as_ref()
+        .map_or(1, |d| d.n_draft + 1)
+        .max(p.verify_rows)
 }
 
 /// Rows whose logits one step computes at most: every slot's verify rows.

@@ -9,8 +9,9 @@
 pub mod prompts;
 pub mod rows;
 
-use crate::engine::{Engine, GenStats};
-use crate::speculative::{Drafter, SpecOptions, SpecStats};
+use crate::engine::batch::BatchEngine as Engine;
+use crate::engine::{solo, GenStats};
+use crate::speculative::{SpecOptions, SpecStats};
 use crate::tokenizer::{ChatMessage, Tokenizer};
 use crate::{Error, Result};
 
@@ -132,14 +133,18 @@ pub struct SpecBench {
 
 /// Runs every prompt plainly and speculatively with the engine's drafter (bypass off, greedy);
 /// `on_run` is called after each of the two runs of a prompt (for the progress bar). The
-/// drafter is back in `engine.drafter` afterwards, also after an error.
+/// engine's speculation options and drafter decision are back in place afterwards, also after
+/// an error.
 pub fn run(
     engine: &mut Engine,
     prompts: &[PreparedPrompt],
     opts: &SpecBenchOptions,
     on_run: impl FnMut(&PreparedPrompt, Mode),
 ) -> Result<SpecBench> {
-    let Some((mut drafter, base)) = engine.drafter.take() else {
+    let (Some(base), Some(max_drafts)) = (
+        engine.spec.clone(),
+        engine.drafters.first().map(|d| d.max_drafts()),
+    ) else {
         return Err(Error::Usage(
             "the speculative benchmark needs a drafter (-md DRAFT)".into(),
         ));
@@ -151,39 +156,46 @@ pub fn run(
     if let Some(n) = opts.n_max.filter(|&n| n > 0) {
         spec.n_max = n;
     }
+    let verify_rows = crate::memory::batch::logit_rows(engine.params());
     let n_max = spec
         .n_max
-        .min(drafter.max_drafts())
-        .min(engine.fwd.max_logit_rows().saturating_sub(1));
-    let out = run_all(engine, &mut drafter, &spec, prompts, opts, on_run);
-    engine.drafter = Some((drafter, base));
+        .min(max_drafts)
+        .min(verify_rows.saturating_sub(1));
+    let decision = engine.decision.take();
+    engine.spec = Some(spec);
+    let out = run_all(engine, prompts, opts, on_run);
+    engine.spec = Some(base);
+    engine.decision = decision;
     Ok(SpecBench { n_max, runs: out? })
+}
+
+/// One greedy generation of `n` tokens after `prompt` from an empty cache, drafting or not.
+fn generate(engine: &mut Engine, prompt: &[u32], n: usize, draft: bool) -> Result<GenStats> {
+    engine.reset(0)?;
+    let req = solo::Request {
+        prompt,
+        keep: 0,
+        n_predict: n,
+        sampler: None,
+        grammar: &mut None,
+        ignore_eos: false,
+        draft,
+    };
+    solo::generate(engine, req, |_| Ok(true))
 }
 
 fn run_all(
     engine: &mut Engine,
-    drafter: &mut dyn Drafter,
-    spec: &SpecOptions,
     prompts: &[PreparedPrompt],
     opts: &SpecBenchOptions,
     mut on_run: impl FnMut(&PreparedPrompt, Mode),
 ) -> Result<Vec<PromptRun>> {
     let mut both = |engine: &mut Engine, p: &PreparedPrompt, n: usize, report: bool| {
-        engine.reset()?;
-        let plain = engine.generate_plain(&p.tokens, n, None, |_| Ok(true))?;
+        let plain = generate(engine, &p.tokens, n, false)?;
         if report {
             on_run(p, Mode::Plain);
         }
-        engine.reset()?;
-        let spec = crate::engine::speculate::generate(
-            engine,
-            &mut *drafter,
-            spec,
-            &p.tokens,
-            n,
-            None,
-            |_| Ok(true),
-        )?;
+        let spec = generate(engine, &p.tokens, n, true)?;
         if report {
             on_run(p, Mode::Spec);
         }
@@ -201,7 +213,7 @@ fn run_all(
     for p in prompts {
         out.push(both(engine, p, opts.n_predict, true)?);
     }
-    engine.reset()?;
+    engine.reset(0)?;
     Ok(out)
 }
 
