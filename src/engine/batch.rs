@@ -28,7 +28,7 @@ use crate::memory::DrafterShape;
 use crate::model::forward::BatchSeq;
 use crate::speculative::dspark::{DrafterConfig, Dspark};
 use crate::speculative::schedule::SpsProfile;
-use crate::speculative::SpecStats;
+use crate::speculative::{Drafter, SpecStats};
 use crate::speculative::{SpecOptions, VerifyPolicy};
 
 /// A loaded model ready to run batched steps.
@@ -45,8 +45,10 @@ pub struct BatchEngine {
     pub model_bytes: u64,
     /// What the plan was made for (sequences, rows, cache types, the drafter's shape).
     params: RunParams,
-    /// One drafter per sequence (empty without `-md`), and how to speculate with them.
-    pub drafters: Vec<Dspark>,
+    /// One drafter per sequence (empty without `-md`), and how to speculate with them. The
+    /// DSpark drafters share one copy of the weights; a caller may put another [`Drafter`]
+    /// in a slot (the adversarial drafters of the equivalence tests).
+    pub drafters: Vec<Box<dyn Drafter + Send>>,
     pub spec: Option<SpecOptions>,
     /// The load-time measurements speculation uses came from an earlier run's
     /// ([`super::cost_cache`]) rather than being measured at this load.
@@ -189,7 +191,10 @@ impl BatchEngine {
             params,
             allocated,
             costs_cached: cached && spec.is_some(),
-            drafters,
+            drafters: drafters
+                .into_iter()
+                .map(|d| Box::new(d) as Box<dyn Drafter + Send>)
+                .collect(),
             spec,
             cost_cache: cache,
             decision,

@@ -102,7 +102,11 @@ pub(super) fn draft_all<R: BatchRequest>(
         if max_len == 0 {
             continue;
         }
-        if a.sampler.is_none() {
+        let together = eng
+            .drafters
+            .get(a.seq)
+            .is_some_and(|d| d.dspark().is_some());
+        if a.sampler.is_none() && together {
             match prepare_greedy(eng, a, anchor, pl.p0) {
                 Ok(()) => greedy.push((k, a.seq, max_len)),
                 Err(e) => failed.push((pl.i, e)),
@@ -200,7 +204,7 @@ fn prepare_greedy(eng: &mut BatchEngine, a: &mut SeqState, anchor: u32, p0: u32)
             d.next_position()
         )));
     }
-    d.prepare_draft(&eng.ctx, anchor)
+    d.as_dspark().ok_or_else(no_drafter)?.prepare_draft(&eng.ctx, anchor)
 }
 
 /// The greedy draft passes of the drafters of `seqs`, set up by [`prepare_greedy`], in one
@@ -213,8 +217,8 @@ fn draft_together(eng: &BatchEngine, seqs: &[usize]) -> Vec<Result<Draft>> {
     let recorded = || -> Result<()> {
         let mut list = Vec::new();
         for &seq in seqs {
-            let d = eng.drafters.get(seq).ok_or_else(no_drafter)?;
-            list.extend(d.draft_dispatches()?);
+            let d = eng.drafters.get(seq).and_then(|d| d.dspark());
+            list.extend(d.ok_or_else(no_drafter)?.draft_dispatches()?);
         }
         Ok(crate::kernels::launch::submit(
             &eng.ctx,
@@ -234,8 +238,8 @@ fn draft_together(eng: &BatchEngine, seqs: &[usize]) -> Vec<Result<Draft>> {
     }
     seqs.iter()
         .map(|&seq| {
-            let d = eng.drafters.get(seq).ok_or_else(no_drafter)?;
-            d.read_draft(&eng.ctx)
+            let d = eng.drafters.get(seq).and_then(|d| d.dspark());
+            d.ok_or_else(no_drafter)?.read_draft(&eng.ctx)
         })
         .collect()
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::gpu::GpuContext;
 use crate::model::forward::SeqSteps;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
-use crate::speculative::dspark::Dspark;
+use crate::speculative::Drafter;
 use crate::speculative::{SpecOptions, VerifyPolicy};
 use crate::Result;
 
@@ -23,7 +23,7 @@ use super::{verdict, DraftOptions};
 pub(crate) fn spec_options(
     ctx: &GpuContext,
     fwd: &mut dyn SeqSteps,
-    dspark: &mut Dspark,
+    dspark: &mut dyn Drafter,
     d: &DraftOptions,
     n_draft: u32,
     policy: Option<VerifyPolicy>,
@@ -99,7 +99,7 @@ pub(crate) fn verify_policy(
 pub(crate) fn cycle_costs(
     ctx: &GpuContext,
     fwd: &mut dyn SeqSteps,
-    dspark: &mut Dspark,
+    dspark: &mut dyn Drafter,
     n_draft: u32,
 ) -> Result<CycleCosts> {
     use crate::speculative::stats::median;

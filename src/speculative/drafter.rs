@@ -9,7 +9,7 @@ pub use super::dspark::Draft;
 /// Chooses a slot's token from its corrected logits `[V]` (sampling on the host).
 pub type Pick<'a> = &'a mut dyn FnMut(usize, &[f32]) -> u32;
 
-/// A drafter driven by [`super::generate`].
+/// A drafter driven by the engine's step (`engine::batch_run`), one per sequence.
 pub trait Drafter {
     /// Most drafts one block gives.
     fn max_drafts(&self) -> u32;
@@ -35,6 +35,20 @@ pub trait Drafter {
     /// Forget the rows at positions `pos..` (the target's cache was cut back to `pos`, e.g. a
     /// chat reusing a common prefix): rows are a function of the prefix, so the rest stay.
     fn truncate(&mut self, pos: u32);
+    /// The first position whose rows the drafter still holds (a position window moved past
+    /// the ones before): a cut below it empties the drafter. 0 without a window.
+    fn base(&self) -> u32 {
+        0
+    }
+    /// The DSpark drafter on the device, whose greedy draft passes several slots submit
+    /// together; `None` for a drafter that drafts on its own ([`Drafter::draft`]).
+    fn as_dspark(&mut self) -> Option<&mut super::dspark::Dspark> {
+        None
+    }
+    /// [`Drafter::as_dspark`], shared.
+    fn dspark(&self) -> Option<&super::dspark::Dspark> {
+        None
+    }
 }
 
 impl Drafter for super::dspark::Dspark {
@@ -67,5 +81,14 @@ impl Drafter for super::dspark::Dspark {
     }
     fn truncate(&mut self, pos: u32) {
         super::dspark::Dspark::truncate(self, pos)
+    }
+    fn base(&self) -> u32 {
+        super::dspark::Dspark::base(self)
+    }
+    fn as_dspark(&mut self) -> Option<&mut super::dspark::Dspark> {
+        Some(self)
+    }
+    fn dspark(&self) -> Option<&super::dspark::Dspark> {
+        Some(self)
     }
 }
