@@ -9,7 +9,6 @@
 mod common;
 
 use common::batch::Req;
-use flint::engine::batch::BatchEngine;
 use flint::engine::batch_run::{step, Ended, SeqState};
 use flint::engine::{Engine, EngineOptions};
 use flint::model::forward::batch_attn::{split_calls, PARALLELISM_ENV};
@@ -39,14 +38,12 @@ fn prompt(n: usize, seed: u64) -> Vec<u32> {
 }
 
 fn alone(prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
-    let mut eng = Engine::load(&opts()).unwrap();
+    let mut eng = Engine::load(&opts(), 1).unwrap();
     prompts
         .iter()
         .map(|p| {
-            eng.reset().unwrap();
-            let stats = eng
-                .generate_plain(p, N_PREDICT, None, |_| Ok(true))
-                .unwrap();
+            eng.reset(0).unwrap();
+            let stats = common::generate(&mut eng, p, N_PREDICT, None, false);
             stats.generated_token_ids
         })
         .collect()
@@ -57,7 +54,7 @@ fn alone(prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
 /// no end-of-generation stop (random text).
 fn batched(prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
     let n = prompts.len();
-    let mut eng = BatchEngine::load(&opts(), n as u32).unwrap();
+    let mut eng = Engine::load(&opts(), n as u32).unwrap();
     let mut active: Vec<Req> = prompts
         .iter()
         .enumerate()

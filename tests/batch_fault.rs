@@ -7,8 +7,8 @@
 mod common;
 
 use common::batch::Req;
-use flint::engine::batch::BatchEngine;
 use flint::engine::batch_run::{settle, step, Ended, SeqState};
+use flint::engine::Engine;
 
 const N_PREDICT: usize = 16;
 
@@ -22,7 +22,7 @@ const PROMPTS: [&str; 3] = [
 type Got = std::result::Result<(Vec<u32>, u64, u64), String>;
 
 /// Runs `active` to the end; each request's outcome by sequence.
-fn run(eng: &mut BatchEngine, mut active: Vec<Req>, n_seq: usize) -> Vec<Option<Got>> {
+fn run(eng: &mut Engine, mut active: Vec<Req>, n_seq: usize) -> Vec<Option<Got>> {
     let mut got: Vec<Option<Got>> = vec![None; n_seq];
     let mut steps = 0;
     while !active.is_empty() {
@@ -37,7 +37,7 @@ fn run(eng: &mut BatchEngine, mut active: Vec<Req>, n_seq: usize) -> Vec<Option<
                 Ended::End(()) => {
                     settle(eng, &mut r.st).unwrap();
                     let p = r.st.pending.as_ref().unwrap();
-                    Ok((r.st.generated.clone(), p.drafted, p.accepted))
+                    Ok((r.st.generated.clone(), p.spec.drafted, p.spec.accepted))
                 }
                 Ended::Failed(e) => {
                     // What the server does with a failed request's slot.
@@ -56,7 +56,7 @@ fn a_failing_request_ends_alone_and_its_slot_serves_again() {
     let common::batch::Alone { prompts, eog, want } = common::batch::alone(&PROMPTS, N_PREDICT);
 
     let n_seq = 4;
-    let mut eng = BatchEngine::load(&common::batch::spec_opts(256), n_seq as u32).unwrap();
+    let mut eng = Engine::load(&common::batch::spec_opts(256), n_seq as u32).unwrap();
     let req = |seq: usize, prompt: Vec<u32>, fail_at| Req {
         st: SeqState::new(seq, prompt, 0, N_PREDICT, None, true),
         eog: eog.clone(),

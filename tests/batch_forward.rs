@@ -6,7 +6,6 @@
 
 mod common;
 
-use flint::engine::batch::BatchEngine;
 use flint::engine::batching::{plan_step, Work};
 use flint::engine::{Engine, EngineOptions};
 use flint::gguf::GgmlType;
@@ -41,14 +40,12 @@ fn opts(type_kv: GgmlType) -> EngineOptions {
 
 /// Each prompt alone, greedy, through the single-sequence engine.
 fn alone(type_kv: GgmlType, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
-    let mut eng = Engine::load(&opts(type_kv)).unwrap();
+    let mut eng = Engine::load(&opts(type_kv), 1).unwrap();
     prompts
         .iter()
         .map(|p| {
-            eng.reset().unwrap();
-            let stats = eng
-                .generate_plain(p, N_PREDICT, None, |_| Ok(true))
-                .unwrap();
+            eng.reset(0).unwrap();
+            let stats = common::generate(&mut eng, p, N_PREDICT, None, false);
             stats.generated_token_ids
         })
         .collect()
@@ -58,7 +55,7 @@ fn alone(type_kv: GgmlType, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
 /// chunks under the 24-row budget beside the decode rows, greedy from the step's argmax.
 fn batched(type_kv: GgmlType, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
     let n = prompts.len();
-    let mut eng = BatchEngine::load(&opts(type_kv), n as u32).unwrap();
+    let mut eng = Engine::load(&opts(type_kv), n as u32).unwrap();
     let eog = |t: u32| eng.tok.is_eog(t);
     let eog_ids: Vec<bool> = (0..eng.fwd.hp().n_vocab).map(eog).collect();
     let mut fed = vec![0usize; n]; // prompt rows run

@@ -14,8 +14,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::batch::Req;
-use flint::engine::batch::BatchEngine;
 use flint::engine::batch_run::{settle, step, Ended, SeqState};
+use flint::engine::Engine;
 use flint::engine::{DraftOptions, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
@@ -72,8 +72,8 @@ fn solo(
     prompts
         .iter()
         .map(|p| {
-            eng.reset().unwrap();
-            let s = eng.generate(p, N_PREDICT, None, |_| Ok(true)).unwrap();
+            eng.reset(0).unwrap();
+            let s = common::generate(&mut eng, p, N_PREDICT, None, true);
             let (d, a) = s.spec.map_or((0, 0), |s| (s.drafted, s.accepted));
             (s.generated_token_ids, d, a)
         })
@@ -81,7 +81,7 @@ fn solo(
 }
 
 /// Runs `prompts` batched, request `i` admitted at step `2 i`, until all end.
-fn batched(eng: &mut BatchEngine, prompts: &[Vec<u32>], eog: &[u32]) -> Vec<(Vec<u32>, u64, u64)> {
+fn batched(eng: &mut Engine, prompts: &[Vec<u32>], eog: &[u32]) -> Vec<(Vec<u32>, u64, u64)> {
     let drafting = !eng.drafters.is_empty();
     let mut active: Vec<Req> = Vec::new();
     let mut got = vec![(Vec::new(), 0, 0); prompts.len()];
@@ -111,14 +111,14 @@ fn batched(eng: &mut BatchEngine, prompts: &[Vec<u32>], eog: &[u32]) -> Vec<(Vec
             let (d, a) =
                 r.st.pending
                     .as_ref()
-                    .map_or((0, 0), |p| (p.drafted, p.accepted));
+                    .map_or((0, 0), |p| (p.spec.drafted, p.spec.accepted));
             got[r.st.seq] = (r.st.generated.clone(), d, a);
         }
     }
     got
 }
 
-fn eog_of(eng: &BatchEngine) -> Vec<u32> {
+fn eog_of(eng: &Engine) -> Vec<u32> {
     (0..eng.fwd.hp().n_vocab)
         .filter(|&t| eng.tok.is_eog(t))
         .collect()
@@ -128,7 +128,7 @@ fn eog_of(eng: &BatchEngine) -> Vec<u32> {
 fn eight_sequences_admitted_apart_give_their_solo_tokens_plain_and_speculative() {
     let tmp = common::temp_dir("batch-hybrid");
     let model = model(tmp.path());
-    let mut eng = BatchEngine::load(&opts(&model, None), 8).unwrap();
+    let mut eng = Engine::load(&opts(&model, None), 8).unwrap();
     let prompts = prompts(8, eng.fwd.hp().n_vocab);
     let eog = eog_of(&eng);
     let want = solo(&model, None, &prompts);
@@ -139,7 +139,7 @@ fn eight_sequences_admitted_apart_give_their_solo_tokens_plain_and_speculative()
     drop(eng);
 
     let d = drafter(tmp.path(), &model, 4);
-    let mut eng = BatchEngine::load(&opts(&model, Some(d.clone())), 8).unwrap();
+    let mut eng = Engine::load(&opts(&model, Some(d.clone())), 8).unwrap();
     let want = solo(&model, Some(d), &prompts);
     let got = batched(&mut eng, &prompts, &eog);
     for (s, (w, g)) in want.iter().zip(&got).enumerate() {
@@ -159,7 +159,7 @@ fn eight_sequences_admitted_apart_give_their_solo_tokens_plain_and_speculative()
 fn rollbacks_in_one_sequence_leave_the_neighbours_bits() {
     let tmp = common::temp_dir("batch-hybrid-iso");
     let model = model(tmp.path());
-    let mut eng = BatchEngine::load(&opts(&model, None), 2).unwrap();
+    let mut eng = Engine::load(&opts(&model, None), 2).unwrap();
     let vocab = eng.fwd.hp().n_vocab;
     let p = common::random_tokens(7, 10, vocab);
     let q = common::random_tokens(8, 6, vocab);
@@ -241,7 +241,7 @@ fn rollbacks_in_one_sequence_leave_the_neighbours_bits() {
 fn a_reused_slot_keeps_its_prefix_comes_back_to_its_checkpoint_or_starts_over() {
     let tmp = common::temp_dir("batch-hybrid-reuse");
     let model = model(tmp.path());
-    let mut eng = BatchEngine::load(&opts(&model, None), 2).unwrap();
+    let mut eng = Engine::load(&opts(&model, None), 2).unwrap();
     let vocab = eng.fwd.hp().n_vocab;
     let eog = eog_of(&eng);
     let first = common::random_tokens(31, 24, vocab);
@@ -293,19 +293,13 @@ fn a_reused_slot_keeps_its_prefix_comes_back_to_its_checkpoint_or_starts_over() 
 }
 
 /// Turn 1 again on slot 1 from scratch (its state as at the end of turn 1).
-fn restore_turn1(eng: &mut BatchEngine, first: &[u32], eog: &[u32]) {
+fn restore_turn1(eng: &mut Engine, first: &[u32], eog: &[u32]) {
     eng.fwd.reset(1).unwrap();
     run_one(eng, 1, first, 0, eog);
 }
 
 /// One greedy request on `seq` whose cache holds `prompt[..keep]`.
-fn run_one(
-    eng: &mut BatchEngine,
-    seq: usize,
-    prompt: &[u32],
-    keep: usize,
-    eog: &[u32],
-) -> Vec<u32> {
+fn run_one(eng: &mut Engine, seq: usize, prompt: &[u32], keep: usize, eog: &[u32]) -> Vec<u32> {
     let mut active = vec![Req {
         st: SeqState::new(seq, prompt.to_vec(), keep, N_PREDICT, None, false),
         eog: eog.to_vec(),

@@ -7,8 +7,8 @@
 mod common;
 
 use common::batch::Req;
-use flint::engine::batch::BatchEngine;
 use flint::engine::batch_run::{settle, step, Ended, SeqState};
+use flint::engine::Engine;
 
 const N_PREDICT: usize = 24;
 
@@ -23,7 +23,7 @@ const PROMPTS: [&str; 4] = [
 fn four_requests_with_drafters_match_the_single_request_loop() {
     let common::batch::Alone { prompts, eog, want } = common::batch::alone(&PROMPTS, N_PREDICT);
 
-    let mut eng = BatchEngine::load(&common::batch::spec_opts(256), prompts.len() as u32).unwrap();
+    let mut eng = Engine::load(&common::batch::spec_opts(256), prompts.len() as u32).unwrap();
     assert_eq!(eng.drafters.len(), prompts.len());
     let mut active: Vec<Req> = prompts
         .iter()
@@ -43,7 +43,7 @@ fn four_requests_with_drafters_match_the_single_request_loop() {
             let mut r = active.remove(i);
             settle(&mut eng, &mut r.st).unwrap();
             let p = r.st.pending.as_ref().unwrap();
-            got[r.st.seq] = (r.st.generated.clone(), p.drafted, p.accepted);
+            got[r.st.seq] = (r.st.generated.clone(), p.spec.drafted, p.spec.accepted);
         }
     }
     for (s, (w, g)) in want.iter().zip(&got).enumerate() {

@@ -103,12 +103,15 @@ fn library_run_matches_plain_decoding_on_every_prompt() {
     let mut d = DraftOptions::new(draft.clone());
     d.bypass = false;
     let load = |n_ctx| {
-        Engine::load(&EngineOptions {
-            model: common::model_path(),
-            n_ctx,
-            draft: Some(d.clone()),
-            ..EngineOptions::default()
-        })
+        Engine::load(
+            &EngineOptions {
+                model: common::model_path(),
+                n_ctx,
+                draft: Some(d.clone()),
+                ..EngineOptions::default()
+            },
+            1,
+        )
         .unwrap()
     };
     let tok = Tokenizer::from_gguf(&GgufFile::open(&common::model_path()).unwrap()).unwrap();
@@ -128,7 +131,10 @@ fn library_run_matches_plain_decoding_on_every_prompt() {
         calls.push((p.category.clone(), mode))
     })
     .unwrap();
-    assert!(eng.drafter.is_some(), "the drafter is back in the engine");
+    assert!(
+        eng.spec.is_some() && !eng.drafters.is_empty(),
+        "the drafter is back in the engine"
+    );
     assert_eq!(calls.len(), 4);
     assert_eq!(bench.n_max, 4);
     for r in &bench.runs {

@@ -23,7 +23,7 @@ fn options(drafter: &std::path::Path) -> EngineOptions {
 }
 
 fn load(drafter: &std::path::Path) -> Engine {
-    Engine::load(&options(drafter)).unwrap()
+    Engine::load(&options(drafter), 1).unwrap()
 }
 
 /// Replaces the stored costs in `entry` (descriptor and verify rows kept): a plain step, a
@@ -157,7 +157,7 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
         .tok
         .encode("The capital of France is", true, false)
         .unwrap();
-    let stats = engine.generate(&prompt, 24, None, |_| Ok(true)).unwrap();
+    let stats = common::generate(&mut engine, &prompt, 24, None, true);
     let spec = stats.spec.expect("speculated");
     drop(engine);
     let v = read_entry(&files[0]);
@@ -169,7 +169,7 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     // A generation adds what its drafting achieved to the decaying sums.
     set_observed(&files[0], 4, 4, 1);
     let mut engine = load(&d);
-    let stats = engine.generate(&prompt, 24, None, |_| Ok(true)).unwrap();
+    let stats = common::generate(&mut engine, &prompt, 24, None, true);
     let spec2 = stats.spec.expect("speculated");
     drop(engine);
     let v = read_entry(&files[0]);

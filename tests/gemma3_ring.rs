@@ -22,7 +22,6 @@ mod common;
 
 use std::path::Path;
 
-use flint::engine::batch::BatchEngine;
 use flint::engine::batching::{plan_step, Work};
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::{GgmlType, GgufFile};
@@ -207,12 +206,12 @@ fn speculation_is_plain_decoding() {
         .iter()
         .map(|p| {
             assert!(p.len() > 32, "prompt of {} tokens", p.len());
-            eng.reset().unwrap();
-            let s = eng.generate_plain(p, n, None, |_| Ok(true)).unwrap();
+            eng.reset(0).unwrap();
+            let s = common::generate(&mut eng, p, n, None, false);
             s.generated_token_ids
         })
         .collect();
-    let n_vocab = eng.fwd.hp.n_vocab;
+    let n_vocab = eng.fwd.hp().n_vocab;
     drop(eng);
     batched_sequences_give_their_tokens_alone(&model, &prompts, n);
     let target = GgufFile::open(&model).unwrap();
@@ -228,10 +227,11 @@ fn speculation_is_plain_decoding() {
         .write_file(&dpath)
         .unwrap();
     let mut deng = engine(&model, Some(DraftOptions::new(dpath)));
-    let (mut dspark, _) = deng.drafter.take().unwrap();
+    let mut dspark = common::drive::take(&mut deng);
     for (p, want) in prompts.iter().zip(&expected) {
         let seq: Vec<u32> = p.iter().chain(want).copied().collect();
-        let mut adv = Adversary::new(AdversaryKind::Partial, seq, gamma, n_vocab);
+        let mut adv: common::drive::Slot =
+            Box::new(Adversary::new(AdversaryKind::Partial, seq, gamma, n_vocab));
         let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, p, n);
         assert_eq!(&out, want, "partial drafts: output differs from plain");
         assert!(s.accepted > 0 && s.accepted < s.drafted, "{s:?}");
@@ -251,18 +251,18 @@ fn batched_sequences_give_their_tokens_alone(model: &Path, prompts: &[Vec<u32>],
         n_ubatch: 16,
         ..EngineOptions::default()
     };
-    let mut alone = Engine::load(&opts).unwrap();
+    let mut alone = Engine::load(&opts, 1).unwrap();
     let want: Vec<Vec<u32>> = prompts
         .iter()
         .map(|p| {
-            alone.reset().unwrap();
-            let s = alone.generate_plain(p, n, None, |_| Ok(true)).unwrap();
+            alone.reset(0).unwrap();
+            let s = common::generate(&mut alone, p, n, None, false);
             s.generated_token_ids
         })
         .collect();
     drop(alone);
     let k = prompts.len();
-    let mut eng = BatchEngine::load(&opts, k as u32).unwrap();
+    let mut eng = Engine::load(&opts, k as u32).unwrap();
     let (mut fed, mut next) = (vec![0usize; k], vec![0u32; k]);
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); k];
     let mut step = 0;

@@ -1,5 +1,5 @@
 //! Batch invariance of a mixture-of-experts target across sequences: 8 sequences run as one
-//! batched step (`engine::batch::BatchEngine`), each row's logits bit-identical to the same
+//! batched step (`engine::Engine`), each row's logits bit-identical to the same
 //! sequence's step run alone, on `qwen3moe-tiny-q8_0` with random weights. The rows route to
 //! different experts (checked on the CPU oracle: the 8 rows' expert sets differ in every layer).
 
@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use flint::engine::batch::BatchEngine;
+use flint::engine::Engine;
 use flint::engine::EngineOptions;
 use flint::gguf::{GgmlType, GgufFile};
 use flint::model::forward::batch::Segment;
@@ -23,7 +23,7 @@ fn logits(model: &Path, prompts: &[Vec<u32>], together: bool) -> Vec<Vec<u32>> {
         n_ubatch: 16,
         ..EngineOptions::default()
     };
-    let mut eng = BatchEngine::load(&opts, SEQS as u32).unwrap();
+    let mut eng = Engine::load(&opts, SEQS as u32).unwrap();
     let segs: Vec<Segment> = prompts
         .iter()
         .enumerate()

@@ -28,9 +28,9 @@ fn greedy_output_is_plain_decoding_on_a_moe_target() {
         .tok
         .encode("The experts of the mixture", true, true)
         .unwrap();
-    let want = eng.generate_plain(&prompt, n, None, |_| Ok(true)).unwrap();
+    let want = common::generate(&mut eng, &prompt, n, None, false);
     let want = want.generated_token_ids;
-    let n_vocab = eng.fwd.hp.n_vocab;
+    let n_vocab = eng.fwd.hp().n_vocab;
     let target = GgufFile::open(&model).unwrap();
     let gamma = 4;
     let opts = InitOptions {
@@ -44,9 +44,10 @@ fn greedy_output_is_plain_decoding_on_a_moe_target() {
         .write_file(&dpath)
         .unwrap();
     let mut deng = engine(&model, Some(DraftOptions::new(dpath)));
-    let (mut dspark, _) = deng.drafter.take().unwrap();
+    let mut dspark = common::drive::take(&mut deng);
     let seq: Vec<u32> = prompt.iter().chain(&want).copied().collect();
-    let mut adv = Adversary::new(AdversaryKind::Partial, seq, gamma, n_vocab);
+    let mut adv: common::drive::Slot =
+        Box::new(Adversary::new(AdversaryKind::Partial, seq, gamma, n_vocab));
     let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, &prompt, n);
     assert_eq!(out, want, "partly right drafts: output differs from plain");
     assert!(s.accepted > 0 && s.accepted < s.drafted, "{s:?}");

@@ -1,6 +1,6 @@
 //! `flint plan -np N` plans exactly what `flint serve -np N` allocates on a dense model: one set
 //! of activations for every slot's rows, the target's weights once, and per slot its K/V caches
-//! and (with `-md`) its drafter (`BatchEngine::load`). The plan's JSON is held buffer by buffer
+//! and (with `-md`) its drafter (`Engine::load`). The plan's JSON is held buffer by buffer
 //! (names and bytes) to the loader's allocation record, with and without a drafter.
 
 mod common;
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use flint::engine::batch::BatchEngine;
+use flint::engine::Engine;
 use flint::engine::{DraftOptions, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
@@ -58,7 +58,7 @@ fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
 /// buffers (slots after the first prefixed `slot{i}.`). A stacked weight recorded as `a+b+c`
 /// is held to the sum of its parts' plans.
 fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
-    let eng = BatchEngine::load(
+    let eng = Engine::load(
         &EngineOptions {
             model: model.to_path_buf(),
             n_ctx: CTX,

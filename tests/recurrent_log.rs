@@ -162,14 +162,17 @@ fn a_restore_waits_through_a_refused_step() {
 }
 
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
-    Engine::load(&EngineOptions {
-        model: model.to_path_buf(),
-        n_ctx: N_CTX,
-        n_ubatch: UBATCH,
-        verify_rows: 8,
-        draft,
-        ..EngineOptions::default()
-    })
+    Engine::load(
+        &EngineOptions {
+            model: model.to_path_buf(),
+            n_ctx: N_CTX,
+            n_ubatch: UBATCH,
+            verify_rows: 8,
+            draft,
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .unwrap()
 }
 
@@ -195,39 +198,37 @@ fn a_long_prompt_after_prefix_reuse_at_the_checkpoint_with_a_drafter() {
     assert_eq!(eng.fwd.max_rows(), UBATCH);
     // A first turn, speculating: every verify batch checkpoints the state.
     let first = eng.tok.encode("first turn of a chat", true, true).unwrap();
-    let s = eng.generate(&first, 12, None, |_| Ok(true)).unwrap();
+    let s = common::generate(&mut eng, &first, 12, None, true);
     assert!(s.spec.as_ref().is_some_and(|s| s.cycles > 0), "{s:?}");
     let mut cached = Vec::new();
-    Engine::note_cached(
+    flint::engine::solo::note_cached(
         &mut cached,
         &first,
         &s.generated_token_ids,
-        eng.fwd.kv.len(0).unwrap(),
+        eng.fwd.kv().len(0).unwrap(),
     );
-    let len = eng.fwd.kv.len(0).unwrap();
+    let len = eng.fwd.kv().len(0).unwrap();
     assert_eq!(len as usize, cached.len());
     // The checkpoint: the first row the state can go back to (any row from it on can).
     let ckpt = (1..len)
-        .find(|&p| eng.fwd.can_truncate(p))
+        .find(|&p| eng.fwd.can_truncate(0, p))
         .expect("a checkpoint inside the cached rows") as usize;
     // The next prompt diverges right at the checkpoint and runs 4100 rows in one step.
-    let mut tail = common::random_tokens(13, LONG, eng.fwd.hp.n_vocab);
+    let mut tail = common::random_tokens(13, LONG, eng.fwd.hp().n_vocab);
     if let Some(&c) = cached.get(ckpt) {
         if tail[0] == c {
-            tail[0] = (c + 1) % eng.fwd.hp.n_vocab;
+            tail[0] = (c + 1) % eng.fwd.hp().n_vocab;
         }
     }
     let next: Vec<u32> = cached[..ckpt].iter().chain(&tail).copied().collect();
-    let kept = eng.keep_prefix(&mut cached, &next).unwrap();
+    let kept = flint::engine::solo::keep_prefix(&mut eng, &mut cached, &next).unwrap();
     assert_eq!(kept, ckpt);
-    let s = eng.generate(&next[kept..], 1, None, |_| Ok(true)).unwrap();
+    let s = common::continue_with(&mut eng, &next, kept, 1, None, true);
     let got = eng.fwd.logits(&eng.ctx).unwrap();
     // A fresh engine without a drafter, the same rows in the same steps.
     let mut fresh = engine(&model, None);
-    fresh.prefill(&next[..kept]).unwrap();
-    let f = fresh
-        .generate(&next[kept..], 1, None, |_| Ok(true))
-        .unwrap();
+    fresh.prefill(0, &next[..kept]).unwrap();
+    let f = common::continue_with(&mut fresh, &next, kept, 1, None, true);
     assert_eq!(s.generated_token_ids, f.generated_token_ids);
     let want = fresh.fwd.logits(&fresh.ctx).unwrap();
     let e = common::gpu::nmse(&got, &want);

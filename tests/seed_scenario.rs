@@ -96,12 +96,15 @@ fn the_engine_rebases_the_window_and_drafts_throughout() {
     let tmp = common::temp_dir("seed-scenario-engine");
     let (t, d) = files(tmp.path());
     let load = |draft: Option<DraftOptions>| {
-        Engine::load(&EngineOptions {
-            model: t.clone(),
-            n_ctx: 512,
-            draft,
-            ..EngineOptions::default()
-        })
+        Engine::load(
+            &EngineOptions {
+                model: t.clone(),
+                n_ctx: 512,
+                draft,
+                ..EngineOptions::default()
+            },
+            1,
+        )
         .unwrap()
     };
     let mut plain = load(None);
@@ -110,26 +113,21 @@ fn the_engine_rebases_the_window_and_drafts_throughout() {
         prompt.len() > 16 * 4,
         "the prompt spans several injection chunks"
     );
-    let want = plain
-        .generate_plain(&prompt, 64, None, |_| Ok(true))
-        .unwrap()
-        .generated_token_ids;
+    let want = common::generate(&mut plain, &prompt, 64, None, false).generated_token_ids;
     let mut opts = DraftOptions::new(d.clone());
     opts.inject_chunk = 16;
     opts.ctx = Some(48);
     let mut eng = load(Some(opts));
-    let (mut ds, _) = eng.drafter.take().unwrap();
+    let mut slot = common::drive::take(&mut eng);
     let spec = SpecOptions {
         n_max: 4,
         policy: VerifyPolicy::Fixed,
         bypass: None,
     };
-    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| {
-        Ok(true)
-    })
-    .unwrap();
+    let s = common::drive::run_spec(&mut eng, &mut slot, spec, &prompt, 64, None);
     assert_eq!(s.generated_token_ids, want);
     let st = s.spec.unwrap();
+    let ds = slot.as_dspark().unwrap();
     eprintln!("{st:?}, rebases {}", ds.rebases);
     assert!(st.drafted >= 100, "{st:?}");
     assert!(ds.rebases >= 3, "the window rebased {} times", ds.rebases);

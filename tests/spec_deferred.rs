@@ -1,6 +1,6 @@
 //! Deferred injection on the real model with a random-weight drafter: rows committed by
-//! single-row steps wait in the tap staging (`Forward::set_tap_row`) and reach the drafter as
-//! one chunk (`flint::engine::speculate::generate` does this for plain and bypassed steps).
+//! single-row steps wait in the tap staging (`BatchForward::set_tap_row`) and reach the drafter
+//! as one chunk (the engine's step does this for plain and bypassed steps).
 //! - Staging: rows captured at staging rows `0..k` by `k` single-row steps are, bit for bit, the
 //!   rows captured one step at a time at row 0 (the target is deterministic).
 //! - Drafts: the drafter's logits after one chunk of `k` rows are, bit for bit, those after `k`
@@ -21,6 +21,7 @@ use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::gpu::buffers::read_back;
 use flint::model::drafter_init::{random_drafter, InitOptions};
+use flint::model::forward::batch::Segment;
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
 use flint::speculative::bypass::BypassConfig;
 use flint::speculative::dspark::Dspark;
@@ -45,13 +46,16 @@ fn engine(dir_name: &str) -> (Engine, tempfile::TempDir) {
         .unwrap();
     let mut d = DraftOptions::new(path);
     d.inject_chunk = U;
-    let eng = Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx: 256,
-        n_ubatch: 512,
-        draft: Some(d),
-        ..EngineOptions::default()
-    })
+    let eng = Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx: 256,
+            n_ubatch: 512,
+            draft: Some(d),
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .unwrap();
     (eng, tmp)
 }
@@ -94,11 +98,11 @@ fn run(
     follow: &[u32],
     how: Staging,
 ) -> (Vec<f32>, flint::speculative::dspark::Draft, Vec<f32>) {
-    eng.reset().unwrap();
+    eng.reset(0).unwrap();
     ds.reset();
-    eng.fwd.set_tap_row(0);
+    eng.fwd.set_tap_row(0, 0).unwrap();
     let n = p.len() as u32;
-    eng.fwd.step(&eng.ctx, p, 1).unwrap();
+    step(eng, p).unwrap();
     ds.inject(&eng.ctx, n, 0).unwrap();
     let mut taps = Vec::new();
     for (i, &t) in follow.iter().enumerate() {
@@ -107,8 +111,8 @@ fn run(
         } else {
             0
         };
-        eng.fwd.set_tap_row(row);
-        eng.fwd.step(&eng.ctx, &[t], 1).unwrap();
+        eng.fwd.set_tap_row(0, row).unwrap();
+        step(eng, &[t]).unwrap();
         if how == Staging::RowByRow {
             taps.extend(staged(eng, ds, 1));
             ds.inject(&eng.ctx, 1, n + i as u32).unwrap();
@@ -119,11 +123,21 @@ fn run(
         taps = staged(eng, ds, k);
         ds.inject(&eng.ctx, k as u32, n).unwrap();
     }
-    eng.fwd.set_tap_row(0);
+    eng.fwd.set_tap_row(0, 0).unwrap();
     let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
     let draft = ds.draft(&eng.ctx, anchor, n + k as u32, None).unwrap();
     let logits = ds.logits(&eng.ctx).unwrap();
     (taps, draft, logits)
+}
+
+/// One step of `tokens` on sequence 0, the last row's logits computed.
+fn step(eng: &mut Engine, tokens: &[u32]) -> flint::Result<()> {
+    let seg = Segment {
+        seq: 0,
+        tokens,
+        n_logits: 1,
+    };
+    eng.fwd.step(&eng.ctx, &[seg])
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -133,13 +147,14 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn rows_staged_by_single_steps_inject_as_one_chunk() {
     let (mut eng, _tmp) = engine("spec-deferred");
-    let (mut ds, _) = eng.drafter.take().unwrap();
+    let mut slot = common::drive::take(&mut eng);
+    let ds = slot.as_dspark().unwrap();
     let mut p = prompt(&eng);
     p.truncate(12); // one prefill step (U = 16 rows)
                     // Tokens the target would not necessarily pick: any committed rows will do.
     let follow: Vec<u32> = p.iter().rev().take(7).copied().collect();
-    let (taps_1, draft_1, logits_1) = run(&mut eng, &mut ds, &p, &follow, Staging::RowByRow);
-    let (taps_k, draft_k, logits_k) = run(&mut eng, &mut ds, &p, &follow, Staging::Deferred);
+    let (taps_1, draft_1, logits_1) = run(&mut eng, &mut *ds, &p, &follow, Staging::RowByRow);
+    let (taps_k, draft_k, logits_k) = run(&mut eng, &mut *ds, &p, &follow, Staging::Deferred);
     assert_eq!(taps_k.len(), taps_1.len());
     assert!(
         taps_k == taps_1,
@@ -152,7 +167,7 @@ fn rows_staged_by_single_steps_inject_as_one_chunk() {
     assert_bits_eq("one chunk vs row by row: logits", &logits_k, &logits_1);
     assert_eq!(draft_k.tokens, draft_1.tokens, "one chunk: drafts differ");
     // The comparison sees a staging that lost rows (measured on lavapipe: max |logit diff| 1.9).
-    let (_, _, logits_0) = run(&mut eng, &mut ds, &p, &follow, Staging::Overwritten);
+    let (_, _, logits_0) = run(&mut eng, &mut *ds, &p, &follow, Staging::Overwritten);
     let err = max_diff(&logits_0, &logits_1);
     eprintln!("rows overwritten at row 0: max |logit diff| {err:.2e}");
     assert!(
@@ -164,32 +179,29 @@ fn rows_staged_by_single_steps_inject_as_one_chunk() {
     );
 
     // Past the staging: refused with the rows named, and nothing is lost.
-    eng.reset().unwrap();
+    eng.reset(0).unwrap();
     ds.reset();
-    eng.fwd.set_tap_row(U);
-    let err = eng.fwd.step(&eng.ctx, &p[..1], 1).unwrap_err().to_string();
+    eng.fwd.set_tap_row(0, U).unwrap();
+    let err = step(&mut eng, &p[..1]).unwrap_err().to_string();
     assert!(err.contains("row copy"), "unexpected error: {err}");
     assert_eq!(
-        eng.fwd.kv.len(0).unwrap(),
+        eng.fwd.kv().len(0).unwrap(),
         0,
         "a refused step committed rows"
     );
-    eng.fwd.set_tap_row(U - 1);
-    eng.fwd.step(&eng.ctx, &p[..1], 1).unwrap();
-    eng.fwd.set_tap_row(0);
+    eng.fwd.set_tap_row(0, U - 1).unwrap();
+    step(&mut eng, &p[..1]).unwrap();
+    eng.fwd.set_tap_row(0, 0).unwrap();
 }
 
 #[test]
 fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     let (mut eng, _tmp) = engine("spec-deferred-gen");
-    let (mut ds, _) = eng.drafter.take().unwrap();
+    let mut ds = common::drive::take(&mut eng);
     let p = prompt(&eng);
     let n = 48;
-    eng.reset().unwrap();
-    let want = eng
-        .generate_plain(&p, n, None, |_| Ok(true))
-        .unwrap()
-        .generated_token_ids;
+    eng.reset(0).unwrap();
+    let want = common::generate(&mut eng, &p, n, None, false).generated_token_ids;
     // A breaker that trips on any rejection, plain stretches of 20 steps (> U = 16).
     let bypass = BypassConfig {
         margin: 0.0,
@@ -205,11 +217,10 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
         policy: VerifyPolicy::Fixed,
         bypass: Some(bypass),
     };
-    eng.reset().unwrap();
+    eng.reset(0).unwrap();
     // Taps left pointing past row 0 (a generation that failed half-way) are reset.
-    eng.fwd.set_tap_row(U - 1);
-    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &opts, &p, n, None, |_| Ok(true))
-        .unwrap();
+    eng.fwd.set_tap_row(0, U - 1).unwrap();
+    let s = common::drive::run_spec(&mut eng, &mut ds, opts.clone(), &p, n, None);
     assert_eq!(
         s.generated_token_ids, want,
         "output differs from plain decoding"
@@ -218,7 +229,7 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     eprintln!("{}", spec.summary(s.generated_tokens));
     assert!(spec.bypassed > u64::from(U), "no stretch past U: {spec:?}");
     assert!(spec.cycles >= 2, "no probe after a stretch: {spec:?}");
-    let committed = eng.fwd.kv.len(0).unwrap();
+    let committed = eng.fwd.kv().len(0).unwrap();
     assert_eq!(ds.next_position(), committed, "the drafter misses rows");
     assert!(
         spec.injections < u64::from(committed) - p.len() as u64,
@@ -227,12 +238,11 @@ fn bypassed_stretches_longer_than_the_staging_reach_the_drafter() {
     // A drafter without a staging limit of its own: the target's staging (U rows) still
     // bounds the wait.
     let seq: Vec<u32> = p.iter().chain(&want).copied().collect();
-    let n_vocab = eng.fwd.hp.n_vocab;
-    let mut adv = Adversary::new(AdversaryKind::AlwaysWrong, seq, 4, n_vocab);
-    eng.reset().unwrap();
-    let s =
-        flint::engine::speculate::generate(&mut eng, &mut adv, &opts, &p, n, None, |_| Ok(true))
-            .unwrap();
+    let n_vocab = eng.fwd.hp().n_vocab;
+    let mut adv: common::drive::Slot =
+        Box::new(Adversary::new(AdversaryKind::AlwaysWrong, seq, 4, n_vocab));
+    eng.reset(0).unwrap();
+    let s = common::drive::run_spec(&mut eng, &mut adv, opts, &p, n, None);
     assert_eq!(s.generated_token_ids, want, "adversary: output differs");
     let spec = s.spec.unwrap();
     assert!(

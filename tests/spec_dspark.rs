@@ -28,13 +28,16 @@ fn write_drafter(dir: &std::path::Path, opts: &InitOptions) -> std::path::PathBu
 }
 
 fn engine(n_ctx: u32, d: DraftOptions) -> Engine {
-    Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx,
-        n_ubatch: 512,
-        draft: Some(d),
-        ..EngineOptions::default()
-    })
+    Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx,
+            n_ubatch: 512,
+            draft: Some(d),
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .unwrap()
 }
 
@@ -107,12 +110,13 @@ fn device_drafter_matches_the_cpu_oracle() {
         let mut d = DraftOptions::new(path.clone());
         d.inject_chunk = 16;
         let mut eng = engine(256, d);
-        let (mut ds, _) = eng.drafter.take().unwrap();
+        let mut slot = common::drive::take(&mut eng);
+        let ds = slot.as_dspark().unwrap();
         let dfile = GgufFile::open(&path).unwrap();
         let mut rd = RefDrafter::load(&dfile, &target, GgmlType::F16).unwrap();
         // 40 rows injected in chunks of 16, 16, 8.
         let tokens = prompt(&eng, 40);
-        let taps = common::drive::prefill(&mut eng, &mut ds, &tokens, 16);
+        let taps = common::drive::prefill(&mut eng, ds, &tokens, 16);
         let positions: Vec<u32> = (0..40).collect();
         rd.inject(&taps, &positions).unwrap();
         let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
@@ -151,9 +155,10 @@ fn window_rebase_moves_the_kept_rows() {
     d.inject_chunk = 16;
     d.ctx = Some(48); // window W = 48 rows, U = 16: keep min(24, 32) = 24 rows per rebase
     let mut eng = engine(256, d);
-    let (mut ds, _) = eng.drafter.take().unwrap();
+    let mut slot = common::drive::take(&mut eng);
+    let ds = slot.as_dspark().unwrap();
     let tokens = prompt(&eng, 64);
-    let taps = common::drive::prefill(&mut eng, &mut ds, &tokens, 16);
+    let taps = common::drive::prefill(&mut eng, ds, &tokens, 16);
     // 16, 32, 48, then the fourth chunk overflows: rows 24..48 move to 0..24, then 16 more.
     assert_eq!(ds.rebases, 1);
     assert_eq!(ds.base(), 24);
@@ -192,12 +197,15 @@ fn drafters_that_do_not_fit_the_target_are_refused() {
     );
     let mut d = DraftOptions::new(path);
     d.p_min = 0.5;
-    let err = Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx: 256,
-        draft: Some(d),
-        ..EngineOptions::default()
-    })
+    let err = Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx: 256,
+            draft: Some(d),
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .err()
     .expect("p_min without a confidence head must be refused");
     assert!(err.to_string().contains("confidence head"), "{err}");
@@ -215,12 +223,15 @@ fn drafters_that_do_not_fit_the_target_are_refused() {
         .unwrap()
         .write_file(&other)
         .unwrap();
-    let err = Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx: 256,
-        draft: Some(DraftOptions::new(other)),
-        ..EngineOptions::default()
-    })
+    let err = Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx: 256,
+            draft: Some(DraftOptions::new(other)),
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .err()
     .expect("a drafter for another target must be refused");
     let msg = err.to_string();
@@ -250,18 +261,19 @@ fn rejection_sampling_keeps_the_target_distribution_on_the_model() {
         },
     );
     let mut eng = engine(256, DraftOptions::new(path));
-    let (mut ds, _) = eng.drafter.take().unwrap();
-    let v = eng.fwd.hp.n_vocab as usize;
+    let mut slot = common::drive::take(&mut eng);
+    let ds = slot.as_dspark().unwrap();
+    let v = eng.fwd.hp().n_vocab as usize;
     let texts = [
         "Once upon a time, in a small village by the sea,",
         "def fibonacci(n):\n    ",
         "The three primary colors are",
     ];
     for (i, text) in texts.iter().enumerate() {
-        eng.reset().unwrap();
+        eng.reset(0).unwrap();
         ds.reset();
         let tokens = eng.tok.encode(text, true, true).unwrap();
-        common::drive::prefill(&mut eng, &mut ds, &tokens, 512);
+        common::drive::prefill(&mut eng, ds, &tokens, 512);
         let target = eng.fwd.logits(&eng.ctx).unwrap();
         let anchor = eng.fwd.argmax(&eng.ctx).unwrap()[0];
         let mut slot0 = Vec::new();

@@ -65,19 +65,22 @@ fn drafter_file(dir: &std::path::Path, block: u32, seed: u64) -> std::path::Path
 }
 
 fn engine(n_ctx: u32, draft: Option<DraftOptions>) -> Engine {
-    Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx,
-        n_ubatch: 64,
-        draft,
-        ..EngineOptions::default()
-    })
+    Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx,
+            n_ubatch: 64,
+            draft,
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .unwrap()
 }
 
 fn plain(eng: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
-    eng.reset().unwrap();
-    let s = eng.generate_plain(prompt, n, None, |_| Ok(true)).unwrap();
+    eng.reset(0).unwrap();
+    let s = common::generate(eng, prompt, n, None, false);
     s.generated_token_ids
 }
 
@@ -106,7 +109,7 @@ fn greedy_output_is_identical_with_every_drafter() {
         .map(|p| eng.tok.encode(p, true, true).unwrap())
         .collect();
     let expected: Vec<Vec<u32>> = prompts.iter().map(|p| plain(&mut eng, p, n)).collect();
-    let n_vocab = eng.fwd.hp.n_vocab;
+    let n_vocab = eng.fwd.hp().n_vocab;
     let gammas: Vec<u32> = std::env::var("FLINT_SPEC_GAMMAS")
         .ok()
         .map(|v| v.split(',').filter_map(|g| g.trim().parse().ok()).collect())
@@ -114,12 +117,13 @@ fn greedy_output_is_identical_with_every_drafter() {
     for gamma in gammas {
         let path = drafter_file(dir, gamma, 11);
         let mut deng = engine(1024, Some(DraftOptions::new(path)));
-        let (mut dspark, _) = deng.drafter.take().unwrap();
+        let mut dspark = common::drive::take(&mut deng);
         for (p, want) in prompts.iter().zip(&expected) {
             let seq: Vec<u32> = p.iter().chain(want).copied().collect();
             let kinds = [AdversaryKind::Oracle, AdversaryKind::AlwaysWrong];
             for kind in kinds {
-                let mut adv = Adversary::new(kind, seq.clone(), gamma, n_vocab);
+                let mut adv: common::drive::Slot =
+                    Box::new(Adversary::new(kind, seq.clone(), gamma, n_vocab));
                 let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, p, n);
                 let what = format!("{kind:?} γ={gamma}");
                 assert_eq!(&out, want, "{what}: output differs from plain decoding");

@@ -40,13 +40,16 @@ fn write(
 fn engine(path: &std::path::Path) -> Result<Engine, flint::Error> {
     let mut d = DraftOptions::new(path.to_path_buf());
     d.inject_chunk = 16;
-    Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx: 256,
-        n_ubatch: 512,
-        draft: Some(d),
-        ..EngineOptions::default()
-    })
+    Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx: 256,
+            n_ubatch: 512,
+            draft: Some(d),
+            ..EngineOptions::default()
+        },
+        1,
+    )
 }
 
 fn compare(what: &str, gpu_logits: &[f32], gpu: &Draft, r: &RefDraft) {
@@ -200,7 +203,8 @@ fn log_snr_drafters_match_the_oracle_in_both_formats() {
     for (i, (what, opts)) in cases.iter().enumerate() {
         let path = write(tmp.path(), &format!("d{i}.gguf"), opts, &[]);
         let mut eng = engine(&path).unwrap();
-        let (mut ds, _) = eng.drafter.take().unwrap();
+        let mut slot = common::drive::take(&mut eng);
+        let ds = slot.as_dspark().unwrap();
         assert!(ds.meta.log_snr.is_some(), "{what}");
         let dfile = GgufFile::open(&path).unwrap();
         let mut rd = RefDrafter::load(&dfile, &target, GgmlType::F16).unwrap();
@@ -214,7 +218,7 @@ fn log_snr_drafters_match_the_oracle_in_both_formats() {
         eprintln!("{what}: oracle log-SNR rows vs f64: worst relative error {worst:.2e}");
         assert!(worst <= ROW_TOL, "{what}: {worst}");
         assert_ne!(got[..d], got[d..2 * d], "anchor and masked rows differ");
-        check(&mut eng, &mut ds, &mut rd, what);
+        check(&mut eng, ds, &mut rd, what);
     }
 }
 

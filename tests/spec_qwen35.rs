@@ -33,12 +33,12 @@ fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
     let expected: Vec<Vec<u32>> = prompts
         .iter()
         .map(|p| {
-            eng.reset().unwrap();
-            let s = eng.generate_plain(p, n, None, |_| Ok(true)).unwrap();
+            eng.reset(0).unwrap();
+            let s = common::generate(&mut eng, p, n, None, false);
             s.generated_token_ids
         })
         .collect();
-    let n_vocab = eng.fwd.hp.n_vocab;
+    let n_vocab = eng.fwd.hp().n_vocab;
     let target = GgufFile::open(&model).unwrap();
     for gamma in [1u32, 4, 7] {
         let opts = InitOptions {
@@ -52,7 +52,7 @@ fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
             .write_file(&dpath)
             .unwrap();
         let mut deng = engine(&model, Some(DraftOptions::new(dpath)));
-        let (mut dspark, _) = deng.drafter.take().unwrap();
+        let mut dspark = common::drive::take(&mut deng);
         for (p, want) in prompts.iter().zip(&expected) {
             let seq: Vec<u32> = p.iter().chain(want).copied().collect();
             let mut partial_accepted = 0;
@@ -61,7 +61,8 @@ fn greedy_output_is_plain_decoding_with_rollbacks_at_every_length() {
                 AdversaryKind::AlwaysWrong,
                 AdversaryKind::Partial,
             ] {
-                let mut adv = Adversary::new(kind, seq.clone(), gamma, n_vocab);
+                let mut adv: common::drive::Slot =
+                    Box::new(Adversary::new(kind, seq.clone(), gamma, n_vocab));
                 let (out, s) = common::drive::speculate(&mut deng, &mut adv, gamma, p, n);
                 assert_eq!(&out, want, "{kind:?} γ={gamma}: output differs from plain");
                 assert!(s.accepted <= s.drafted, "{kind:?}: {s:?}");
@@ -92,34 +93,35 @@ fn a_second_turn_reuses_the_prefix_only_where_the_state_belongs() {
     let model = common::random_preset(tmp.path(), "qwen35-tiny-f32", 21);
     let mut eng = engine(&model, None);
     let first = eng.tok.encode("first turn of a chat", true, true).unwrap();
-    let s = eng.generate_plain(&first, 8, None, |_| Ok(true)).unwrap();
+    let s = common::generate(&mut eng, &first, 8, None, false);
     let mut cached = Vec::new();
-    Engine::note_cached(
+    flint::engine::solo::note_cached(
         &mut cached,
         &first,
         &s.generated_token_ids,
-        eng.fwd.kv.len(0).unwrap(),
+        eng.fwd.kv().len(0).unwrap(),
     );
     // The next prompt extends everything cached: the whole state is kept.
     let mut next = cached.clone();
     next.extend(eng.tok.encode(" and a second one", false, true).unwrap());
     let mut c = cached.clone();
-    let kept = eng.keep_prefix(&mut c, &next).unwrap();
+    let kept = flint::engine::solo::keep_prefix(&mut eng, &mut c, &next).unwrap();
     assert_eq!(kept, cached.len());
-    let run = eng
-        .generate_plain(&next[kept..], 8, None, |_| Ok(true))
-        .unwrap();
+    let run = common::continue_with(&mut eng, &next, kept, 8, None, false);
     // A fresh engine running the whole prompt gives the same tokens.
     let mut fresh = engine(&model, None);
-    let want = fresh.generate_plain(&next, 8, None, |_| Ok(true)).unwrap();
+    let want = common::generate(&mut fresh, &next, 8, None, false);
     assert_eq!(run.generated_token_ids, want.generated_token_ids);
     // A prompt that diverges inside the cached rows cannot keep a partial state: none is kept.
     let mut c = cached.clone();
     let mut other = cached[..cached.len() - 3].to_vec();
     other.extend([7, 8, 9, 10]);
-    assert_eq!(eng.keep_prefix(&mut c, &other).unwrap(), 0);
-    let run = eng.generate_plain(&other, 8, None, |_| Ok(true)).unwrap();
-    fresh.reset().unwrap();
-    let want = fresh.generate_plain(&other, 8, None, |_| Ok(true)).unwrap();
+    assert_eq!(
+        flint::engine::solo::keep_prefix(&mut eng, &mut c, &other).unwrap(),
+        0
+    );
+    let run = common::generate(&mut eng, &other, 8, None, false);
+    fresh.reset(0).unwrap();
+    let want = common::generate(&mut fresh, &other, 8, None, false);
     assert_eq!(run.generated_token_ids, want.generated_token_ids);
 }

@@ -16,16 +16,19 @@ use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use flint::speculative::adversarial::{Adversary, AdversaryKind};
-use flint::speculative::{Drafter, SpecOptions, VerifyPolicy};
+use flint::speculative::{SpecOptions, VerifyPolicy};
 
 fn engine(n_ctx: u32, n_ubatch: u32, draft: Option<DraftOptions>) -> Engine {
-    Engine::load(&EngineOptions {
-        model: common::model_path(),
-        n_ctx,
-        n_ubatch,
-        draft,
-        ..EngineOptions::default()
-    })
+    Engine::load(
+        &EngineOptions {
+            model: common::model_path(),
+            n_ctx,
+            n_ubatch,
+            draft,
+            ..EngineOptions::default()
+        },
+        1,
+    )
     .unwrap()
 }
 
@@ -53,8 +56,8 @@ fn fixed(n_max: u32) -> SpecOptions {
 }
 
 fn plain(eng: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
-    eng.reset().unwrap();
-    let s = eng.generate_plain(prompt, n, None, |_| Ok(true)).unwrap();
+    eng.reset(0).unwrap();
+    let s = common::generate(eng, prompt, n, None, false);
     s.generated_token_ids
 }
 
@@ -77,23 +80,20 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
         .map(|t| eng.tok.encode(t, true, true).unwrap())
         .collect();
     let want: Vec<Vec<u32>> = prompts.iter().map(|p| plain(&mut eng, p, n)).collect();
-    let n_vocab = eng.fwd.hp.n_vocab;
-    assert_eq!(eng.fwd.max_logit_rows(), 17);
+    let n_vocab = eng.fwd.hp().n_vocab;
+    assert_eq!(flint::memory::batch::logit_rows(eng.params()), 17);
     for i in 0..20 {
         let (p, w) = (&prompts[i % 2], &want[i % 2]);
         let seq: Vec<u32> = p.iter().chain(w).copied().collect();
-        let mut adv = Adversary::new(AdversaryKind::AlwaysWrong, seq, 16, n_vocab);
-        eng.reset().unwrap();
+        let mut adv: common::drive::Slot =
+            Box::new(Adversary::new(AdversaryKind::AlwaysWrong, seq, 16, n_vocab));
+        eng.reset(0).unwrap();
         assert_eq!(
-            eng.fwd.kv.len(0).unwrap(),
+            eng.fwd.kv().len(0).unwrap(),
             0,
             "request {i}: cache not empty"
         );
-        let s =
-            flint::engine::speculate::generate(&mut eng, &mut adv, &fixed(16), p, n, None, |_| {
-                Ok(true)
-            })
-            .unwrap();
+        let s = common::drive::run_spec(&mut eng, &mut adv, fixed(16), p, n, None);
         assert_eq!(&s.generated_token_ids, w, "request {i}: output differs");
         let spec = s.spec.unwrap();
         assert_eq!(spec.accepted, 0);
@@ -101,7 +101,7 @@ fn full_rejection_over_sequential_requests_leaks_nothing() {
         // the drafter holds exactly the same rows.
         // (An end token stops after its row ran.)
         let rows = (p.len() + w.len() - usize::from(w.len() == n)) as u32;
-        assert_eq!(eng.fwd.kv.len(0).unwrap(), rows, "request {i}");
+        assert_eq!(eng.fwd.kv().len(0).unwrap(), rows, "request {i}");
         assert_eq!(
             adv.next_position(),
             rows,
@@ -120,17 +120,15 @@ fn a_prompt_near_the_context_end_never_writes_past_it() {
     let words = "one two three four five six seven eight nine ten ".repeat(60);
     let mut prompt = eng.tok.encode(&words, true, true).unwrap();
     prompt.truncate(512 - 8);
-    let (mut ds, spec) = eng.drafter.take().unwrap();
+    let spec = eng.spec.clone().unwrap();
+    let mut ds = common::drive::take(&mut eng);
     let want = plain(&mut eng, &prompt, 64);
-    eng.reset().unwrap();
+    eng.reset(0).unwrap();
     ds.reset();
-    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &spec, &prompt, 64, None, |_| {
-        Ok(true)
-    })
-    .unwrap();
+    let s = common::drive::run_spec(&mut eng, &mut ds, spec, &prompt, 64, None);
     assert_eq!(s.generated_token_ids, want);
-    assert!(eng.fwd.kv.len(0).unwrap() <= 512);
-    assert_eq!(ds.next_position(), eng.fwd.kv.len(0).unwrap());
+    assert!(eng.fwd.kv().len(0).unwrap() <= 512);
+    assert_eq!(ds.next_position(), eng.fwd.kv().len(0).unwrap());
     let spec = s.spec.unwrap();
     assert!(spec.cycles > 0, "{spec:?}");
 }
@@ -143,8 +141,8 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
     d.inject_chunk = 16;
     d.bypass = false;
     let mut eng = engine(512, 512, Some(d));
-    // The target's ubatch is capped to U so each step's tap rows fit the staging buffer.
-    assert_eq!(eng.fwd.max_rows(), 16);
+    // A step's prompt rows are capped to U so its tap rows fit the staging buffer.
+    assert_eq!(eng.fwd.tap_capacity(0), 16);
     let prompt = eng
         .tok
         .encode(
@@ -156,14 +154,12 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
         )
         .unwrap();
     assert!(prompt.len() > 16, "prompt of {} tokens", prompt.len());
-    let (mut ds, spec) = eng.drafter.take().unwrap();
+    let spec = eng.spec.clone().unwrap();
+    let mut ds = common::drive::take(&mut eng);
     let want = plain(&mut eng, &prompt, 12);
     assert!(want.len() > 4, "the prompt must not end at once: {want:?}");
-    eng.reset().unwrap();
-    let s = flint::engine::speculate::generate(&mut eng, &mut ds, &spec, &prompt, 12, None, |_| {
-        Ok(true)
-    })
-    .unwrap();
+    eng.reset(0).unwrap();
+    let s = common::drive::run_spec(&mut eng, &mut ds, spec, &prompt, 12, None);
     assert_eq!(s.generated_token_ids, want);
     let spec = s.spec.unwrap();
     assert!(
@@ -171,7 +167,7 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
         "speculation fell back to plain decoding: {spec:?}"
     );
     assert_eq!(spec.bypassed, 0);
-    assert_eq!(ds.next_position(), eng.fwd.kv.len(0).unwrap());
+    assert_eq!(ds.next_position(), eng.fwd.kv().len(0).unwrap());
 }
 
 #[test]

@@ -31,14 +31,17 @@ fn models() -> &'static Mutex<Models> {
     static M: OnceLock<Mutex<Models>> = OnceLock::new();
     M.get_or_init(|| {
         std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
-        let plain = Engine::load(&EngineOptions {
-            model: common::model_path(),
-            n_ctx: 1024,
-            ..EngineOptions::default()
-        })
+        let plain = Engine::load(
+            &EngineOptions {
+                model: common::model_path(),
+                n_ctx: 1024,
+                ..EngineOptions::default()
+            },
+            1,
+        )
         .expect("load the model");
-        let spec = Engine::load(&common::batch::spec_opts(1024)).expect("load with the drafter");
-        let grammars = Grammars::new(&plain.tok, plain.fwd.hp.n_vocab).expect("grammars");
+        let spec = Engine::load(&common::batch::spec_opts(1024), 1).expect("load with the drafter");
+        let grammars = Grammars::new(&plain.tok, plain.fwd.hp().n_vocab).expect("grammars");
         Mutex::new(Models {
             plain,
             spec,
@@ -56,12 +59,18 @@ fn run(
     n: usize,
     sampler: Option<&mut Sampler>,
 ) -> Vec<u32> {
-    eng.reset().expect("reset");
-    eng.grammar = Some(Guide::new(Box::new(g.compile(spec).expect("compile"))));
-    let stats = eng
-        .generate(prompt, n, sampler, |_| Ok(true))
-        .expect("generate");
-    eng.grammar = None;
+    eng.reset(0).expect("reset");
+    let mut guide = Some(Guide::new(Box::new(g.compile(spec).expect("compile"))));
+    let req = flint::engine::solo::Request {
+        prompt,
+        keep: 0,
+        n_predict: n,
+        sampler,
+        grammar: &mut guide,
+        ignore_eos: false,
+        draft: true,
+    };
+    let stats = flint::engine::solo::generate(eng, req, |_| Ok(true)).expect("generate");
     stats.generated_token_ids
 }
 
@@ -250,7 +259,7 @@ fn sampled_schema_answers_are_valid_with_the_drafter() {
             seed: 7 + i as u64,
             ..SamplerParams::default()
         };
-        let mut s = Sampler::new(params, spec.fwd.hp.n_vocab).expect("sampler");
+        let mut s = Sampler::new(params, spec.fwd.hp().n_vocab).expect("sampler");
         let a = run(spec, grammars, &gs, &ids, 160, Some(&mut s));
         let text = spec.tok.decode(&a, false).expect("decode");
         check_tokens(grammars, &gs, &a, &format!("sampled schema {i}"));

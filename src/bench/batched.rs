@@ -23,8 +23,8 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use crate::engine::batch::BatchEngine;
 use crate::engine::batch_run::{self, settle, BatchRequest, Ended, SeqState};
+use crate::engine::Engine;
 use crate::{Error, Result};
 
 /// One test's figures.
@@ -93,7 +93,7 @@ const PROSE: &str = "The lighthouse stood at the end of a long spit of sand, and
     because the sea, he said, does not read letters from the government.";
 
 /// A prompt of `n` tokens: [`PROSE`] tokenized, repeated as needed.
-fn prompt(eng: &BatchEngine, n: u32) -> Result<Vec<u32>> {
+fn prompt(eng: &Engine, n: u32) -> Result<Vec<u32>> {
     let ids = eng.tok.encode(PROSE, true, false)?;
     Ok(ids.iter().copied().cycle().take(n as usize).collect())
 }
@@ -125,7 +125,7 @@ impl BatchRequest for BenchSeq {
 /// One run of (pp, tg, b): (T_PP, T_TG, drafted, accepted). The prompts run as batched steps
 /// (every sequence's first token comes from its last prompt row), then the sequences decode
 /// together (with drafters: draft, verify and accept per sequence in the same steps).
-fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64, u64)> {
+fn run_once(eng: &mut Engine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64, u64)> {
     let prompt = prompt(eng, pp)?;
     let has_drafter = !eng.drafters.is_empty();
     let mut seqs: Vec<BenchSeq> = (0..b as usize)
@@ -171,7 +171,7 @@ fn run_once(eng: &mut BatchEngine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64
 }
 
 /// One batched step; a sequence that fails fails the benchmark. The sequences that ended.
-fn step(eng: &mut BatchEngine, seqs: &mut [BenchSeq]) -> Result<Vec<usize>> {
+fn step(eng: &mut Engine, seqs: &mut [BenchSeq]) -> Result<Vec<usize>> {
     batch_run::step(eng, seqs)?
         .into_iter()
         .map(|(i, end)| match end {
@@ -183,7 +183,7 @@ fn step(eng: &mut BatchEngine, seqs: &mut [BenchSeq]) -> Result<Vec<usize>> {
 
 /// Every (PP, TG, B) test, in the order llama-batched-bench runs them (PP, then TG, then B).
 pub fn measure(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     npp: &[u32],
     ntg: &[u32],
     npl: &[u32],

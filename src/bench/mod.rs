@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use crate::engine::batch::BatchEngine as Engine;
+use crate::engine::Engine;
 use crate::gguf::{GgmlType, Gguf};
 use crate::kernels::attention::{serial, KvType};
 use crate::kernels::matmul::Family;

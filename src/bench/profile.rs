@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::stats::median;
-use crate::engine::batch::BatchEngine;
+use crate::engine::Engine;
 use crate::gpu::GpuContext;
 use crate::kernels::launch::{submit, Dispatch};
 use crate::model::forward::batch::Segment;
@@ -143,12 +143,7 @@ fn time_list(
 /// assumed, not run ([`crate::model::forward::batch::BatchForward::assume_rows`]): the K/V and
 /// states hold whatever the buffers hold, which changes no dispatch's shape or work, so a 32k
 /// depth profiles in seconds even on a CPU driver.
-pub fn profile_batched(
-    eng: &mut BatchEngine,
-    b: u32,
-    depth: u32,
-    reps: u32,
-) -> Result<StepProfile> {
+pub fn profile_batched(eng: &mut Engine, b: u32, depth: u32, reps: u32) -> Result<StepProfile> {
     let n_vocab = eng.fwd.hp().n_vocab;
     let mut rng = super::TokenRng::new(0x9A0F);
     let tokens = rng.tokens(b, n_vocab);
@@ -202,7 +197,7 @@ pub fn profile_batched(
 /// computing the logits of the last `logit_rows` rows (1 for decode and prefill, `rows` for a
 /// verify step) after `depth` cached tokens, over `reps` repetitions.
 pub fn profile_step(
-    engine: &mut BatchEngine,
+    engine: &mut Engine,
     rows: u32,
     logit_rows: u32,
     depth: u32,

@@ -10,7 +10,7 @@
 use serde_json::{json, Value};
 
 use super::stats::median;
-use crate::engine::batch::BatchEngine as Engine;
+use crate::engine::Engine;
 use crate::speculative::profile::verify_step_rounds;
 use crate::{Error, Result};
 

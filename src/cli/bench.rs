@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
-use crate::engine::batch::BatchEngine;
+use crate::engine::Engine;
 use crate::engine::{DraftOptions, EngineOptions, DEFAULT_MODEL};
 use crate::gguf::{GgmlType, GgufFile};
 use crate::model::Hparams;
@@ -226,7 +226,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         verify_rows: sps_rows,
         ..engine_options(args, n_ctx, gpu_mem)?
     };
-    let mut engine = BatchEngine::load(&opts, 1)?;
+    let mut engine = Engine::load(&opts, 1)?;
     let config = RunConfig {
         model_filename: args.model.display().to_string(),
         n_batch: args.n_batch,
@@ -303,7 +303,7 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
         draft,
         ..engine_options(args, n_ctx, gpu_mem(args)?)?
     };
-    let mut eng = BatchEngine::load(&opts, seqs)?;
+    let mut eng = Engine::load(&opts, seqs)?;
     if args.profile {
         return profile_batched(args, &mut eng);
     }
@@ -317,7 +317,7 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
 
 /// `--profile -npl B,…`: a batched decode step of each B sequences at the first `-d` depth,
 /// kernel by kernel (the depth's rows assumed, not run).
-fn profile_batched(args: &BenchArgs, eng: &mut BatchEngine) -> Result<()> {
+fn profile_batched(args: &BenchArgs, eng: &mut Engine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
     let mut text = format!("adapter: {}\n\n", eng.ctx.info().name);
     for &b in &args.npl {
@@ -330,7 +330,7 @@ fn profile_batched(args: &BenchArgs, eng: &mut BatchEngine) -> Result<()> {
 }
 
 /// `--sps`: the SPS(B) curve.
-fn sps(args: &BenchArgs, format: output::Format, engine: &mut BatchEngine) -> Result<()> {
+fn sps(args: &BenchArgs, format: output::Format, engine: &mut Engine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
     let curve = bench::sps::measure(engine, &args.sps, depth, args.repetitions)?;
     let text = match format {
@@ -347,7 +347,7 @@ fn sps(args: &BenchArgs, format: output::Format, engine: &mut BatchEngine) -> Re
 
 /// `--profile`: a decode step and a prefill ubatch (with `--sps`: a verify step of the largest
 /// B, every row's logits, the step SPS(B) times), kernel by kernel.
-fn profile(args: &BenchArgs, engine: &mut BatchEngine) -> Result<()> {
+fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
     let max_rows = engine.fwd.max_rows();
     let (rows, logit_rows) = if args.sps.is_empty() {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::bench::speculative::{self, prompts, rows, Mode, SpecBenchOptions};
 use crate::bench::{output, ModelDesc};
-use crate::engine::batch::BatchEngine;
+use crate::engine::Engine;
 use crate::engine::{DraftOptions, EngineOptions};
 use crate::gguf::GgufFile;
 use crate::model::Hparams;
@@ -60,7 +60,7 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         draft: Some(d),
         ..engine_options(args, n_ctx, gpu_mem(args)?)?
     };
-    let mut engine = BatchEngine::load(&eopts, 1)?;
+    let mut engine = Engine::load(&eopts, 1)?;
     let session = rows::SpecSession::from_engine(
         &engine,
         &desc.model_type,

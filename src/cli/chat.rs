@@ -5,8 +5,8 @@
 
 use std::io::{BufRead, Write};
 
-use crate::engine::batch::BatchEngine;
 use crate::engine::solo;
+use crate::engine::Engine;
 use crate::tokenizer::ChatMessage;
 use crate::{Error, Result};
 
@@ -47,7 +47,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
     let override_src = args.opts.template.source()?;
     let system = args.opts.system()?;
     let grammar = args.opts.grammar.spec()?;
-    let mut engine = BatchEngine::load(&super::generate::prepare(&args.model)?, 1)?;
+    let mut engine = Engine::load(&super::generate::prepare(&args.model)?, 1)?;
     let n_vocab = engine.fwd.hp().n_vocab;
     let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let template = engine.tok.chat_template(override_src.as_deref())?;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::engine::batch::BatchEngine;
+use crate::engine::Engine;
 use crate::engine::{cost_cache, solo, EngineOptions, GenStats, DEFAULT_MODEL};
 use crate::gguf::GgmlType;
 use crate::memory::budget::BudgetSource;
@@ -280,7 +280,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let system = args.opts.system()?;
     let template_src = args.opts.template.source()?;
     let grammar = args.opts.grammar.spec()?;
-    let mut engine = BatchEngine::load(&prepare(&args.model)?, 1)?;
+    let mut engine = Engine::load(&prepare(&args.model)?, 1)?;
     let n_vocab = engine.fwd.hp().n_vocab;
     let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let mut guide = super::grammar_args::guide(&grammars, &grammar)?;

@@ -32,7 +32,7 @@ use crate::speculative::{Drafter, SpecStats};
 use crate::speculative::{SpecOptions, VerifyPolicy};
 
 /// A loaded model ready to run batched steps.
-pub struct BatchEngine {
+pub struct Engine {
     pub ctx: Arc<GpuContext>,
     pub fwd: BatchForward,
     pub tok: Tokenizer,
@@ -56,13 +56,13 @@ pub struct BatchEngine {
     /// Where those measurements are kept, with the acceptance requests' drafting shows.
     cost_cache: Option<CostCache>,
     /// Whether each request, and each step, drafts (`None`: always, `--spec-no-bypass`).
-    pub(crate) decision: Option<Decision>,
+    pub decision: Option<Decision>,
 }
 
-impl BatchEngine {
+impl Engine {
     /// `n_seq` sequences of `opts.n_ctx` rows each; steps of at most [`memory::batch::max_rows`]
     /// rows; with `opts.draft`, a drafter per sequence.
-    pub fn load(opts: &EngineOptions, n_seq: u32) -> Result<BatchEngine> {
+    pub fn load(opts: &EngineOptions, n_seq: u32) -> Result<Engine> {
         if n_seq == 0 {
             return Err(Error::Usage("-np must be at least 1".into()));
         }
@@ -181,7 +181,7 @@ impl BatchEngine {
             c.store(&measured);
         }
         compiling.finish(&ctx)?;
-        Ok(BatchEngine {
+        Ok(Engine {
             ctx,
             fwd,
             tok,

@@ -3,7 +3,7 @@
 //! submission (sampled drafting picks each slot's token on the host, one request at a time),
 //! and the verify lengths chosen over all of them together.
 
-use super::batch::BatchEngine;
+use super::batch::Engine;
 use super::batch_run::{BatchRequest, Failures, Pending, Planned, SeqState};
 use super::decision::Admit;
 use crate::speculative::accept::{draft_distribution, draft_sample};
@@ -17,7 +17,7 @@ use crate::{Error, Result};
 use std::time::Instant;
 
 /// Injects request `i`'s waiting rows.
-pub(super) fn flush(eng: &mut BatchEngine, a: &mut SeqState) -> Result<()> {
+pub(super) fn flush(eng: &mut Engine, a: &mut SeqState) -> Result<()> {
     if let Some(p) = &mut a.pending {
         if p.n > 0 {
             let t = Instant::now();
@@ -37,7 +37,7 @@ fn no_drafter() -> Error {
 
 /// Room for `rows` more rows at position `p` in request `a`'s staging (flushing the waiting
 /// rows first when they would not fit), and its taps pointed there.
-pub(super) fn make_room(eng: &mut BatchEngine, a: &mut SeqState, p: u32, rows: u32) -> Result<()> {
+pub(super) fn make_room(eng: &mut Engine, a: &mut SeqState, p: u32, rows: u32) -> Result<()> {
     let Some(pend) = &a.pending else {
         return Ok(());
     };
@@ -57,7 +57,7 @@ pub(super) fn make_room(eng: &mut BatchEngine, a: &mut SeqState, p: u32, rows: u
 /// Drafts for every decoding request that can, then their verify lengths. A request whose
 /// drafter fails is recorded in `failed` (its plan stays, without drafts; the caller drops it).
 pub(super) fn draft_all<R: BatchRequest>(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     active: &mut [R],
     plans: &mut [Planned],
     failed: &mut Failures,
@@ -168,7 +168,7 @@ pub(super) fn draft_all<R: BatchRequest>(
 /// nor (with a bypass) on its first decode step, which measures a plain step; else as its
 /// bypass says. Steps not drafted count as bypassed. The first call sets the request up (its
 /// counters, the engine's verdict, its bypass from the costs charged).
-fn decide(eng: &mut BatchEngine, p: &mut Pending, spec: &SpecOptions, skip: bool) -> Result<bool> {
+fn decide(eng: &mut Engine, p: &mut Pending, spec: &SpecOptions, skip: bool) -> Result<bool> {
     let first = !std::mem::replace(&mut p.started, true);
     if first {
         p.spec = SpecStats::new(spec.n_max);
@@ -195,7 +195,7 @@ fn decide(eng: &mut BatchEngine, p: &mut Pending, spec: &SpecOptions, skip: bool
 
 /// Request `a`'s drafter, given its waiting rows, is set up to draft greedily after `anchor`
 /// at `p0` ([`draft_together`] runs it).
-fn prepare_greedy(eng: &mut BatchEngine, a: &mut SeqState, anchor: u32, p0: u32) -> Result<()> {
+fn prepare_greedy(eng: &mut Engine, a: &mut SeqState, anchor: u32, p0: u32) -> Result<()> {
     flush(eng, a)?;
     let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
     if p0 != d.next_position() {
@@ -204,13 +204,15 @@ fn prepare_greedy(eng: &mut BatchEngine, a: &mut SeqState, anchor: u32, p0: u32)
             d.next_position()
         )));
     }
-    d.as_dspark().ok_or_else(no_drafter)?.prepare_draft(&eng.ctx, anchor)
+    d.as_dspark()
+        .ok_or_else(no_drafter)?
+        .prepare_draft(&eng.ctx, anchor)
 }
 
 /// The greedy draft passes of the drafters of `seqs`, set up by [`prepare_greedy`], in one
 /// submission; each one's drafts, in order. A pass that cannot be recorded, or a submission
 /// that fails, fails those requests (the first gets the error itself).
-fn draft_together(eng: &BatchEngine, seqs: &[usize]) -> Vec<Result<Draft>> {
+fn draft_together(eng: &Engine, seqs: &[usize]) -> Vec<Result<Draft>> {
     if seqs.is_empty() {
         return Vec::new();
     }
@@ -246,12 +248,7 @@ fn draft_together(eng: &BatchEngine, seqs: &[usize]) -> Vec<Result<Draft>> {
 
 /// Request `a`'s drafter, given its waiting rows, drafts a block after `anchor` (sampled drafts
 /// leave their distributions in `pl.dists`).
-fn draft_one(
-    eng: &mut BatchEngine,
-    a: &mut SeqState,
-    anchor: u32,
-    pl: &mut Planned,
-) -> Result<Draft> {
+fn draft_one(eng: &mut Engine, a: &mut SeqState, anchor: u32, pl: &mut Planned) -> Result<Draft> {
     flush(eng, a)?;
     let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
     match &a.sampler {

@@ -9,7 +9,7 @@
 //! a position whose next tokens are forced. Tokens forced before the first sampled one are
 //! emitted once the prompt has run (its last chunk then has no logits row).
 
-use super::batch::BatchEngine;
+use super::batch::Engine;
 use super::batch_run::{BatchRequest, Planned, SeqState};
 use crate::grammar::{allowed, GrammarError};
 use crate::{Error, Result};
@@ -35,7 +35,7 @@ pub(super) fn cut(a: &mut SeqState, pl: &mut Planned, n_vocab: usize) -> Result<
 /// Fills every guided plan's masks and sets the step's mask rows on the device (nothing when
 /// no request has a grammar). Plans whose matcher fails are dropped and returned.
 pub(super) fn set_masks<R: BatchRequest>(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     active: &mut [R],
     plans: &mut Vec<Planned>,
 ) -> Result<Vec<(usize, Error)>> {

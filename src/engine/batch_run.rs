@@ -19,7 +19,7 @@
 //! ends that request alone ([`Ended::Failed`]; the caller resets its sequence) and the step goes
 //! on with the others. Only the forward itself failing fails the step as a whole.
 
-use super::batch::BatchEngine;
+use super::batch::Engine;
 use super::batching::{plan_step, Work};
 use crate::model::forward::batch::Segment;
 use crate::sampling::{Sampler, Xoshiro256StarStar};
@@ -164,7 +164,7 @@ pub(super) type Failures = Vec<(usize, Error)>;
 
 /// Request `a`'s decode row: its last token at its cache's next position. An error when it has
 /// no token to run (no prompt row ran and nothing was generated) or its cache is unreadable.
-fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> {
+fn decode_row(eng: &mut Engine, i: usize, a: &SeqState) -> Result<Planned> {
     let Some(&last) = a.generated.last() else {
         return Err(Error::EmptyStep {
             what: format!("sequence {}: no prompt row and no token to decode", a.seq),
@@ -196,7 +196,7 @@ fn decode_row(eng: &mut BatchEngine, i: usize, a: &SeqState) -> Result<Planned> 
 /// chunks in what is left of the row budget (each at most its drafter's staging). Requests that
 /// cannot be planned are recorded in `failed` and run nothing.
 fn plan<R: BatchRequest>(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     active: &mut [R],
     failed: &mut Failures,
 ) -> Vec<Planned> {
@@ -279,7 +279,7 @@ fn plan<R: BatchRequest>(
 
 /// A planned request's rows checked against its sequence before they reach the device: some
 /// rows, each a token of the vocabulary, all within the sequence's cache.
-fn check_rows(eng: &mut BatchEngine, seq: usize, pl: &Planned) -> Result<()> {
+fn check_rows(eng: &mut Engine, seq: usize, pl: &Planned) -> Result<()> {
     let n_vocab = eng.fwd.hp().n_vocab;
     if pl.tokens.is_empty() {
         return Err(Error::EmptyStep {
@@ -307,7 +307,7 @@ fn check_rows(eng: &mut BatchEngine, seq: usize, pl: &Planned) -> Result<()> {
 /// own (the others go on). `Err` only when the forward itself failed, which fails every
 /// request of the step. A step with nothing to run (every request held) runs nothing.
 pub fn step<R: BatchRequest>(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     active: &mut [R],
 ) -> Result<Vec<(usize, Ended<R::End>)>> {
     let mut failed: Failures = Vec::new();
@@ -395,7 +395,7 @@ struct StepOut<'a> {
 /// Request `r`'s part of the step's output (`rows`): its prompt rows counted, its verify
 /// accepted and its cache cut back to the committed rows, and its tokens handed to it.
 fn commit<R: BatchRequest>(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     r: &mut R,
     pl: &Planned,
     out: &StepOut<'_>,
@@ -524,6 +524,6 @@ fn short_output(rows: &std::ops::Range<usize>) -> Error {
 
 /// Gives the drafter of a request that ends every committed row (what its sequence's next
 /// request reuses).
-pub fn settle(eng: &mut BatchEngine, a: &mut SeqState) -> Result<()> {
+pub fn settle(eng: &mut Engine, a: &mut SeqState) -> Result<()> {
     flush(eng, a)
 }

@@ -1,43 +1,41 @@
-//! A session: the target model on the device with its tokenizer, KV cache and memory plan, and
-//! the generation loop (prefill in ubatches, then one token per step) with timing.
+//! The engine: one target model on the device with its tokenizer, memory plan, a K/V cache
+//! (and a hybrid's recurrent state) per sequence and a drafter per sequence ([`Engine`],
+//! `batch.rs`), and the one generation loop every command runs: a step over any mix of
+//! requests (`batch_run.rs`, drafting in `batch_draft.rs`, grammars in `batch_grammar.rs`),
+//! driven for one request by `solo.rs` (`generate`, `chat`, `bench`) and for many by the
+//! server's worker. Whether a request drafts is decided per request and per step
+//! (`decision.rs`) from what was measured at load (`measure.rs`) and what earlier requests and
+//! runs showed (`verdict.rs`, `cost_cache.rs`).
 //!
 //! Loading follows design principle 1: GGUF metadata → memory plan → refuse with the numbers if
 //! it does not fit → upload weights (the GGUF map is dropped after upload) → build the forward.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::gguf::{GgmlType, GgufFile};
-use crate::gpu::{DeviceOptions, GpuContext, PipelineCache};
-use crate::memory::{self, Budget, DeviceLimits, DrafterShape, Plan, RunParams, TargetShape};
-use crate::model::forward::{Allocator, Forward};
-use crate::model::{shapes, weights, DrafterMeta, Hparams};
+use crate::gpu::{DeviceOptions, GpuContext};
+use crate::memory::Plan;
+use crate::model::{shapes, DrafterMeta, Hparams};
 
 pub mod batch;
+pub use batch::Engine;
 mod batch_draft;
 mod batch_grammar;
 pub mod batch_run;
 pub mod batching;
 mod compile_progress;
-mod constrained;
 pub mod cost_cache;
 pub mod decision;
 mod draft;
 pub mod fit;
 mod measure;
 pub mod solo;
-pub mod speculate;
 pub mod verdict;
-use crate::sampling::Sampler;
-use crate::speculative::dspark::{DrafterConfig, Dspark};
-use crate::speculative::SpecOptions;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
-use compile_progress::CompileProgress;
-use cost_cache::CostCache;
 pub use draft::{draft_params, DraftOptions};
-use measure::spec_options;
 
 /// The default model: this path when it exists relative to the current directory (the
 /// repository, after `models/fetch.sh`), else [`DEFAULT_MODEL_NAME`] in the model store
@@ -85,35 +83,6 @@ impl Default for EngineOptions {
             verify_rows: 1,
         }
     }
-}
-
-/// A loaded model ready to generate.
-pub struct Engine {
-    /// The device (shared by the slots of a server).
-    pub ctx: Arc<GpuContext>,
-    pub fwd: Forward,
-    pub tok: Tokenizer,
-    pub plan: Plan,
-    pub model_path: PathBuf,
-    /// Bytes of the model file.
-    pub model_bytes: u64,
-    /// The DSpark drafter and how to speculate with it (`None`: plain decoding).
-    pub drafter: Option<(Dspark, SpecOptions)>,
-    /// (plan name, bytes) of every non-weight buffer created, in creation order.
-    pub allocated: Vec<(String, u64)>,
-    /// The load-time measurements speculation uses (verify step times, a cycle's costs) came
-    /// from an earlier run's ([`cost_cache`]) rather than being measured at this load.
-    pub costs_cached: bool,
-    /// Keep generating past end-of-generation tokens (`--ignore-eos`): only `n_predict`, the
-    /// callback or the end of the context stop a generation.
-    pub ignore_eos: bool,
-    /// Where those measurements are kept, and the acceptance each generation's drafting shows
-    /// ([`CostCache::record_acceptance`]): what decides, before a later load, whether the
-    /// drafter can pay at all ([`cost_cache::unpaying_drafter`]).
-    cost_cache: Option<CostCache>,
-    /// The grammar the next generation's output must match (`None`: free). Set by the caller
-    /// before [`Engine::generate`] and left in place (with its counters) afterwards.
-    pub grammar: Option<crate::grammar::steps::Guide>,
 }
 
 /// Counters of one generation.
@@ -238,293 +207,4 @@ pub(crate) fn refuse_unless_fits(plan: &Plan) -> Result<()> {
         limit: plan.budget.usable(),
         reasons: plan.misfit_summary(),
     })
-}
-
-impl Engine {
-    /// One session (`generate`, `chat`, `bench`): the plan is checked before anything is
-    /// allocated; `opts.n_ctx` is its context. The server's slots are a [`batch::BatchEngine`].
-    pub fn load(opts: &EngineOptions) -> Result<Engine> {
-        let model_path = resolve_model(&opts.model)?;
-        let Opened {
-            ctx,
-            file,
-            hp,
-            tok,
-            dfile,
-            dmeta,
-        } = Opened::new(opts, &model_path)?;
-        let mut params = RunParams {
-            n_ctx: opts.n_ctx,
-            n_ubatch: opts.n_ubatch,
-            type_k: opts.type_k,
-            type_v: opts.type_v,
-            verify_rows: opts.verify_rows.max(1),
-            ..RunParams::default()
-        };
-        if let (Some(d), Some(meta)) = (&opts.draft, &dmeta) {
-            params.draft = Some(draft_params(d, meta, opts.n_ctx)?);
-            // Each target step's tap rows must fit the injection staging.
-            params.n_ubatch = params.n_ubatch.min(d.inject_chunk);
-        }
-        let plan = memory::plan(
-            TargetShape {
-                hp: &hp,
-                tensors: &file.tensors,
-            },
-            dmeta
-                .as_ref()
-                .zip(dfile.as_ref())
-                .map(|(meta, f)| DrafterShape {
-                    meta,
-                    tensors: &f.tensors,
-                }),
-            &params,
-            Budget::resolve(opts.gpu_mem, Some(&ctx)),
-            DeviceLimits::from_context(&ctx),
-        );
-        refuse_unless_fits(&plan)?;
-        let w = weights::load(&ctx, &file, &hp, opts.progress)?;
-        let model_bytes = file.file_len();
-        drop(file);
-        // From here the slots set their pipelines up: a bar (or a line) says so.
-        let compiling = CompileProgress::start(&ctx, opts.progress);
-        // Measurements an earlier run made for this device, model and drafter.
-        let cache = match (&opts.draft, &params.draft) {
-            (Some(_), Some(dp)) => CostCache::new(&ctx, &model_path, opts, dp.n_draft),
-            _ => None,
-        };
-        let stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
-        let mut measured = stored.clone();
-        let mut alloc = Allocator::new(&ctx, &plan);
-        let mut fwd = Forward::new(&ctx, hp.clone(), w.clone(), &params, &mut alloc)?;
-        // A full prefill ubatch, then the decode step.
-        fwd.warm(&ctx, &[(fwd.max_rows(), 1), (1, 1)])?;
-        let drafter = match (&opts.draft, &dfile, &params.draft) {
-            (Some(d), Some(f), Some(dp)) => {
-                let cfg = DrafterConfig {
-                    ctx_rows: dp.window.unwrap_or(params.n_ctx),
-                    inject_chunk: dp.inject_chunk,
-                    type_k: dp.type_k,
-                    type_v: dp.type_v,
-                };
-                let mut dspark = Dspark::load(&ctx, f, &fwd.hp, &fwd.weights, &cfg, &mut alloc)?;
-                if d.p_min > 0.0 && !dspark.meta.has_confidence {
-                    return Err(Error::Usage(format!(
-                        "--spec-draft-p-min {} needs a confidence head, and {} has none: \
-                         set --spec-draft-p-min 0",
-                        d.p_min,
-                        d.model.display()
-                    )));
-                }
-                fwd.set_taps(&ctx, &dspark.meta.target_layers, dspark.taps_buffer())?;
-                let verify = dp.n_draft + 1;
-                fwd.warm(&ctx, &[(verify, verify)])?;
-                dspark.warm(&ctx)?;
-                let n = dp.n_draft;
-                let spec = spec_options(&ctx, &mut fwd, &mut dspark, d, n, None, &mut measured)?;
-                Some((dspark, spec))
-            }
-            _ => None,
-        };
-        let allocated = std::mem::take(&mut alloc.records);
-        drop(alloc);
-        let mut engine = Engine {
-            ctx: Arc::clone(&ctx),
-            fwd,
-            tok: tok.clone(),
-            plan,
-            model_path,
-            model_bytes,
-            drafter,
-            allocated,
-            costs_cached: false,
-            ignore_eos: false,
-            cost_cache: cache.clone(),
-            grammar: None,
-        };
-        // Every measurement taken at this load was already stored: nothing was measured.
-        let used = stored.step_secs.is_some() || stored.costs.is_some();
-        let cached = cache.is_some() && used && measured == stored;
-        engine.costs_cached = cached && engine.drafter.is_some();
-        if let (Some(c), false) = (&cache, cached) {
-            c.store(&measured);
-        }
-        // Every pipeline set up so far (the hot steps', `Forward::warm`) is built, or its
-        // failure reported, before the engine is handed out.
-        compiling.finish(&ctx)?;
-        Ok(engine)
-    }
-
-    /// Run `tokens` through the model at the next positions, in ubatches; the last row's logits
-    /// (and argmax) are ready afterwards. Chunks before the last skip the LM head.
-    pub fn prefill(&mut self, tokens: &[u32]) -> Result<()> {
-        let ub = (self.fwd.max_rows() as usize).max(1);
-        let n_chunks = tokens.len().div_ceil(ub);
-        for (i, chunk) in tokens.chunks(ub).enumerate() {
-            let n_logits = u32::from(i + 1 == n_chunks);
-            self.fwd.step(&self.ctx, chunk, n_logits)?;
-        }
-        Ok(())
-    }
-
-    /// The next token from the last step's logits: on-device argmax when greedy.
-    pub fn pick(&mut self, sampler: Option<&mut Sampler>) -> Result<u32> {
-        match sampler {
-            None => self
-                .fwd
-                .argmax(&self.ctx)?
-                .first()
-                .copied()
-                .ok_or_else(|| Error::Usage("no logits".into())),
-            Some(s) => {
-                let logits = self.fwd.logits(&self.ctx)?;
-                let token = s.sample(&logits);
-                s.accept(token);
-                Ok(token)
-            }
-        }
-    }
-
-    /// Generate up to `n_predict` tokens after `prompt` (the cache continues from its current
-    /// length), calling `on_token` for each; it returns `false` to stop. Stops at end-of-generation
-    /// tokens and at the context limit. Speculates when the session has a drafter.
-    ///
-    /// Pipelines the load did not build (a prompt length's first shapes) are built when first
-    /// used: the time this thread spends on them is taken out of the prompt and decode times
-    /// (split at the first token) and reported as [`GenStats::compile_secs`].
-    pub fn generate(
-        &mut self,
-        prompt: &[u32],
-        n_predict: usize,
-        sampler: Option<&mut Sampler>,
-        mut on_token: impl FnMut(u32) -> Result<bool>,
-    ) -> Result<GenStats> {
-        if prompt.is_empty() {
-            return Err(Error::EmptyStep {
-                what: "the prompt has no tokens".into(),
-            });
-        }
-        let start = PipelineCache::thread_wait();
-        let mut at_first_token = None;
-        // The first token is emitted after the prefill's timing, before any decode step.
-        let on_token = |t: u32| {
-            at_first_token.get_or_insert_with(PipelineCache::thread_wait);
-            on_token(t)
-        };
-        let out = match self.drafter.take() {
-            Some((mut d, spec)) => {
-                let out =
-                    speculate::generate(self, &mut d, &spec, prompt, n_predict, sampler, on_token);
-                self.drafter = Some((d, spec));
-                out
-            }
-            None => self.generate_plain(prompt, n_predict, sampler, on_token),
-        };
-        let mut stats = out?;
-        if let (Some(c), Some(s)) = (&self.cost_cache, &stats.spec) {
-            // The cycles' mean position: about the middle of what the generation added.
-            let end = self.fwd.kv.len(0).unwrap_or(0) as f64;
-            c.record_acceptance(verdict::RunObserved {
-                cycles: s.cycles,
-                committed: s.accepted + s.cycles,
-                verify_rows: s.drafted + s.cycles,
-                position: (end - stats.generated_tokens as f64 / 2.0).max(0.0),
-            });
-        }
-        let end = PipelineCache::thread_wait();
-        let split = at_first_token.unwrap_or(end);
-        stats.exclude_compile(split.saturating_sub(start), end.saturating_sub(split));
-        Ok(stats)
-    }
-
-    /// [`Engine::generate`] without speculation.
-    pub fn generate_plain(
-        &mut self,
-        prompt: &[u32],
-        n_predict: usize,
-        mut sampler: Option<&mut Sampler>,
-        mut on_token: impl FnMut(u32) -> Result<bool>,
-    ) -> Result<GenStats> {
-        if self.grammar.is_some() {
-            return self.generate_constrained(prompt, n_predict, sampler, on_token);
-        }
-        let mut stats = GenStats {
-            prompt_tokens: prompt.len(),
-            ..GenStats::default()
-        };
-        if prompt.is_empty() {
-            return Err(Error::EmptyStep {
-                what: "the prompt has no tokens".into(),
-            });
-        }
-        let t0 = Instant::now();
-        self.prefill(prompt)?;
-        let mut token = self.pick(sampler.as_deref_mut())?;
-        stats.prefill_secs = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
-        while stats.generated_tokens < n_predict {
-            if !self.ignore_eos && self.tok.is_eog(token) {
-                break;
-            }
-            stats.generated_tokens += 1;
-            stats.generated_token_ids.push(token);
-            if !on_token(token)? || stats.generated_tokens >= n_predict {
-                break;
-            }
-            if self.fwd.kv.len(0)? >= self.fwd.kv.capacity() {
-                eprintln!("context full ({} tokens): stopping", self.fwd.kv.capacity());
-                break;
-            }
-            self.fwd.step(&self.ctx, &[token], 1)?;
-            token = self.pick(sampler.as_deref_mut())?;
-        }
-        stats.decode_secs = t1.elapsed().as_secs_f64();
-        Ok(stats)
-    }
-
-    /// Keep the K/V rows of the longest common prefix of `cached` (the token ids whose rows the
-    /// cache holds, in order) and the next prompt `ids`: at most `ids.len() - 1` rows (the last
-    /// prompt token runs again for its logits), none when a drafter's position window moved past
-    /// the prefix. Truncates the cache and `cached`; returns the rows kept. `chat` and the
-    /// server's slots reuse their previous turn this way.
-    pub fn keep_prefix(&mut self, cached: &mut Vec<u32>, ids: &[u32]) -> Result<usize> {
-        let common = cached.iter().zip(ids).take_while(|(a, b)| a == b).count();
-        let mut keep = common.min(ids.len().saturating_sub(1));
-        if let Some((d, _)) = &self.drafter {
-            if (keep as u32) < d.base() {
-                keep = 0;
-            }
-        }
-        // A recurrent state holds every row it saw: keep it only where it belongs to the kept
-        // prefix (the whole cached sequence, or a checkpoint), else recompute from the start.
-        if !self.fwd.can_truncate(keep as u32) {
-            keep = 0;
-        }
-        self.fwd.truncate(&self.ctx, keep as u32)?;
-        cached.truncate(keep);
-        Ok(keep)
-    }
-
-    /// Record in `cached` what a generation left in the cache (`in_cache` rows): the prompt rows
-    /// it ran and the generated tokens run through the model (all but the last after a length
-    /// limit; all of them when an end token, sampled from the last one's row, ended it).
-    pub fn note_cached(
-        cached: &mut Vec<u32>,
-        prompt_run: &[u32],
-        generated: &[u32],
-        in_cache: u32,
-    ) {
-        cached.extend_from_slice(prompt_run);
-        cached.extend_from_slice(generated);
-        cached.truncate(in_cache as usize);
-    }
-
-    /// Empty the KV cache (and the drafter's).
-    pub fn reset(&mut self) -> Result<()> {
-        if let Some((d, _)) = &mut self.drafter {
-            d.reset();
-        }
-        // The recurrent state (hybrid models) is zeroed by the next step at position 0.
-        Ok(self.fwd.kv.reset(0)?)
-    }
 }

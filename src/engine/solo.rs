@@ -7,7 +7,7 @@
 //! [`keep_prefix`] and [`note_cached`] give a conversation its previous turn's K/V rows back
 //! (`chat`), as the server's slots do.
 
-use super::batch::BatchEngine;
+use super::batch::Engine;
 use super::batch_run::{self, settle, BatchRequest, Ended, SeqState};
 use super::GenStats;
 use crate::gpu::PipelineCache;
@@ -76,7 +76,7 @@ impl BatchRequest for Solo<'_> {
 /// used: the time this thread spends on them is taken out of the prompt and decode times
 /// (split at the first token) and reported as [`GenStats::compile_secs`].
 pub fn generate(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     req: Request<'_>,
     mut on_token: impl FnMut(u32) -> Result<bool>,
 ) -> Result<GenStats> {
@@ -156,7 +156,7 @@ pub fn generate(
 }
 
 /// Steps until the request ends; its drafter then holds every committed row.
-fn drive(eng: &mut BatchEngine, solo: &mut Solo<'_>) -> Result<()> {
+fn drive(eng: &mut Engine, solo: &mut Solo<'_>) -> Result<()> {
     loop {
         let ended = batch_run::step(eng, std::slice::from_mut(solo))?;
         match ended.into_iter().next() {
@@ -174,7 +174,7 @@ fn drive(eng: &mut BatchEngine, solo: &mut Solo<'_>) -> Result<()> {
 /// moved past the prefix or the cache cannot come back to it (a recurrent state without a
 /// checkpoint there, a ring cache cut too deep). Truncates the caches and `cached`; returns
 /// the rows kept.
-pub fn keep_prefix(eng: &mut BatchEngine, cached: &mut Vec<u32>, ids: &[u32]) -> Result<usize> {
+pub fn keep_prefix(eng: &mut Engine, cached: &mut Vec<u32>, ids: &[u32]) -> Result<usize> {
     let common = cached.iter().zip(ids).take_while(|(a, b)| a == b).count();
     let mut keep = common.min(ids.len().saturating_sub(1)) as u32;
     if !eng.fwd.can_truncate(0, keep) {

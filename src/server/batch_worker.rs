@@ -1,4 +1,4 @@
-//! The batched server loop (continuous batching): one thread owns the [`BatchEngine`] and runs
+//! The batched server loop (continuous batching): one thread owns the [`Engine`] and runs
 //! every active request's rows in one forward per step. Between steps it admits waiting jobs
 //! into free slots (reusing a slot's cached prefix), drops requests whose client left, and plans
 //! the next step with [`plan_step`]: each decoding request's row first, then prompt chunks
@@ -13,9 +13,9 @@ use super::metrics::Metrics;
 use super::reqlog::{JobClock, TARGET};
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
-use crate::engine::batch::BatchEngine;
 use crate::engine::batch_run::{self, BatchRequest, Ended, SeqState};
-use crate::engine::{Engine, GenStats};
+use crate::engine::Engine;
+use crate::engine::GenStats;
 use crate::grammar::steps::Guide;
 use crate::grammar::Grammars;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -63,7 +63,7 @@ const MAX_PANICS: u32 = 3;
 /// Serve jobs in batched steps until shutdown. A per-request failure ends that request alone; a
 /// panic inside a step fails the requests of that step and the worker goes on; when it cannot
 /// go on (panics in a row, a panic outside a step), `on_fatal` is told why.
-pub fn run(eng: BatchEngine, shared: Shared) {
+pub fn run(eng: Engine, shared: Shared) {
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| serve(eng, &shared)));
     let why = match outcome {
         Ok(Ok(())) => return,
@@ -83,7 +83,7 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The worker's loop; `Err` when it cannot go on.
-fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), String> {
+fn serve(mut eng: Engine, shared: &Shared) -> std::result::Result<(), String> {
     let tok = eng.tok.clone();
     let n_seq = eng.fwd.n_seq();
     // Token ids whose K/V rows each slot's cache holds, in order.
@@ -154,7 +154,7 @@ fn serve(mut eng: BatchEngine, shared: &Shared) -> std::result::Result<(), Strin
 
 /// Ends request `a` with an error: the client is told what failed, its slot's cache and drafter
 /// are reset (their rows are in no known state) and the slot is freed.
-fn fail(eng: &mut BatchEngine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str, shared: &Shared) {
+fn fail(eng: &mut Engine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str, shared: &Shared) {
     Metrics::inc(&shared.metrics.errors);
     let seq = a.st.seq;
     a.clock.failed(why);
@@ -174,7 +174,7 @@ fn fail(eng: &mut BatchEngine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str
 /// `active`, each drafter given its committed rows, and finishes them; a request that failed is
 /// failed alone.
 fn retire(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     cached: &mut [Vec<u32>],
     active: &mut Vec<Active<'_>>,
     mut ended: Vec<(usize, Ended<End>)>,
@@ -213,7 +213,7 @@ fn retire(
 /// Takes waiting jobs into free slots, truncating each slot's cache to the prefix it shares
 /// with the new prompt.
 fn admit<'t>(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     tok: &'t Tokenizer,
     cached: &mut [Vec<u32>],
     active: &mut Vec<Active<'t>>,
@@ -377,7 +377,7 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
     if let Some(c) = cached.get_mut(st.seq) {
         // The prompt rows run (all of them once it decodes) and the tokens fed back.
         let prompt = &st.prompt[st.keep..st.keep + st.fed];
-        Engine::note_cached(c, prompt, &st.generated, run.unwrap_or(0));
+        crate::engine::solo::note_cached(c, prompt, &st.generated, run.unwrap_or(0));
         shared.metrics.set_kv_used(st.seq, c.len());
     }
     shared.slots.release(st.seq);
@@ -428,7 +428,7 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
 /// first job that needs it.
 fn compile_job(
     job: &Job,
-    eng: &BatchEngine,
+    eng: &Engine,
     grammars: &mut Option<Grammars>,
 ) -> crate::Result<Option<Guide>> {
     let Some(spec) = &job.grammar else {

@@ -10,7 +10,7 @@ use std::panic::AssertUnwindSafe;
 use super::batch_worker::{self, panic_text};
 use super::metrics::Metrics;
 use super::slots::{Event, Job};
-use crate::engine::batch::BatchEngine;
+use crate::engine::Engine;
 use crate::model::forward::batch::Segment;
 use crate::{Error, Result};
 
@@ -58,12 +58,12 @@ fn no_rows() -> Error {
 
 /// Embeds `ids` in sequence `seq` of the batched session, as a step of its own (between the
 /// other requests' steps); the sequence's cache and drafter are emptied before and after.
-pub fn on_batch(eng: &mut BatchEngine, seq: usize, ids: &[u32]) -> Result<Vec<f32>> {
+pub fn on_batch(eng: &mut Engine, seq: usize, ids: &[u32]) -> Result<Vec<f32>> {
     if ids.is_empty() {
         return Err(no_rows());
     }
     reset_seq(eng, seq)?;
-    let run = |eng: &mut BatchEngine| -> Result<Vec<f32>> {
+    let run = |eng: &mut Engine| -> Result<Vec<f32>> {
         let mut pool = Pool::new(eng.fwd.hp().n_embd as usize);
         let ub = eng.fwd.max_rows().min(eng.fwd.tap_capacity(seq)).max(1) as usize;
         for chunk in ids.chunks(ub) {
@@ -83,7 +83,7 @@ pub fn on_batch(eng: &mut BatchEngine, seq: usize, ids: &[u32]) -> Result<Vec<f3
     out
 }
 
-fn reset_seq(eng: &mut BatchEngine, seq: usize) -> Result<()> {
+fn reset_seq(eng: &mut Engine, seq: usize) -> Result<()> {
     eng.fwd.reset(seq)?;
     if let Some(d) = eng.drafters.get_mut(seq) {
         d.reset();
@@ -94,7 +94,7 @@ fn reset_seq(eng: &mut BatchEngine, seq: usize) -> Result<()> {
 /// Runs an embedding job in free slot `seq` at once, as steps of its own between the others'
 /// ([`on_batch`]), and frees the slot; a failure (or panic) fails that job alone.
 pub fn serve_batched(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     seq: usize,
     slot_ids: &mut Vec<u32>,
     mut job: Job,

@@ -36,7 +36,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::batch::BatchEngine;
+use crate::engine::Engine;
 use crate::engine::EngineOptions;
 use crate::sampling::SamplerParams;
 use crate::{Error, Result};
@@ -179,7 +179,7 @@ fn key_tail(k: &str) -> String {
 fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
     std::thread::spawn(move || {
         // One batched engine for every slot (`-np 1` included), one worker.
-        let engine = match BatchEngine::load(&opts.engine, opts.n_slots) {
+        let engine = match Engine::load(&opts.engine, opts.n_slots) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(target: TARGET, "loading the model failed: {e}");

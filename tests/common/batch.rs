@@ -49,8 +49,8 @@ impl BatchRequest for Req {
     }
 }
 
-/// Greedy speculative runs of the single-request loop, each prompt alone: what batched
-/// requests are held to.
+/// Greedy speculative runs of one request at a time (an engine of one sequence), each
+/// prompt alone: what batched requests are held to.
 pub struct Alone {
     /// The prompts' token ids.
     pub prompts: Vec<Vec<u32>>,
@@ -62,19 +62,18 @@ pub struct Alone {
 
 /// [`Alone`] for `prompts`, `n_predict` tokens each, on [`spec_opts`]`(256)`.
 pub fn alone(prompts: &[&str], n_predict: usize) -> Alone {
-    let mut single = Engine::load(&spec_opts(256)).unwrap();
+    let mut single = Engine::load(&spec_opts(256), 1).unwrap();
     let tok = single.tok.clone();
     let prompts: Vec<Vec<u32>> = prompts
         .iter()
         .map(|p| tok.encode(p, true, false).unwrap())
         .collect();
-    let eog: Vec<u32> = (0..single.fwd.hp.n_vocab)
+    let eog: Vec<u32> = (0..single.fwd.hp().n_vocab)
         .filter(|&t| tok.is_eog(t))
         .collect();
     let mut want = Vec::new();
     for p in &prompts {
-        single.reset().unwrap();
-        let stats = single.generate(p, n_predict, None, |_| Ok(true)).unwrap();
+        let stats = super::generate(&mut single, p, n_predict, None, true);
         let spec = stats.spec.expect("the single loop speculated");
         want.push((stats.generated_token_ids, spec.drafted, spec.accepted));
     }

@@ -188,18 +188,53 @@ pub fn random_tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
     (0..n).map(|_| rng.below(u64::from(vocab)) as u32).collect()
 }
 
-/// An engine on `model` with `n_ctx` context rows, 16-row ubatches and `draft` (or none).
+/// An engine of one sequence on `model` with `n_ctx` context rows, 16-row ubatches and
+/// `draft` (or none).
 pub fn engine(
     model: &std::path::Path,
     n_ctx: u32,
     draft: Option<flint::engine::DraftOptions>,
 ) -> flint::engine::Engine {
-    flint::engine::Engine::load(&flint::engine::EngineOptions {
+    let opts = flint::engine::EngineOptions {
         model: model.to_path_buf(),
         n_ctx,
         n_ubatch: 16,
         draft,
         ..flint::engine::EngineOptions::default()
-    })
-    .unwrap()
+    };
+    flint::engine::Engine::load(&opts, 1).unwrap()
+}
+
+/// One request on sequence 0 of `eng` from an empty cache (`engine::solo`): up to `n` tokens
+/// after `prompt`, greedy without `sampler`, drafting with the engine's drafter when `draft`.
+pub fn generate(
+    eng: &mut flint::engine::Engine,
+    prompt: &[u32],
+    n: usize,
+    sampler: Option<&mut flint::sampling::Sampler>,
+    draft: bool,
+) -> flint::engine::GenStats {
+    eng.reset(0).unwrap();
+    continue_with(eng, prompt, 0, n, sampler, draft)
+}
+
+/// [`generate`] on what sequence 0 holds: its first `keep` rows are `prompt`'s.
+pub fn continue_with(
+    eng: &mut flint::engine::Engine,
+    prompt: &[u32],
+    keep: usize,
+    n: usize,
+    sampler: Option<&mut flint::sampling::Sampler>,
+    draft: bool,
+) -> flint::engine::GenStats {
+    let req = flint::engine::solo::Request {
+        prompt,
+        keep,
+        n_predict: n,
+        sampler,
+        grammar: &mut None,
+        ignore_eos: false,
+        draft,
+    };
+    flint::engine::solo::generate(eng, req, |_| Ok(true)).unwrap()
 }

@@ -5,8 +5,8 @@
 //! matchers and Python's `jsonschema`.
 
 use super::*;
-use flint::engine::batch::BatchEngine;
 use flint::engine::batch_run::{settle, step, BatchRequest, Ended, SeqState};
+use flint::engine::Engine;
 
 struct Req {
     st: SeqState,
@@ -33,7 +33,7 @@ impl BatchRequest for Req {
 /// Every request's tokens, run together on `eng` to the end, and the tokens their grammars
 /// forced (committed without sampling).
 fn run_batch(
-    eng: &mut BatchEngine,
+    eng: &mut Engine,
     g: &Grammars,
     reqs: &[(Vec<u32>, Option<GrammarSpec>)],
     drafter: bool,
@@ -104,8 +104,7 @@ fn batched_slots_follow_their_grammars_with_and_without_drafters() {
     };
     drop(guard);
     let n = reqs.len() as u32;
-    let mut spec =
-        BatchEngine::load(&common::batch::spec_opts(512), n).expect("batched + drafters");
+    let mut spec = Engine::load(&common::batch::spec_opts(512), n).expect("batched + drafters");
     let (with, forced) = run_batch(&mut spec, &g, &reqs, true);
     drop(spec);
     let opts = EngineOptions {
@@ -113,7 +112,7 @@ fn batched_slots_follow_their_grammars_with_and_without_drafters() {
         n_ctx: 512,
         ..EngineOptions::default()
     };
-    let mut plain = BatchEngine::load(&opts, n).expect("batched");
+    let mut plain = Engine::load(&opts, n).expect("batched");
     let (without, forced_plain) = run_batch(&mut plain, &g, &reqs, false);
     assert!(
         forced > 0 && forced_plain > 0,

@@ -34,10 +34,10 @@ fn params(seed: u64) -> SamplerParams {
 /// The target's `n` most likely non-special tokens after `ids` (unconstrained, through the
 /// test's sampler chain): only used to choose the grammar's tokens.
 fn top_tokens(eng: &mut Engine, ids: &[u32], n: usize) -> Vec<u32> {
-    eng.reset().expect("reset");
-    eng.prefill(ids).expect("prefill");
+    eng.reset(0).expect("reset");
+    eng.prefill(0, ids).expect("prefill");
     let logits = eng.fwd.logits(&eng.ctx).expect("logits");
-    let mut s = Sampler::new(params(0), eng.fwd.hp.n_vocab).expect("sampler");
+    let mut s = Sampler::new(params(0), eng.fwd.hp().n_vocab).expect("sampler");
     s.candidates(&logits)
         .into_iter()
         .map(|c| c.0)
@@ -54,10 +54,10 @@ fn target_dist(
     before: &[u32],
     choices: &[u32],
 ) -> Vec<f64> {
-    eng.reset().expect("reset");
+    eng.reset(0).expect("reset");
     let mut all = ids.to_vec();
     all.extend(before);
-    eng.prefill(&all).expect("prefill");
+    eng.prefill(0, &all).expect("prefill");
     let mut logits = eng.fwd.logits(&eng.ctx).expect("logits");
     let mut m = g.compile(gs).expect("compile");
     let c: &mut dyn flint::grammar::Constraint = &mut m;
@@ -69,7 +69,7 @@ fn target_dist(
             *x = f32::NEG_INFINITY;
         }
     }
-    let mut s = Sampler::new(params(0), eng.fwd.hp.n_vocab).expect("sampler");
+    let mut s = Sampler::new(params(0), eng.fwd.hp().n_vocab).expect("sampler");
     let cands = s.candidates(&logits);
     choices
         .iter()
@@ -129,20 +129,26 @@ fn sampled_constrained_output_keeps_the_target_distribution_with_a_drafter() {
     let (mut drafted, mut proposed, mut accepted) = (0, 0, 0);
     // The prompt's rows are kept between generations (only its last token runs again).
     let mut cached = Vec::new();
-    spec.reset().expect("reset");
+    spec.reset(0).expect("reset");
     for i in 0..N {
-        let mut s = Sampler::new(params(1000 + i as u64), spec.fwd.hp.n_vocab).expect("sampler");
-        let keep = spec.keep_prefix(&mut cached, &ids).expect("keep prefix");
-        spec.grammar = Some(Guide::new(Box::new(
+        let mut s = Sampler::new(params(1000 + i as u64), spec.fwd.hp().n_vocab).expect("sampler");
+        let keep = flint::engine::solo::keep_prefix(spec, &mut cached, &ids).expect("keep prefix");
+        let mut guide = Some(Guide::new(Box::new(
             grammars.compile(&gs).expect("compile"),
         )));
-        let st = spec
-            .generate(&ids[keep..], 8, Some(&mut s), |_| Ok(true))
-            .expect("generate");
-        spec.grammar = None;
+        let req = flint::engine::solo::Request {
+            prompt: &ids,
+            keep,
+            n_predict: 8,
+            sampler: Some(&mut s),
+            grammar: &mut guide,
+            ignore_eos: false,
+            draft: true,
+        };
+        let st = flint::engine::solo::generate(spec, req, |_| Ok(true)).expect("generate");
         cached = ids.clone();
         cached.extend(&st.generated_token_ids);
-        cached.truncate(spec.fwd.kv.len(0).expect("kv") as usize);
+        cached.truncate(spec.fwd.kv().len(0).expect("kv") as usize);
         let x = st.spec.as_ref().expect("speculative stats");
         drafted += x.drafted;
         proposed += x.proposed;

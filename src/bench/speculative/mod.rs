@@ -9,7 +9,7 @@
 pub mod prompts;
 pub mod rows;
 
-use crate::engine::batch::BatchEngine as Engine;
+use crate::engine::Engine;
 use crate::engine::{solo, GenStats};
 use crate::speculative::{SpecOptions, SpecStats};
 use crate::tokenizer::{ChatMessage, Tokenizer};

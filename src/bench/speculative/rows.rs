@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{prompts, SpecBench, Tally};
 use crate::bench::output::{f64_of, str_of, table, u64_of};
-use crate::engine::batch::BatchEngine as Engine;
+use crate::engine::Engine;
 
 /// What every row repeats about the session.
 #[derive(Debug, Clone, PartialEq)]

@@ -123,6 +123,11 @@ impl BatchForward {
         &self.fwd.kv
     }
 
+    /// Whether the sliding layers keep ring caches (Gemma 3).
+    pub fn ring(&self) -> bool {
+        self.fwd.ring()
+    }
+
     /// Whether the model carries a recurrent state per sequence.
     pub fn is_recurrent(&self) -> bool {
         self.fwd.is_recurrent()
