@@ -145,9 +145,9 @@ fn ring_against_full(ctx: &GpuContext, name: &str, window: u32, n_layer: u32, gl
     // Rollback by a step's rows, replayed: the same bits. A deeper cut is refused.
     assert!(ring.can_truncate(len - UBATCH) && ring.can_truncate(0));
     assert!(!ring.can_truncate(len - UBATCH - 1));
-    assert!(ring.truncate(ctx, len - UBATCH - 1).is_err());
+    assert!(ring.truncate(len - UBATCH - 1).is_err());
     let tail = &tokens[(len - UBATCH) as usize..];
-    ring.truncate(ctx, len - UBATCH).unwrap();
+    ring.truncate(len - UBATCH).unwrap();
     ring.step(ctx, tail, 1).unwrap();
     let again = ring.logits(ctx).unwrap();
     common::gpu::assert_bits_eq(&format!("{name}: replay"), &again, got.last().unwrap());

@@ -9,6 +9,10 @@
 //!   decoding of the same tokens leaves it: same logits at every step, same KV length, and no
 //!   buffer created after load.
 //! - The state cannot be cut where no checkpoint covers; back to 0 always works.
+//!
+//! The three rollback checks run the engine (one sequence of the batched forward, whose
+//! kernels checkpoint, restore and replay the state); the oracle checks run the
+//! single-sequence forward.
 //! - Against the CPU oracle (`reference::hybrid`, f16 K/V rounded as the device rounds them):
 //!   every layer's output and the logits, on the random presets (head_k 16 ≠ head_v 32, n_k 2 ≠
 //!   n_v 4, partial rotary; F32, Q8_0, Q1_0 and legacy Q2_0 matrices) and on the llama.cpp fixtures (tied head, MTP
@@ -22,10 +26,11 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use flint::engine::{Engine, EngineOptions};
 use flint::gguf::GgmlType;
 use flint::gguf::GgufFile;
 use flint::gpu::GpuContext;
-use flint::model::forward::Forward;
+use flint::model::forward::{Forward, SeqSteps};
 use flint::reference::forward::{Capture, Rows};
 use flint::reference::hybrid::RefHybridModel;
 
@@ -42,99 +47,109 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
+/// The engine of one sequence on `path` (16-row ubatches, verify batches of 8 rows): its
+/// rollback is the batched forward's in-kernel checkpoint, restore and replay.
+fn engine(path: &Path) -> Engine {
+    let opts = EngineOptions {
+        model: path.to_path_buf(),
+        n_ctx: 256,
+        n_ubatch: 16,
+        verify_rows: 8,
+        ..EngineOptions::default()
+    };
+    Engine::load(&opts, 1).unwrap()
+}
+
+/// Runs `tokens` on sequence 0; the logits of the last `n_logits` rows.
+fn step(eng: &mut Engine, tokens: &[u32], n_logits: u32) -> Vec<f32> {
+    let ctx = std::sync::Arc::clone(&eng.ctx);
+    eng.seq(0).step(&ctx, tokens, n_logits).unwrap();
+    eng.fwd.logits(&ctx).unwrap()
+}
+
 #[test]
 fn a_verify_batch_rolled_back_matches_decoding_bit_for_bit() {
-    let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-verify");
-    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 7)).unwrap();
-    let mut fwd = forward(&ctx, &file);
-    assert!(fwd.is_recurrent());
-    let v = fwd.hp.n_vocab as usize;
-    let ids = common::random_tokens(11, 12, fwd.hp.n_vocab);
+    let path = common::qwen35_tiny(tmp.path(), 7);
+    let mut eng = engine(&path);
+    assert!(eng.fwd.is_recurrent());
+    let v = eng.fwd.hp().n_vocab as usize;
+    let ids = common::random_tokens(11, 12, eng.fwd.hp().n_vocab);
     let (prompt, rows) = ids.split_at(5);
-    fwd.step(&ctx, prompt, 1).unwrap();
-    fwd.checkpoint().unwrap();
-    fwd.step(&ctx, &rows[..7], 7).unwrap();
-    let batch = fwd.logits(&ctx).unwrap();
+    step(&mut eng, prompt, 1);
+    eng.fwd.checkpoint(0).unwrap();
+    let batch = step(&mut eng, &rows[..7], 7);
     assert_eq!(batch.len(), 7 * v);
     assert!(batch.iter().all(|x| x.is_finite()));
     // Keep 2 of the 7 rows (as a verify accepting one draft does), then decode the other 5.
-    fwd.truncate(&ctx, 5 + 2).unwrap();
-    assert_eq!(fwd.kv.len(0).unwrap(), 7);
+    eng.fwd.truncate(0, 5 + 2).unwrap();
+    assert_eq!(eng.fwd.kv().len(0).unwrap(), 7);
     for (i, &t) in rows[2..7].iter().enumerate() {
-        fwd.step(&ctx, &[t], 1).unwrap();
-        let one = fwd.logits(&ctx).unwrap();
+        let one = step(&mut eng, &[t], 1);
         let want = &batch[(2 + i) * v..(3 + i) * v];
         assert_eq!(bits(&one), bits(want), "row {} after the rollback", 2 + i);
     }
     // Rows 0 and 1 too: a fresh pass decoding one token at a time.
-    let mut fresh = forward(&ctx, &file);
-    fresh.step(&ctx, prompt, 1).unwrap();
+    let mut fresh = engine(&path);
+    step(&mut fresh, prompt, 1);
     for (i, &t) in rows[..2].iter().enumerate() {
-        fresh.step(&ctx, &[t], 1).unwrap();
-        let one = fresh.logits(&ctx).unwrap();
+        let one = step(&mut fresh, &[t], 1);
         assert_eq!(bits(&one), bits(&batch[i * v..(i + 1) * v]), "row {i}");
     }
-    common::gpu::assert_clean(&ctx);
+    common::gpu::assert_clean(&eng.ctx);
 }
 
 #[test]
 fn twenty_forced_rejections_leak_nothing() {
-    let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-reject");
-    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 3)).unwrap();
-    let mut spec = forward(&ctx, &file);
-    let mut plain = forward(&ctx, &file);
-    let v = spec.hp.n_vocab as usize;
-    let ids = common::random_tokens(5, 26, spec.hp.n_vocab);
+    let path = common::qwen35_tiny(tmp.path(), 3);
+    let mut spec = engine(&path);
+    let mut plain = engine(&path);
+    let v = spec.fwd.hp().n_vocab as usize;
+    let ids = common::random_tokens(5, 26, spec.fwd.hp().n_vocab);
     let (prompt, rest) = ids.split_at(6);
-    spec.step(&ctx, prompt, 1).unwrap();
-    plain.step(&ctx, prompt, 1).unwrap();
+    step(&mut spec, prompt, 1);
+    step(&mut plain, prompt, 1);
     let mut junk = common::Rng::new(99);
     for (i, &t) in rest.iter().enumerate() {
-        let pos = spec.kv.len(0).unwrap();
+        let pos = spec.fwd.kv().len(0).unwrap();
         // x0 = t plus 4 drafts that are all rejected: only x0 stays.
         let mut rows = vec![t];
-        rows.extend((0..4).map(|_| junk.below(u64::from(spec.hp.n_vocab)) as u32));
-        spec.checkpoint().unwrap();
-        spec.step(&ctx, &rows, 5).unwrap();
-        let first = spec.logits(&ctx).unwrap()[..v].to_vec();
-        spec.truncate(&ctx, pos + 1).unwrap();
-        plain.step(&ctx, &[t], 1).unwrap();
-        assert_eq!(
-            bits(&first),
-            bits(&plain.logits(&ctx).unwrap()),
-            "cycle {i}"
-        );
+        rows.extend((0..4).map(|_| junk.below(u64::from(spec.fwd.hp().n_vocab)) as u32));
+        spec.fwd.checkpoint(0).unwrap();
+        let first = step(&mut spec, &rows, 5)[..v].to_vec();
+        spec.fwd.truncate(0, pos + 1).unwrap();
+        let want = step(&mut plain, &[t], 1);
+        assert_eq!(bits(&first), bits(&want), "cycle {i}");
     }
-    assert_eq!(spec.kv.len(0).unwrap(), plain.kv.len(0).unwrap());
+    assert_eq!(
+        spec.fwd.kv().len(0).unwrap(),
+        plain.fwd.kv().len(0).unwrap()
+    );
     // The state left behind is the plain one: the next token gives the same logits.
-    spec.step(&ctx, &[1], 1).unwrap();
-    plain.step(&ctx, &[1], 1).unwrap();
-    let (a, b) = (spec.logits(&ctx).unwrap(), plain.logits(&ctx).unwrap());
+    let (a, b) = (step(&mut spec, &[1], 1), step(&mut plain, &[1], 1));
     assert_eq!(bits(&a), bits(&b), "after 20 rollbacks");
-    common::gpu::assert_clean(&ctx);
+    common::gpu::assert_clean(&spec.ctx);
 }
 
 #[test]
 fn the_state_cannot_be_cut_where_no_checkpoint_covers() {
-    let ctx = common::gpu::ctx();
     let tmp = common::temp_dir("qwen35-cut");
-    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 5)).unwrap();
-    let mut fwd = forward(&ctx, &file);
-    let ids = common::random_tokens(8, 10, fwd.hp.n_vocab);
-    fwd.step(&ctx, &ids[..6], 1).unwrap();
-    fwd.step(&ctx, &ids[6..], 1).unwrap();
-    assert!(fwd.can_truncate(10) && fwd.can_truncate(0) && !fwd.can_truncate(6));
-    let err = fwd.truncate(&ctx, 6).unwrap_err().to_string();
+    let path = common::qwen35_tiny(tmp.path(), 5);
+    let mut eng = engine(&path);
+    let ids = common::random_tokens(8, 10, eng.fwd.hp().n_vocab);
+    step(&mut eng, &ids[..6], 1);
+    step(&mut eng, &ids[6..], 1);
+    let f = &eng.fwd;
+    assert!(f.can_truncate(0, 10) && f.can_truncate(0, 0) && !f.can_truncate(0, 6));
+    let err = eng.fwd.truncate(0, 6).unwrap_err().to_string();
     assert!(err.contains("row 10") && err.contains("row 6"), "{err}");
     // Back to 0 always works, and starts the sequence over.
-    fwd.truncate(&ctx, 0).unwrap();
-    fwd.step(&ctx, &ids[..6], 1).unwrap();
-    let again = fwd.logits(&ctx).unwrap();
-    let mut fresh = forward(&ctx, &file);
-    fresh.step(&ctx, &ids[..6], 1).unwrap();
-    assert_eq!(bits(&again), bits(&fresh.logits(&ctx).unwrap()));
+    eng.fwd.truncate(0, 0).unwrap();
+    let again = step(&mut eng, &ids[..6], 1);
+    let mut fresh = engine(&path);
+    let want = step(&mut fresh, &ids[..6], 1);
+    assert_eq!(bits(&again), bits(&want));
 }
 
 /// Logits NMSE against the oracle (as `tests/model_arch.rs`).

@@ -1,18 +1,10 @@
-//! The recurrent state's log on a hybrid (`qwen35`) target with steps of more than 4096 rows
-//! (the most rows a rollback replays), ubatches of 4160 rows:
-//! - a rollback to the checkpoint (a verify batch all rejected, or a prefix reuse that ends at
-//!   it) then one step of 4100 rows: the state is restored before that step, so every layer's
-//!   output for every row is bit-identical to a fresh pass over the same tokens;
-//! - a refused step leaves the log as it was: its rows never join those a later rollback
-//!   replays, and a restore waiting for the next step (a long step refused right after a
-//!   rollback to the checkpoint) is still done by that next step;
-//! - the engine with a drafter injecting chunks of 4160 rows (`--spec-draft-ubatch`): a second
-//!   turn that keeps the prefix up to the checkpoint the speculation left, then a prompt of
-//!   4100 rows in one step, leaves the logits of a fresh engine running the whole sequence.
-//!
-//! The rows the long step runs after the rollback decide the outcome: a recurrent state that
-//! was not restored shows in the first of them (the decay wipes it out before the last), so
-//! the checks read every row (each layer's output), or the attention over all of them.
+//! A hybrid (`qwen35`) target's rollback with steps of more than 4096 rows (the most rows a
+//! rollback replays), ubatches of 4160 rows, through the engine with a drafter injecting
+//! chunks of 4160 rows (`--spec-draft-ubatch`): a second turn that keeps the prefix up to the
+//! checkpoint the speculation left, then a prompt of 4100 rows in one step, leaves the logits
+//! of a fresh engine running the whole sequence. A recurrent state that was not restored
+//! shows in the first rows of the long step (the decay wipes it out before the last), which
+//! the attention of the last row reads.
 
 mod common;
 
@@ -20,9 +12,7 @@ use std::path::Path;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;
-use flint::gpu::GpuContext;
 use flint::model::drafter_init::{random_drafter, InitOptions};
-use flint::model::forward::Forward;
 
 /// Rows of one ubatch: above the 4096 rows a rollback replays.
 const UBATCH: u32 = 4160;
@@ -30,136 +20,6 @@ const UBATCH: u32 = 4160;
 const LONG: usize = 4100;
 /// Context rows: a short prefix and the long step.
 const N_CTX: u32 = 4352;
-
-/// A forward with ubatches of [`UBATCH`] rows and verify batches of 8.
-fn forward(ctx: &GpuContext, file: &GgufFile) -> Forward {
-    let params = flint::memory::RunParams {
-        verify_rows: 8,
-        ..common::forward::params(N_CTX, UBATCH)
-    };
-    let fwd = common::forward::gpu_forward(ctx, file, &params);
-    assert!(fwd.is_recurrent() && fwd.max_rows() == UBATCH);
-    fwd
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// The first row where two captures of every layer's output differ, `None` if none does.
-fn first_difference(a: &[Vec<f32>], b: &[Vec<f32>], d: usize) -> Option<(usize, usize)> {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).enumerate().find_map(|(il, (x, y))| {
-        let row = x
-            .chunks(d)
-            .zip(y.chunks(d))
-            .position(|(p, q)| bits(p) != bits(q))?;
-        Some((il, row))
-    })
-}
-
-#[test]
-fn a_long_step_after_a_rollback_to_the_checkpoint_starts_from_the_checkpoint() {
-    let ctx = common::gpu::ctx();
-    let tmp = common::temp_dir("rlog-long");
-    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 7)).unwrap();
-    let mut fwd = forward(&ctx, &file);
-    let d = fwd.hp.n_embd as usize;
-    let ids = common::random_tokens(11, 16 + 5 + LONG, fwd.hp.n_vocab);
-    let (prompt, rest) = ids.split_at(16);
-    let (rejected, long) = rest.split_at(5);
-    fwd.step(&ctx, prompt, 1).unwrap();
-    // A verify batch whose rows are all rejected: back to the checkpoint, nothing to replay.
-    fwd.checkpoint().unwrap();
-    fwd.step(&ctx, rejected, 5).unwrap();
-    fwd.truncate(&ctx, 16).unwrap();
-    let t = std::time::Instant::now();
-    let got = fwd.step_captured(&ctx, long, 1).unwrap();
-    eprintln!("{LONG} rows: {:.1} s", t.elapsed().as_secs_f64());
-    let got_logits = fwd.logits(&ctx).unwrap();
-    let mut fresh = forward(&ctx, &file);
-    fresh.step(&ctx, prompt, 1).unwrap();
-    let want = fresh.step_captured(&ctx, long, 1).unwrap();
-    assert_eq!(
-        first_difference(&got, &want, d),
-        None,
-        "(layer, row) after the rollback"
-    );
-    assert_eq!(bits(&got_logits), bits(&fresh.logits(&ctx).unwrap()));
-    assert_eq!(fwd.kv.len(0).unwrap(), fresh.kv.len(0).unwrap());
-    // Past the replay limit the checkpoint is dropped: only the whole sequence or row 0 remain.
-    let len = fwd.kv.len(0).unwrap();
-    assert!(!fwd.can_truncate(16) && fwd.can_truncate(len) && fwd.can_truncate(0));
-    common::gpu::assert_clean(&ctx);
-}
-
-#[test]
-fn a_refused_step_never_joins_the_replay() {
-    let ctx = common::gpu::ctx();
-    let tmp = common::temp_dir("rlog-refused");
-    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 3)).unwrap();
-    let mut fwd = forward(&ctx, &file);
-    let mut fresh = forward(&ctx, &file);
-    let d = fwd.hp.n_embd as usize;
-    let v = fwd.hp.n_vocab;
-    let ids = common::random_tokens(5, 16 + 4 + 3, v);
-    let (prompt, rest) = ids.split_at(16);
-    let (verify, next) = rest.split_at(4);
-    let junk = common::random_tokens(77, 2, v);
-    // A step refused after the checkpoint (more logit rows than rows) runs no row, so a
-    // rollback into the next step's rows replays that step's rows, not the refused ones.
-    fwd.step(&ctx, prompt, 1).unwrap();
-    fwd.checkpoint().unwrap();
-    fwd.step(&ctx, verify, 4).unwrap();
-    assert!(fwd.step(&ctx, &junk, 3).is_err());
-    fwd.step(&ctx, next, 3).unwrap();
-    fwd.truncate(&ctx, 16 + 4 + 1).unwrap();
-    let got = fwd.step_captured(&ctx, &next[1..], 2).unwrap();
-    fresh.step(&ctx, prompt, 1).unwrap();
-    fresh.step(&ctx, verify, 4).unwrap();
-    fresh.step(&ctx, &next[..1], 1).unwrap();
-    let want = fresh.step_captured(&ctx, &next[1..], 2).unwrap();
-    assert_eq!(first_difference(&got, &want, d), None, "after the replay");
-    assert_eq!(
-        bits(&fwd.logits(&ctx).unwrap()),
-        bits(&fresh.logits(&ctx).unwrap())
-    );
-    common::gpu::assert_clean(&ctx);
-}
-
-#[test]
-fn a_restore_waits_through_a_refused_step() {
-    let ctx = common::gpu::ctx();
-    let tmp = common::temp_dir("rlog-restore");
-    let file = GgufFile::open(&common::qwen35_tiny(tmp.path(), 4)).unwrap();
-    let (mut fwd, mut fresh) = (forward(&ctx, &file), forward(&ctx, &file));
-    let d = fwd.hp.n_embd as usize;
-    let v = fwd.hp.n_vocab;
-    let ids = common::random_tokens(6, 16 + 4 + 3, v);
-    let (prompt, rest) = ids.split_at(16);
-    let (verify, next) = rest.split_at(4);
-    // A step of more than the replay limit refused right after a rollback to the checkpoint:
-    // the restore waiting for the next step is still done by it.
-    fwd.step(&ctx, prompt, 1).unwrap();
-    fwd.checkpoint().unwrap();
-    fwd.step(&ctx, verify, 4).unwrap();
-    fwd.truncate(&ctx, 16).unwrap();
-    let long = common::random_tokens(9, LONG, v);
-    assert!(fwd.step(&ctx, &long, LONG as u32).is_err());
-    let got = fwd.step_captured(&ctx, next, 3).unwrap();
-    fresh.step(&ctx, prompt, 1).unwrap();
-    let want = fresh.step_captured(&ctx, next, 3).unwrap();
-    assert_eq!(
-        first_difference(&got, &want, d),
-        None,
-        "after the refused step"
-    );
-    assert_eq!(
-        bits(&fwd.logits(&ctx).unwrap()),
-        bits(&fresh.logits(&ctx).unwrap())
-    );
-    common::gpu::assert_clean(&ctx);
-}
 
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
     Engine::load(

@@ -141,8 +141,8 @@ fn a_prompt_longer_than_the_chunk_is_injected_in_chunks_and_speculation_goes_on(
     d.inject_chunk = 16;
     d.bypass = false;
     let mut eng = engine(512, 512, Some(d));
-    // A step's prompt rows are capped to U so its tap rows fit the staging buffer.
-    assert_eq!(eng.fwd.tap_capacity(0), 16);
+    // The target's ubatch is capped to U so each step's tap rows fit the staging buffer.
+    assert_eq!(eng.fwd.max_rows(), 16);
     let prompt = eng
         .tok
         .encode(

@@ -280,6 +280,8 @@ pub(crate) fn run_params(
     };
     if let (Some(d), Some(meta)) = (&opts.draft, dmeta) {
         params.draft = Some(draft_params(d, meta, n_ctx)?);
+        // Each target step's tap rows must fit the injection staging.
+        params.n_ubatch = params.n_ubatch.min(d.inject_chunk);
     }
     Ok(params)
 }

@@ -29,8 +29,10 @@ use crate::model::weights::Mixer;
 use crate::{Error, Result};
 
 use super::layer::conv_and_rule;
-use super::recurrent::MAX_REPLAY;
 use super::Forward;
+
+/// Rows a rollback replays at most: past this many rows since the checkpoint it is dropped.
+pub(crate) const MAX_REPLAY: usize = 4096;
 
 /// One DeltaNet layer's calls for one sequence.
 #[derive(Debug)]

@@ -391,7 +391,6 @@ impl Forward {
             tap_row: 0,
             taps_set: (0, 0),
             rope_freqs: freqs,
-            state_log: Default::default(),
             head_in: None,
             moe_scratch,
             gemma3,

@@ -124,8 +124,6 @@ pub struct Forward {
     /// The RoPE table `[n_rot / 2 + 1]`: frequencies (YaRN folded in), then the cos/sin scale
     /// (`kernels::ops::rope::rope_table`; shared with a drafter's injection pass).
     pub rope_freqs: wgpu::Buffer,
-    /// The recurrent state's checkpoint bookkeeping (hybrid models).
-    state_log: recurrent::StateLog,
     /// Where the LM head reads its rows: the last `n_logits` rows of `act.xn` (`None`), or a
     /// batch's gathered rows (`act.head_in`, from row 0).
     head_in: Option<wgpu::Buffer>,
@@ -387,13 +385,10 @@ impl Forward {
     ) -> Result<Vec<Vec<f32>>> {
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         let start = self.kv.positions(0, m)?.start;
-        // What the step does to the recurrent log, applied once it is committed: a step refused
-        // or failed leaves the log, its pending state operations included, as it was.
-        let log_step = self.log_step(start, tokens.len());
         self.prepare(ctx, tokens, start, n_logits)?;
         let (list, layer_ends) = self.record_with(m, n_logits, taps, None)?;
-        // The recurrent state's pending copies and clears lead the step's command buffer.
-        let prelude = self.prelude(log_step);
+        // A hybrid starting over clears its recurrent state at the head of the step.
+        let prelude = self.prelude(start);
         let mut captured = Vec::new();
         if capture {
             let mut start = 0;
@@ -419,7 +414,6 @@ impl Forward {
             self.mask_on = false;
         }
         self.kv.commit(0, m)?;
-        self.commit_log(log_step, tokens);
         Ok(captured)
     }
 

@@ -1,9 +1,7 @@
-//! One sequence's view of a target forward: what load-time measurements (the SPS(B) profile,
-//! a speculative cycle's costs) step through, whether the target is the single-sequence
-//! [`Forward`] or sequence `seq` of a [`BatchForward`].
+//! One sequence's view of the target's forward: what load-time measurements (the SPS(B)
+//! profile, a speculative cycle's costs) step through, sequence `seq` of the [`BatchForward`].
 
 use super::batch::{BatchForward, Segment};
-use super::Forward;
 use crate::gpu::GpuContext;
 use crate::Result;
 
@@ -25,34 +23,6 @@ pub trait SeqSteps {
     fn truncate(&mut self, ctx: &GpuContext, pos: u32) -> Result<()>;
     /// The next step's taps land from staging row `row` on.
     fn set_tap_row(&mut self, row: u32) -> Result<()>;
-}
-
-impl SeqSteps for Forward {
-    fn len(&self) -> Result<u32> {
-        Ok(self.kv.len(0)?)
-    }
-    fn capacity(&self) -> u32 {
-        self.kv.capacity()
-    }
-    fn max_rows(&self) -> u32 {
-        Forward::max_rows(self)
-    }
-    fn step(&mut self, ctx: &GpuContext, tokens: &[u32], n_logits: u32) -> Result<()> {
-        Forward::step(self, ctx, tokens, n_logits)
-    }
-    fn argmax(&self, ctx: &GpuContext) -> Result<Vec<u32>> {
-        Forward::argmax(self, ctx)
-    }
-    fn checkpoint(&mut self) -> Result<()> {
-        Forward::checkpoint(self)
-    }
-    fn truncate(&mut self, ctx: &GpuContext, pos: u32) -> Result<()> {
-        Forward::truncate(self, ctx, pos)
-    }
-    fn set_tap_row(&mut self, row: u32) -> Result<()> {
-        Forward::set_tap_row(self, row);
-        Ok(())
-    }
 }
 
 /// Sequence `seq` of a batched forward, stepped alone.
