@@ -16,11 +16,15 @@ Format: one pair of files per vector, named `<TYPE>.<label>.bin` and `<TYPE>.<la
   - `.f32` holds the expected dequantized values, little-endian IEEE f32, one per element, so
     n_elements = size(.f32) / 4.
 The expectation is `gguf.quants.dequantize(bytes, type)` cast to float32 for every type gguf-py
-implements (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K). gguf-py has no dequantizer for Q8_K, F64,
+implements (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K, the i-quants IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S,
+IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, and MXFP4). gguf-py has no dequantizer for Q8_K, F64,
 I8, I16 and I32; for those the expectation is the numpy transcription of llama.cpp's formula
 (Q8_K: `d * q` in f32) or numpy's cast to float32 (round to nearest even).
 
 What the random vectors contain:
+  - i-quants and MXFP4: random bytes (every pattern is a valid block), f16 scales as the
+    k-quants' with the first ten blocks at the edges (+-0, subnormal, +-max); MXFP4 with every
+    E8M0 exponent 0..255 once;
   - k-quants: random bytes, with the f16 (Q8_K: f32) scale fields overwritten by finite values of
     moderate size (normal, subnormal and signed zeros included);
   - Q4_0..Q8_0: half the blocks are gguf-py's quantization of random data, half random bytes with
@@ -79,6 +83,19 @@ def random_blocks(rng: np.random.Generator, ty: T, n_blocks: int, f16_offsets: l
     blocks = rng.integers(0, 256, (n_blocks, type_size), dtype=np.uint8)
     for off in f16_offsets:
         set_f16(blocks, off, moderate_f16(rng, n_blocks))
+    return blocks
+
+
+EDGE_F16 = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00],
+                    dtype="<u2")
+
+
+def iq_blocks(rng: np.random.Generator, ty: T, n_blocks: int, f16_offset: int | None) -> np.ndarray:
+    """Random blocks of an i-quant with its f16 scale at `f16_offset` (moderate values, with the
+    first blocks at the edges: +-0, the smallest and largest subnormals, the smallest normal, +-max)."""
+    blocks = random_blocks(rng, ty, n_blocks, [] if f16_offset is None else [f16_offset])
+    if f16_offset is not None:
+        set_f16(blocks[: len(EDGE_F16)], f16_offset, EDGE_F16)
     return blocks
 
 
@@ -199,6 +216,17 @@ def main() -> int:
         write(args.out, f"{ty.name}.random", raw, gguf_dequantize(raw, ty))
     raw, expected = q8_k_blocks(rng_for(int(T.Q8_K)))
     write(args.out, "Q8_K.random", raw, expected)
+
+    # i-quants and MXFP4: random bytes (every bit pattern is a valid block), scales as above.
+    raw = iq_blocks(rng_for(int(T.IQ4_NL)), T.IQ4_NL, RANDOM_BLOCKS_LEGACY, 0)
+    write(args.out, "IQ4_NL.random", raw, gguf_dequantize(raw, T.IQ4_NL))
+    raw = iq_blocks(rng_for(int(T.IQ4_XS)), T.IQ4_XS, RANDOM_BLOCKS_K, 0)
+    write(args.out, "IQ4_XS.random", raw, gguf_dequantize(raw, T.IQ4_XS))
+    # MXFP4: every E8M0 exponent (0 and 1 give subnormal scales, 255 overflows 12 x 2^127 to inf).
+    raw = iq_blocks(rng_for(int(T.MXFP4)), T.MXFP4, RANDOM_BLOCKS_LEGACY, None)
+    raw[:, 0] = np.arange(RANDOM_BLOCKS_LEGACY, dtype=np.uint8)
+    with np.errstate(over="ignore"):
+        write(args.out, "MXFP4.random", raw, gguf_dequantize(raw, T.MXFP4))
 
     # Rows of the real model.
     if not os.path.exists(args.model):

@@ -247,7 +247,7 @@ fn bad_inputs_are_typed_errors() {
         matches!(ragged, Err(GpuError::BadInput { .. })),
         "{ragged:?}"
     );
-    let unsupported = GpuWeight::upload(&ctx, "iq", GgmlType::IQ4_NL, [32, 1], &[0; 18]);
+    let unsupported = GpuWeight::upload(&ctx, "nvfp4", GgmlType::NVFP4, [64, 1], &[0; 36]);
     assert!(
         matches!(unsupported, Err(GpuError::UnsupportedType { .. })),
         "{unsupported:?}"

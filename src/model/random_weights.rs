@@ -58,11 +58,20 @@ impl Rng {
 struct ScaleFields {
     d: usize,
     min: Option<(usize, f32)>,
+    /// The scale is one E8M0 byte (MXFP4: `2^(e − 128)`, the nearest power of two is written)
+    /// instead of an f16.
+    e8m0: bool,
 }
 
 fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
     use GgmlType::*;
-    let f = |d, min| Some(ScaleFields { d, min });
+    let f = |d, min| {
+        Some(ScaleFields {
+            d,
+            min,
+            e8m0: false,
+        })
+    };
     match ty {
         Q4_0 | Q5_0 | Q8_0 => f(0, None),
         // value = d·q + m, q in 0..=15 (Q4_1) or 0..=31 (Q5_1).
@@ -79,6 +88,14 @@ fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
         Q1_0 | Q2_0 | Q2_0_G128 | PQ2_0 => f(0, None),
         TQ1_0 => f(52, None),
         TQ2_0 => f(64, None),
+        // Codebook formats: one f16 scale (IQ4_XS: the super-block's, its 6-bit sub-block
+        // scales stay random), centred by the per-block sign; MXFP4's codebook is symmetric.
+        IQ4_NL | IQ4_XS => f(0, None),
+        MXFP4 => Some(ScaleFields {
+            d: 0,
+            min: None,
+            e8m0: true,
+        }),
         _ => None,
     }
 }
@@ -256,6 +273,12 @@ fn write_tensor(
 /// signed quants with a mean of −½ step, so the scale's sign is drawn per block (from the
 /// random byte it overwrites) to centre the weights.
 fn set_scales(block: &mut [u8], f: &ScaleFields, c: half::f16) {
+    if f.e8m0 {
+        // 2^(e − 128) nearest c (E8M0 has no sign; e = 255 is NaN in the OCP format).
+        let e = 128.0 + c.to_f32().abs().max(f32::MIN_POSITIVE).log2().round();
+        block[f.d] = e.clamp(0.0, 254.0) as u8;
+        return;
+    }
     let c = if f.min.is_none() && block[f.d] & 1 == 1 {
         -c
     } else {

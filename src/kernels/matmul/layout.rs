@@ -28,6 +28,9 @@
 //! | Q2_0_G128, PQ2_0 | qs (32)              | d (2)                  | -              |
 //! | TQ1_0 | qs, qh (52)                     | d (2)                  | -              |
 //! | TQ2_0 | qs (64)                         | d (2)                  | -              |
+//! | IQ4_NL | qs (16)                        | d (2)                  | -              |
+//! | IQ4_XS | scales_l, qs (132)             | d, scales_h (4)        | -              |
+//! | MXFP4 | qs (16)                         | e (E8M0, 1)            | -              |
 //!
 //! A weight larger than the binding limit (`min(max_storage_buffer_binding_size,
 //! max_buffer_size)`) is split by rows: every split but the last holds the most rows that fit.
@@ -72,7 +75,7 @@ const fn tl(ty: GgmlType, be: u64, bb: u64, planes: &'static [PlaneSpec], unit: 
 }
 
 /// Every weight type the matmul and embedding kernels handle.
-pub const SUPPORTED_TYPES: [GgmlType; 19] = [
+pub const SUPPORTED_TYPES: [GgmlType; 22] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -92,9 +95,12 @@ pub const SUPPORTED_TYPES: [GgmlType; 19] = [
     GgmlType::PQ2_0,
     GgmlType::TQ1_0,
     GgmlType::TQ2_0,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
 ];
 
-const LAYOUTS: [TypeLayout; 19] = [
+const LAYOUTS: [TypeLayout; 22] = [
     tl(GgmlType::F32, 1, 4, &[plane(4, &[(0, 4)])], 4),
     tl(GgmlType::F16, 1, 2, &[plane(2, &[(0, 2)])], 4),
     tl(GgmlType::BF16, 1, 2, &[plane(2, &[(0, 2)])], 4),
@@ -207,6 +213,29 @@ const LAYOUTS: [TypeLayout; 19] = [
         66,
         &[plane(64, &[(0, 64)]), plane(2, &[(64, 66)])],
         128,
+    ),
+    // The 4-bit codebook formats (shaders/common/quant_iq4.wgsl): a unit is 32 elements (an
+    // IQ4_NL / MXFP4 block, an IQ4_XS sub-block).
+    tl(
+        GgmlType::IQ4_NL,
+        32,
+        18,
+        &[plane(16, &[(2, 18)]), plane(2, &[(0, 2)])],
+        32,
+    ),
+    tl(
+        GgmlType::IQ4_XS,
+        256,
+        136,
+        &[plane(132, &[(4, 136)]), plane(4, &[(0, 4)])],
+        32,
+    ),
+    tl(
+        GgmlType::MXFP4,
+        32,
+        17,
+        &[plane(16, &[(1, 17)]), plane(1, &[(0, 1)])],
+        32,
     ),
 ];
 
@@ -409,7 +438,11 @@ mod tests {
             for p in l.planes {
                 let len: usize = p.src.iter().map(|(s, t)| t - s).sum();
                 assert_eq!(len as u64, p.entry_bytes, "{}", l.ty);
-                assert!(p.entry_bytes % 4 == 0 || p.entry_bytes == 2, "{}", l.ty);
+                assert!(
+                    p.entry_bytes % 4 == 0 || matches!(p.entry_bytes, 1 | 2),
+                    "{}",
+                    l.ty
+                );
                 for &(s, t) in p.src {
                     covered[s..t].iter_mut().for_each(|c| *c += 1);
                 }

@@ -238,6 +238,9 @@ fn type_define(ty: GgmlType) -> Result<&'static str, GpuError> {
         GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => "TYPE_Q2_0_G128",
         GgmlType::TQ1_0 => "TYPE_TQ1_0",
         GgmlType::TQ2_0 => "TYPE_TQ2_0",
+        GgmlType::IQ4_NL => "TYPE_IQ4_NL",
+        GgmlType::IQ4_XS => "TYPE_IQ4_XS",
+        GgmlType::MXFP4 => "TYPE_MXFP4",
         _ => "TYPE_Q6_K",
     })
 }
