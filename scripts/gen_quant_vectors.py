@@ -99,6 +99,49 @@ def iq_blocks(rng: np.random.Generator, ty: T, n_blocks: int, f16_offset: int | 
     return blocks
 
 
+def sweep_grid(blocks: np.ndarray, ty: T) -> np.ndarray:
+    """Sets the grid index of group g (32 per block, in order) of the vector to g mod the grid
+    size, so every grid point is decoded at least once (sign and scale bits stay random)."""
+    size = {T.IQ2_XS: 512, T.IQ2_S: 1024, T.IQ1_S: 2048, T.IQ1_M: 2048}[ty]
+    for b in range(blocks.shape[0]):
+        blk = blocks[b]
+        for ib in range(8):
+            for l in range(4):
+                i = (b * 32 + ib * 4 + l) % size
+                if ty == T.IQ2_XS:
+                    at = 2 + 2 * (4 * ib + l)
+                    q = int(blk[at]) | (int(blk[at + 1]) << 8)
+                    q = (q & ~511) | i
+                    blk[at], blk[at + 1] = q & 255, q >> 8
+                elif ty == T.IQ2_S:
+                    blk[2 + 4 * ib + l] = i & 255
+                    blk[66 + ib] = (int(blk[66 + ib]) & ~(3 << (2 * l)) & 255) | ((i >> 8) << (2 * l))
+                elif ty == T.IQ1_S:
+                    blk[2 + 4 * ib + l] = i & 255
+                    at = 34 + 2 * ib
+                    q = int(blk[at]) | (int(blk[at + 1]) << 8)
+                    q = (q & ~(7 << (3 * l))) | ((i >> 8) << (3 * l))
+                    blk[at], blk[at + 1] = q & 255, q >> 8
+                else:  # IQ1_M
+                    blk[4 * ib + l] = i & 255
+                    at, sh = 32 + 2 * ib + l // 2, 4 * (l % 2)
+                    blk[at] = (int(blk[at]) & ~(7 << sh) & 255) | ((i >> 8) << sh)
+    return blocks
+
+
+def iq1_m_blocks(rng: np.random.Generator, n_blocks: int) -> np.ndarray:
+    """IQ1_M: its f16 scale is the top nibbles of the four u16 scale words @48 (word k holds bits
+    4k..4k+3 of it); set them to the scales iq_blocks would write, keeping the 3-bit sub-scales."""
+    blocks = random_blocks(rng, T.IQ1_M, n_blocks, [])
+    d = moderate_f16(rng, n_blocks)
+    d[: len(EDGE_F16)] = EDGE_F16
+    sc = blocks[:, 48:56].copy().view("<u2")
+    for k in range(4):
+        sc[:, k] = (sc[:, k] & 0x0FFF) | (((d >> (4 * k)) & 0xF) << 12)
+    blocks[:, 48:56] = sc.view(np.uint8)
+    return blocks
+
+
 def legacy_blocks(rng: np.random.Generator, ty: T, f16_offsets: list[int]) -> np.ndarray:
     block_size, _ = GGML_QUANT_SIZES[ty]
     n_quant = RANDOM_BLOCKS_LEGACY // 2
@@ -227,6 +270,15 @@ def main() -> int:
     raw[:, 0] = np.arange(RANDOM_BLOCKS_LEGACY, dtype=np.uint8)
     with np.errstate(over="ignore"):
         write(args.out, "MXFP4.random", raw, gguf_dequantize(raw, T.MXFP4))
+    # Lattice i-quants: random blocks (IQ2_XXS, IQ3_XXS, IQ3_S draw every grid point with
+    # near certainty), the larger grids swept point by point.
+    for ty in (T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S):
+        raw = iq_blocks(rng_for(int(ty)), ty, RANDOM_BLOCKS_K, 0)
+        if ty in (T.IQ2_XS, T.IQ2_S, T.IQ1_S):
+            raw = sweep_grid(raw, ty)
+        write(args.out, f"{ty.name}.random", raw, gguf_dequantize(raw, ty))
+    raw = sweep_grid(iq1_m_blocks(rng_for(int(T.IQ1_M)), RANDOM_BLOCKS_K), T.IQ1_M)
+    write(args.out, "IQ1_M.random", raw, gguf_dequantize(raw, T.IQ1_M))
 
     # Rows of the real model.
     if not os.path.exists(args.model):

@@ -83,7 +83,10 @@ fn every_block_vector_decodes_on_the_gpu_bit_for_bit() {
         }
         seen.push(ty);
     }
-    for ty in [GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4] {
+    use GgmlType::*;
+    for ty in [
+        IQ4_NL, IQ4_XS, MXFP4, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M,
+    ] {
         assert!(seen.contains(&ty), "no vector of {ty}");
     }
     assert_clean(&ctx);

@@ -58,9 +58,18 @@ impl Rng {
 struct ScaleFields {
     d: usize,
     min: Option<(usize, f32)>,
-    /// The scale is one E8M0 byte (MXFP4: `2^(e − 128)`, the nearest power of two is written)
-    /// instead of an f16.
-    e8m0: bool,
+    kind: ScaleKind,
+}
+
+/// How a block stores its scale.
+#[derive(Clone, Copy, PartialEq)]
+enum ScaleKind {
+    /// An f16 at byte `d`.
+    F16,
+    /// One E8M0 byte at `d` (MXFP4: `2^(e − 128)`; the nearest power of two is written).
+    E8m0,
+    /// IQ1_M: the f16's four nibbles in the top nibbles of the four u16 at `d`.
+    Nibbles,
 }
 
 fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
@@ -69,7 +78,7 @@ fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
         Some(ScaleFields {
             d,
             min,
-            e8m0: false,
+            kind: ScaleKind::F16,
         })
     };
     match ty {
@@ -94,7 +103,14 @@ fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
         MXFP4 => Some(ScaleFields {
             d: 0,
             min: None,
-            e8m0: true,
+            kind: ScaleKind::E8m0,
+        }),
+        // Lattice i-quants: one f16 scale (sub-block scales and signs stay random).
+        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S => f(0, None),
+        IQ1_M => Some(ScaleFields {
+            d: 48,
+            min: None,
+            kind: ScaleKind::Nibbles,
         }),
         _ => None,
     }
@@ -273,7 +289,7 @@ fn write_tensor(
 /// signed quants with a mean of −½ step, so the scale's sign is drawn per block (from the
 /// random byte it overwrites) to centre the weights.
 fn set_scales(block: &mut [u8], f: &ScaleFields, c: half::f16) {
-    if f.e8m0 {
+    if f.kind == ScaleKind::E8m0 {
         // 2^(e − 128) nearest c (E8M0 has no sign; e = 255 is NaN in the OCP format).
         let e = 128.0 + c.to_f32().abs().max(f32::MIN_POSITIVE).log2().round();
         block[f.d] = e.clamp(0.0, 254.0) as u8;
@@ -284,6 +300,15 @@ fn set_scales(block: &mut [u8], f: &ScaleFields, c: half::f16) {
     } else {
         c
     };
+    if f.kind == ScaleKind::Nibbles {
+        let bits = c.to_bits();
+        for (k, sc) in block[f.d..f.d + 8].chunks_exact_mut(2).enumerate() {
+            let v =
+                (u16::from_le_bytes([sc[0], sc[1]]) & 0x0FFF) | (((bits >> (4 * k)) & 15) << 12);
+            sc.copy_from_slice(&v.to_le_bytes());
+        }
+        return;
+    }
     block[f.d..f.d + 2].copy_from_slice(&c.to_le_bytes());
     if let Some((at, ratio)) = f.min {
         let m = half::f16::from_f32(c.to_f32() * ratio);
