@@ -227,6 +227,25 @@ fn matrices_match_the_oracle(path: &std::path::Path) {
     }
 }
 
+/// Mixture-of-experts files whose experts (and every other matrix) are MXFP4 or IQ4_NL: the
+/// expert mat-vec by device ids runs the same decoders (`qwen3moe-tiny-*` presets, random
+/// weights).
+#[test]
+fn moe_models_with_mxfp4_and_iq4_nl_experts_match_the_oracle() {
+    for (preset, ty) in [
+        ("qwen3moe-tiny-mxfp4", GgmlType::MXFP4),
+        ("qwen3moe-tiny-iq4_nl", GgmlType::IQ4_NL),
+    ] {
+        let tmp = common::temp_dir("iquant-moe");
+        let path = common::random_preset(tmp.path(), preset, 3);
+        let expect = [
+            ("blk.0.ffn_gate_exps.weight", ty),
+            ("blk.3.ffn_down_exps.weight", ty),
+        ];
+        check_file(preset, &path, &expect);
+    }
+}
+
 /// Files written by gguf-py's `GGUFWriter` (scripts/gen_iquant_model.py: random blocks scaled by
 /// gguf-py's own dequantization), one per type, matrices, embeddings and LM head included.
 /// Without python3 and the PyPI package `gguf` the test fails naming them.

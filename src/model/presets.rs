@@ -24,7 +24,7 @@ mod moe;
 mod qwen35;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 31] = [
+pub const PRESETS: [&str; 33] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -50,6 +50,8 @@ pub const PRESETS: [&str; 31] = [
     moe::MOE_PRESETS[2],
     moe::MOE_PRESETS[3],
     moe::MOE_PRESETS[4],
+    moe::MOE_PRESETS[5],
+    moe::MOE_PRESETS[6],
     "gemma3-270m-q8_0",
     "gemma3-1b-q4_k_m",
     "gemma3-4b-q4_k_m",
