@@ -16,11 +16,15 @@ Format: one pair of files per vector, named `<TYPE>.<label>.bin` and `<TYPE>.<la
   - `.f32` holds the expected dequantized values, little-endian IEEE f32, one per element, so
     n_elements = size(.f32) / 4.
 The expectation is `gguf.quants.dequantize(bytes, type)` cast to float32 for every type gguf-py
-implements (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K). gguf-py has no dequantizer for Q8_K, F64,
+implements (F32, F16, BF16, Q4_0..Q8_0, Q2_K..Q6_K, the i-quants IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S,
+IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, and MXFP4). gguf-py has no dequantizer for Q8_K, F64,
 I8, I16 and I32; for those the expectation is the numpy transcription of llama.cpp's formula
 (Q8_K: `d * q` in f32) or numpy's cast to float32 (round to nearest even).
 
 What the random vectors contain:
+  - i-quants and MXFP4: random bytes (every pattern is a valid block), f16 scales as the
+    k-quants' with the first ten blocks at the edges (+-0, subnormal, +-max); MXFP4 with every
+    E8M0 exponent 0..255 once;
   - k-quants: random bytes, with the f16 (Q8_K: f32) scale fields overwritten by finite values of
     moderate size (normal, subnormal and signed zeros included);
   - Q4_0..Q8_0: half the blocks are gguf-py's quantization of random data, half random bytes with
@@ -79,6 +83,62 @@ def random_blocks(rng: np.random.Generator, ty: T, n_blocks: int, f16_offsets: l
     blocks = rng.integers(0, 256, (n_blocks, type_size), dtype=np.uint8)
     for off in f16_offsets:
         set_f16(blocks, off, moderate_f16(rng, n_blocks))
+    return blocks
+
+
+EDGE_F16 = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00],
+                    dtype="<u2")
+
+
+def iq_blocks(rng: np.random.Generator, ty: T, n_blocks: int, f16_offset: int | None) -> np.ndarray:
+    """Random blocks of an i-quant with its f16 scale at `f16_offset` (moderate values, with the
+    first blocks at the edges: +-0, the smallest and largest subnormals, the smallest normal, +-max)."""
+    blocks = random_blocks(rng, ty, n_blocks, [] if f16_offset is None else [f16_offset])
+    if f16_offset is not None:
+        set_f16(blocks[: len(EDGE_F16)], f16_offset, EDGE_F16)
+    return blocks
+
+
+def sweep_grid(blocks: np.ndarray, ty: T) -> np.ndarray:
+    """Sets the grid index of group g (32 per block, in order) of the vector to g mod the grid
+    size, so every grid point is decoded at least once (sign and scale bits stay random)."""
+    size = {T.IQ2_XS: 512, T.IQ2_S: 1024, T.IQ1_S: 2048, T.IQ1_M: 2048}[ty]
+    for b in range(blocks.shape[0]):
+        blk = blocks[b]
+        for ib in range(8):
+            for l in range(4):
+                i = (b * 32 + ib * 4 + l) % size
+                if ty == T.IQ2_XS:
+                    at = 2 + 2 * (4 * ib + l)
+                    q = int(blk[at]) | (int(blk[at + 1]) << 8)
+                    q = (q & ~511) | i
+                    blk[at], blk[at + 1] = q & 255, q >> 8
+                elif ty == T.IQ2_S:
+                    blk[2 + 4 * ib + l] = i & 255
+                    blk[66 + ib] = (int(blk[66 + ib]) & ~(3 << (2 * l)) & 255) | ((i >> 8) << (2 * l))
+                elif ty == T.IQ1_S:
+                    blk[2 + 4 * ib + l] = i & 255
+                    at = 34 + 2 * ib
+                    q = int(blk[at]) | (int(blk[at + 1]) << 8)
+                    q = (q & ~(7 << (3 * l))) | ((i >> 8) << (3 * l))
+                    blk[at], blk[at + 1] = q & 255, q >> 8
+                else:  # IQ1_M
+                    blk[4 * ib + l] = i & 255
+                    at, sh = 32 + 2 * ib + l // 2, 4 * (l % 2)
+                    blk[at] = (int(blk[at]) & ~(7 << sh) & 255) | ((i >> 8) << sh)
+    return blocks
+
+
+def iq1_m_blocks(rng: np.random.Generator, n_blocks: int) -> np.ndarray:
+    """IQ1_M: its f16 scale is the top nibbles of the four u16 scale words @48 (word k holds bits
+    4k..4k+3 of it); set them to the scales iq_blocks would write, keeping the 3-bit sub-scales."""
+    blocks = random_blocks(rng, T.IQ1_M, n_blocks, [])
+    d = moderate_f16(rng, n_blocks)
+    d[: len(EDGE_F16)] = EDGE_F16
+    sc = blocks[:, 48:56].copy().view("<u2")
+    for k in range(4):
+        sc[:, k] = (sc[:, k] & 0x0FFF) | (((d >> (4 * k)) & 0xF) << 12)
+    blocks[:, 48:56] = sc.view(np.uint8)
     return blocks
 
 
@@ -199,6 +259,26 @@ def main() -> int:
         write(args.out, f"{ty.name}.random", raw, gguf_dequantize(raw, ty))
     raw, expected = q8_k_blocks(rng_for(int(T.Q8_K)))
     write(args.out, "Q8_K.random", raw, expected)
+
+    # i-quants and MXFP4: random bytes (every bit pattern is a valid block), scales as above.
+    raw = iq_blocks(rng_for(int(T.IQ4_NL)), T.IQ4_NL, RANDOM_BLOCKS_LEGACY, 0)
+    write(args.out, "IQ4_NL.random", raw, gguf_dequantize(raw, T.IQ4_NL))
+    raw = iq_blocks(rng_for(int(T.IQ4_XS)), T.IQ4_XS, RANDOM_BLOCKS_K, 0)
+    write(args.out, "IQ4_XS.random", raw, gguf_dequantize(raw, T.IQ4_XS))
+    # MXFP4: every E8M0 exponent (0 and 1 give subnormal scales, 255 overflows 12 x 2^127 to inf).
+    raw = iq_blocks(rng_for(int(T.MXFP4)), T.MXFP4, RANDOM_BLOCKS_LEGACY, None)
+    raw[:, 0] = np.arange(RANDOM_BLOCKS_LEGACY, dtype=np.uint8)
+    with np.errstate(over="ignore"):
+        write(args.out, "MXFP4.random", raw, gguf_dequantize(raw, T.MXFP4))
+    # Lattice i-quants: random blocks (IQ2_XXS, IQ3_XXS, IQ3_S draw every grid point with
+    # near certainty), the larger grids swept point by point.
+    for ty in (T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S):
+        raw = iq_blocks(rng_for(int(ty)), ty, RANDOM_BLOCKS_K, 0)
+        if ty in (T.IQ2_XS, T.IQ2_S, T.IQ1_S):
+            raw = sweep_grid(raw, ty)
+        write(args.out, f"{ty.name}.random", raw, gguf_dequantize(raw, ty))
+    raw = sweep_grid(iq1_m_blocks(rng_for(int(T.IQ1_M)), RANDOM_BLOCKS_K), T.IQ1_M)
+    write(args.out, "IQ1_M.random", raw, gguf_dequantize(raw, T.IQ1_M))
 
     # Rows of the real model.
     if not os.path.exists(args.model):

@@ -17,6 +17,8 @@
 #include "common/quant_kq_min.wgsl"
 #include "common/quant_kq.wgsl"
 #include "common/quant_ternary.wgsl"
+#include "common/quant_iq4.wgsl"
+#include "common/quant_iq_grid.wgsl"
 
 @group(0) @binding(2) var<storage, read> ids: array<u32>;        // [x_off + M] token ids
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<u32>>; // [M, K] f32 bits

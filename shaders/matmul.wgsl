@@ -37,6 +37,8 @@ enable f16;
 #include "common/quant_kq_min.wgsl"
 #include "common/quant_kq.wgsl"
 #include "common/quant_ternary.wgsl"
+#include "common/quant_iq4.wgsl"
+#include "common/quant_iq_grid.wgsl"
 
 #ifdef X_UNIFORM
 // X through a 64 KiB uniform window (CPU drivers load uniform addresses of uniform buffers once

@@ -14,6 +14,8 @@
 #include "common/quant_kq_min.wgsl"
 #include "common/quant_kq.wgsl"
 #include "common/quant_ternary.wgsl"
+#include "common/quant_iq4.wgsl"
+#include "common/quant_iq_grid.wgsl"
 
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>; // [M, x_stride] from x_off
 @group(0) @binding(3) var<storage, read_write> y: array<f32>; // [M, n_out] from y_off

@@ -200,11 +200,13 @@ fn every_type_splits_past_a_small_binding_limit_with_the_same_bits() {
         assert!(ws.splits.len() >= 3, "{ty}: {} splits", ws.splits.len());
         // What wgpu created holds the weight's bytes in the file, rows × row bytes, plus at
         // most the alignment padding of each split (planes start on 16 bytes, a split ends on
-        // 32: under 3 × 16 + 32 bytes a split).
+        // 32: under 3 × 16 + 32 bytes a split) and, for the lattice i-quants, their grid once
+        // per split.
         let (block, size) = ty.block_layout();
         let file_bytes = (n * (k / block * size)) as u64;
         let created: u64 = ws.splits.iter().map(|s| s.buffer.size()).sum();
-        let slack = ws.splits.len() as u64 * (3 * 16 + 32);
+        let grid = flint::quant::grid_len(ty) as u64;
+        let slack = ws.splits.len() as u64 * (3 * 16 + 32 + grid);
         assert!(
             created >= file_bytes && created - file_bytes < slack,
             "{ty}: {created} device bytes for {file_bytes} in the file, {} splits",
@@ -247,7 +249,7 @@ fn bad_inputs_are_typed_errors() {
         matches!(ragged, Err(GpuError::BadInput { .. })),
         "{ragged:?}"
     );
-    let unsupported = GpuWeight::upload(&ctx, "iq", GgmlType::IQ4_NL, [32, 1], &[0; 18]);
+    let unsupported = GpuWeight::upload(&ctx, "nvfp4", GgmlType::NVFP4, [64, 1], &[0; 36]);
     assert!(
         matches!(unsupported, Err(GpuError::UnsupportedType { .. })),
         "{unsupported:?}"

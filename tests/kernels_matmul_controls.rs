@@ -65,7 +65,10 @@ fn inject(ty: GgmlType, bytes: &[u8], k: usize, defect: Defect, r: usize, b: usi
             // Q2_K qs 16..80 of 84, Q3_K qs 32..96 of 110, Q6_K ql 0..128 of 210, Q5_K qs
             // 48..176 of 176, the legacy formats' qs after their scales; Q1_0 and Q2_0 byte 9
             // of qs 2..18, Q2_0_G128 / PQ2_0 byte 17 of qs 2..34, TQ1_0 byte 27 of qs 0..48,
-            // TQ2_0 byte 33 of qs 0..64); bit 0 is the low bit of one quant (TQ1_0: of a byte
+            // TQ2_0 byte 33 of qs 0..64; IQ4_NL byte 9, IQ4_XS byte 68, MXFP4 byte 8: one
+            // codebook nibble; the lattice i-quants: a sign bit (IQ2_XXS bit 24 of a1, IQ2_S
+            // signs[7]) or a grid index bit (IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), see
+            // docs/QUANT_FORMATS.md); bit 0 is the low bit of one quant (TQ1_0: of a byte
             // of five base-3 digits, which moves one or more of them or, rarely, none: the site
             // search below then takes the next row).
             _ => out[at(r) + size / 2] ^= 1,

@@ -78,6 +78,13 @@ pub fn scale_offsets(ty: GgmlType) -> &'static [usize] {
         GgmlType::Q1_0 | GgmlType::Q2_0 | GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => &[0],
         GgmlType::TQ1_0 => &[52],
         GgmlType::TQ2_0 => &[64],
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS => &[0],
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S => &[0],
         _ => &[],
     }
 }
@@ -110,6 +117,24 @@ pub fn random_weight(ty: GgmlType, k: usize, n: usize, seed: u64, moderate: bool
                     };
                     bytes[b * size + at..b * size + at + 2].copy_from_slice(&h);
                 }
+                if ty == GgmlType::IQ1_M {
+                    // The f16 scale's nibbles in the top nibbles of the u16 scales @48.
+                    let h = if moderate {
+                        half::f16::from_f32(rng.f32() / 16.0).to_bits()
+                    } else {
+                        u16::from_le_bytes(rng.finite_f16())
+                    };
+                    for k in 0..4 {
+                        let at = b * size + 48 + 2 * k;
+                        let v = u16::from_le_bytes([bytes[at], bytes[at + 1]]) & 0x0FFF;
+                        let v = v | (((h >> (4 * k)) & 15) << 12);
+                        bytes[at..at + 2].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+                if ty == GgmlType::MXFP4 && moderate {
+                    // E8M0 scale byte: 2^(e - 128) in 2^-6 ..= 2^-2 (values up to 12 x that).
+                    bytes[b * size] = 122 + rng.below(5) as u8;
+                }
             }
             bytes
         }
@@ -127,7 +152,14 @@ pub fn min_k(ty: GgmlType) -> usize {
     match ty {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 4,
         GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
-        GgmlType::TQ1_0 | GgmlType::TQ2_0 => 256,
+        GgmlType::TQ1_0 | GgmlType::TQ2_0 | GgmlType::IQ4_XS => 256,
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::IQ1_M => 256,
         GgmlType::Q1_0 | GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => 128,
         GgmlType::Q2_0 => 64,
         _ => 32,

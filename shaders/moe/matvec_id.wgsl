@@ -32,6 +32,8 @@ enable f16;
 #include "common/quant_kq_min.wgsl"
 #include "common/quant_kq.wgsl"
 #include "common/quant_ternary.wgsl"
+#include "common/quant_iq4.wgsl"
+#include "common/quant_iq_grid.wgsl"
 
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>; // [rows, x_stride] from x_off
 @group(0) @binding(3) var<storage, read_write> y: array<f32>; // [m · n_used, N] from y_off

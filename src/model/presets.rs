@@ -24,12 +24,16 @@ mod moe;
 mod qwen35;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 27] = [
+pub const PRESETS: [&str; 33] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
     "qwen3-0.6b-q4_0",
     "qwen3-0.6b-dspark-q8_0",
+    "qwen3-0.6b-q4_k_m",
+    "qwen3-0.6b-iq4_xs",
+    "qwen3-0.6b-iq2_xxs",
+    "qwen3-0.6b-mxfp4",
     "bonsai-27b-dspark-q4_1",
     "bonsai-8b-q1_0",
     "ternary-bonsai-8b-q2_0",
@@ -46,6 +50,8 @@ pub const PRESETS: [&str; 27] = [
     moe::MOE_PRESETS[2],
     moe::MOE_PRESETS[3],
     moe::MOE_PRESETS[4],
+    moe::MOE_PRESETS[5],
+    moe::MOE_PRESETS[6],
     "gemma3-270m-q8_0",
     "gemma3-1b-q4_k_m",
     "gemma3-4b-q4_k_m",
@@ -62,6 +68,10 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen3-8b-dspark-q8_0" => qwen3_8b_dspark_q8_0(),
         "qwen3-0.6b-q4_0" => qwen3_q4_0(&QWEN3_06B),
         "qwen3-0.6b-dspark-q8_0" => qwen3_06b_dspark_q8_0(),
+        "qwen3-0.6b-q4_k_m" => qwen3_06b_typed(GgmlType::Q4_K, true),
+        "qwen3-0.6b-iq4_xs" => qwen3_06b_typed(GgmlType::IQ4_XS, false),
+        "qwen3-0.6b-iq2_xxs" => qwen3_06b_typed(GgmlType::IQ2_XXS, false),
+        "qwen3-0.6b-mxfp4" => qwen3_06b_typed(GgmlType::MXFP4, false),
         "bonsai-27b-dspark-q4_1" => bonsai_27b_dspark_q4_1(),
         "bonsai-8b-q1_0" => bonsai::bonsai_8b(GgmlType::Q1_0),
         "ternary-bonsai-8b-q2_0" => bonsai::bonsai_8b(GgmlType::Q2_0_G128),
@@ -214,6 +224,28 @@ fn qwen3_q4_0(x: &Dims) -> Result<GgufWriter, GgufError> {
     if !tied {
         w.add_tensor_shape("output.weight", &[d, v], GgmlType::Q6_K)?;
     }
+    Ok(w)
+}
+
+/// Qwen3-0.6B with every layer matrix in `ty` and the tied embeddings / LM head in Q6_K, for
+/// benchmarking one weight type against another at the same shape (`q4_k_m`: llama.cpp's
+/// Q4_K_M rule, Q6_K attn_v and ffn_down in the layers [`more_bits`] picks; the i-quant and
+/// MXFP4 presets keep one type throughout, not llama.cpp's per-tensor mix for those ftypes).
+fn qwen3_06b_typed(ty: GgmlType, k_m: bool) -> Result<GgufWriter, GgufError> {
+    let x = &QWEN3_06B;
+    let mut w = GgufWriter::new();
+    set_backbone(&mut w, "qwen3", x);
+    let (d, v) = (u64::from(x.d), u64::from(x.vocab));
+    w.add_tensor_shape("token_embd.weight", &[d, v], GgmlType::Q6_K)?;
+    for i in 0..x.layers {
+        let hi = if k_m && more_bits(i, x.layers) {
+            GgmlType::Q6_K
+        } else {
+            ty
+        };
+        add_block(&mut w, i, x, [ty, hi, hi])?;
+    }
+    w.add_tensor_shape("output_norm.weight", &[d], GgmlType::F32)?;
     Ok(w)
 }
 

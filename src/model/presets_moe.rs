@@ -7,29 +7,35 @@
 //! width 512, vocabulary 248320), in Q4_K_M and Q2_K, each tensor with the type llama.cpp's
 //! recipe gives it (approximately: attention v and every down projection one step up in the
 //! layers `more_bits` picks; routers and norms F32), and `qwen3moe-tiny-q8_0`, a small random
-//! MoE (4 layers, hidden 256, 16 experts, 4 used) that runs on a CPU driver.
+//! MoE (4 layers, hidden 256, 16 experts, 4 used) that runs on a CPU driver, also in MXFP4
+//! (`qwen3moe-tiny-mxfp4`, every matrix and the experts MXFP4, as `MXFP4_MOE --pure` files
+//! are) and IQ4_NL (`qwen3moe-tiny-iq4_nl`); their 128-wide expert rows are 4 blocks of 32.
 
 use super::{more_bits, set_backbone, Dims};
 use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
 /// The MoE presets `flint gguf preset` knows.
-pub const MOE_PRESETS: [&str; 5] = [
+pub const MOE_PRESETS: [&str; 7] = [
     "qwen3-30b-a3b-q4_k_m",
     "qwen3-30b-a3b-q2_k",
     "qwen35-35b-a3b-q4_k_m",
     "qwen35-35b-a3b-q2_k",
     "qwen3moe-tiny-q8_0",
+    "qwen3moe-tiny-mxfp4",
+    "qwen3moe-tiny-iq4_nl",
 ];
 
 /// The writer of MoE preset `name`, if it is one.
 pub fn moe_preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
-    use GgmlType::{Q2_K, Q3_K, Q4_K, Q6_K, Q8_0};
+    use GgmlType::{IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q6_K, Q8_0};
     Some(match name {
         "qwen3-30b-a3b-q4_k_m" => qwen3moe(&QWEN3_30B_A3B, Quant::new(Q4_K, Q6_K, Q6_K)),
         "qwen3-30b-a3b-q2_k" => qwen3moe(&QWEN3_30B_A3B, Quant::new(Q2_K, Q3_K, Q6_K)),
         "qwen35-35b-a3b-q4_k_m" => qwen35moe(Quant::new(Q4_K, Q6_K, Q6_K)),
         "qwen35-35b-a3b-q2_k" => qwen35moe(Quant::new(Q2_K, Q3_K, Q6_K)),
         "qwen3moe-tiny-q8_0" => qwen3moe(&QWEN3MOE_TINY, Quant::new(Q8_0, Q8_0, Q8_0)),
+        "qwen3moe-tiny-mxfp4" => qwen3moe(&QWEN3MOE_TINY, Quant::new(MXFP4, MXFP4, MXFP4)),
+        "qwen3moe-tiny-iq4_nl" => qwen3moe(&QWEN3MOE_TINY, Quant::new(IQ4_NL, IQ4_NL, IQ4_NL)),
         _ => return None,
     })
 }

@@ -58,11 +58,29 @@ impl Rng {
 struct ScaleFields {
     d: usize,
     min: Option<(usize, f32)>,
+    kind: ScaleKind,
+}
+
+/// How a block stores its scale.
+#[derive(Clone, Copy, PartialEq)]
+enum ScaleKind {
+    /// An f16 at byte `d`.
+    F16,
+    /// One E8M0 byte at `d` (MXFP4: `2^(e − 128)`; the nearest power of two is written).
+    E8m0,
+    /// IQ1_M: the f16's four nibbles in the top nibbles of the four u16 at `d`.
+    Nibbles,
 }
 
 fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
     use GgmlType::*;
-    let f = |d, min| Some(ScaleFields { d, min });
+    let f = |d, min| {
+        Some(ScaleFields {
+            d,
+            min,
+            kind: ScaleKind::F16,
+        })
+    };
     match ty {
         Q4_0 | Q5_0 | Q8_0 => f(0, None),
         // value = d·q + m, q in 0..=15 (Q4_1) or 0..=31 (Q5_1).
@@ -79,6 +97,21 @@ fn scale_fields(ty: GgmlType) -> Option<ScaleFields> {
         Q1_0 | Q2_0 | Q2_0_G128 | PQ2_0 => f(0, None),
         TQ1_0 => f(52, None),
         TQ2_0 => f(64, None),
+        // Codebook formats: one f16 scale (IQ4_XS: the super-block's, its 6-bit sub-block
+        // scales stay random), centred by the per-block sign; MXFP4's codebook is symmetric.
+        IQ4_NL | IQ4_XS => f(0, None),
+        MXFP4 => Some(ScaleFields {
+            d: 0,
+            min: None,
+            kind: ScaleKind::E8m0,
+        }),
+        // Lattice i-quants: one f16 scale (sub-block scales and signs stay random).
+        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S => f(0, None),
+        IQ1_M => Some(ScaleFields {
+            d: 48,
+            min: None,
+            kind: ScaleKind::Nibbles,
+        }),
         _ => None,
     }
 }
@@ -256,11 +289,26 @@ fn write_tensor(
 /// signed quants with a mean of −½ step, so the scale's sign is drawn per block (from the
 /// random byte it overwrites) to centre the weights.
 fn set_scales(block: &mut [u8], f: &ScaleFields, c: half::f16) {
+    if f.kind == ScaleKind::E8m0 {
+        // 2^(e − 128) nearest c (E8M0 has no sign; e = 255 is NaN in the OCP format).
+        let e = 128.0 + c.to_f32().abs().max(f32::MIN_POSITIVE).log2().round();
+        block[f.d] = e.clamp(0.0, 254.0) as u8;
+        return;
+    }
     let c = if f.min.is_none() && block[f.d] & 1 == 1 {
         -c
     } else {
         c
     };
+    if f.kind == ScaleKind::Nibbles {
+        let bits = c.to_bits();
+        for (k, sc) in block[f.d..f.d + 8].chunks_exact_mut(2).enumerate() {
+            let v =
+                (u16::from_le_bytes([sc[0], sc[1]]) & 0x0FFF) | (((bits >> (4 * k)) & 15) << 12);
+            sc.copy_from_slice(&v.to_le_bytes());
+        }
+        return;
+    }
     block[f.d..f.d + 2].copy_from_slice(&c.to_le_bytes());
     if let Some((at, ratio)) = f.min {
         let m = half::f16::from_f32(c.to_f32() * ratio);

@@ -5,8 +5,9 @@
 //! data, so no input panics; blocks are read from byte slices as little-endian values at any
 //! alignment. Each format's block layout (byte offsets) is written at its decoder:
 //! [`float`] (F32, F16, BF16, F64, I8, I16, I32), [`legacy`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
-//! [`kquants`] (Q2_K, Q3_K, Q6_K, Q8_K), [`kquants_min`] (Q4_K, Q5_K) and [`ternary`] (Q1_0,
-//! Q2_0 in both layouts, PQ2_0, TQ1_0, TQ2_0).
+//! [`kquants`] (Q2_K, Q3_K, Q6_K, Q8_K), [`kquants_min`] (Q4_K, Q5_K), [`ternary`] (Q1_0,
+//! Q2_0 in both layouts, PQ2_0, TQ1_0, TQ2_0), [`iq4`] (IQ4_NL, IQ4_XS, MXFP4) and [`iq_lattice`]
+//! (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; grids in `iq_grids`).
 //! Test vectors from gguf-py: `scripts/gen_quant_vectors.py`, `tests/quant_vectors.rs`.
 //!
 //! The decoders never index with a computed position: blocks are `#[repr(C)]` structs of byte
@@ -19,12 +20,18 @@
 )]
 
 mod float;
+mod iq4;
+#[rustfmt::skip]
+mod iq_grids;
+mod iq_lattice;
 mod kquants;
 mod kquants_min;
 mod legacy;
 mod ternary;
 
 use crate::gguf::GgmlType;
+
+pub use iq_lattice::{grid_bytes, grid_len};
 
 /// Errors of the quant module.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +85,17 @@ fn decoder(ty: GgmlType) -> Option<RowDecoder> {
         Q2_0_G128 | PQ2_0 => ternary::dequantize_q2_0_g128,
         TQ1_0 => ternary::dequantize_tq1_0,
         TQ2_0 => ternary::dequantize_tq2_0,
-        Q8_1 | IQ2_XXS | IQ2_XS | IQ3_XXS | IQ1_S | IQ4_NL | IQ3_S | IQ2_S | IQ4_XS | I64
-        | IQ1_M | MXFP4 | NVFP4 => return None,
+        IQ4_NL => iq4::dequantize_iq4_nl,
+        IQ4_XS => iq4::dequantize_iq4_xs,
+        MXFP4 => iq4::dequantize_mxfp4,
+        IQ2_XXS => iq_lattice::dequantize_iq2_xxs,
+        IQ2_XS => iq_lattice::dequantize_iq2_xs,
+        IQ2_S => iq_lattice::dequantize_iq2_s,
+        IQ3_XXS => iq_lattice::dequantize_iq3_xxs,
+        IQ3_S => iq_lattice::dequantize_iq3_s,
+        IQ1_S => iq_lattice::dequantize_iq1_s,
+        IQ1_M => iq_lattice::dequantize_iq1_m,
+        Q8_1 | I64 | NVFP4 => return None,
     };
     Some(decode)
 }
@@ -175,7 +191,7 @@ mod tests {
     use crate::gguf::types::ALL_TYPES;
     use proptest::prelude::*;
 
-    const SUPPORTED: [GgmlType; 24] = [
+    const SUPPORTED: [GgmlType; 34] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::BF16,
@@ -200,6 +216,16 @@ mod tests {
         GgmlType::PQ2_0,
         GgmlType::TQ1_0,
         GgmlType::TQ2_0,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+        GgmlType::MXFP4,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ2_S,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ1_S,
+        GgmlType::IQ1_M,
     ];
 
     #[test]
@@ -211,12 +237,7 @@ mod tests {
 
     #[test]
     fn unsupported_types_are_errors_naming_the_type() {
-        for ty in [
-            GgmlType::Q8_1,
-            GgmlType::IQ2_XXS,
-            GgmlType::I64,
-            GgmlType::MXFP4,
-        ] {
+        for ty in [GgmlType::Q8_1, GgmlType::I64, GgmlType::NVFP4] {
             let (bs, ts) = ty.block_layout();
             let err = dequantize(ty, &vec![0u8; ts], bs).unwrap_err();
             assert!(

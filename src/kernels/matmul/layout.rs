@@ -28,6 +28,20 @@
 //! | Q2_0_G128, PQ2_0 | qs (32)              | d (2)                  | -              |
 //! | TQ1_0 | qs, qh (52)                     | d (2)                  | -              |
 //! | TQ2_0 | qs (64)                         | d (2)                  | -              |
+//! | IQ4_NL | qs (16)                        | d (2)                  | -              |
+//! | IQ4_XS | scales_l, qs (132)             | d, scales_h (4)        | -              |
+//! | MXFP4 | qs (16)                         | e (E8M0, 1)            | -              |
+//! | IQ2_XXS | qs (64)                       | d (2)                  | grid table     |
+//! | IQ2_XS | qs, scales (72)                | d (2)                  | grid table     |
+//! | IQ2_S | qs, signs, qh, scales (80)      | d (2)                  | grid table     |
+//! | IQ3_XXS | qs, scales_and_signs (96)     | d (2)                  | grid table     |
+//! | IQ3_S | qs, qh, signs, scales (108)     | d (2)                  | grid table     |
+//! | IQ1_S | qs, qh (48)                     | d (2)                  | grid table     |
+//! | IQ1_M | the block (56)                  | -                      | grid table     |
+//!
+//! The lattice i-quants also carry their grid (`quant::grid_bytes`: 1 KiB for IQ3_XXS to 16 KiB
+//! for IQ1_S / IQ1_M) once per split, after the planes at the plane-2 offset, so every kernel
+//! that reads the weight finds it at `params.plane2` with no binding of its own.
 //!
 //! A weight larger than the binding limit (`min(max_storage_buffer_binding_size,
 //! max_buffer_size)`) is split by rows: every split but the last holds the most rows that fit.
@@ -72,7 +86,7 @@ const fn tl(ty: GgmlType, be: u64, bb: u64, planes: &'static [PlaneSpec], unit: 
 }
 
 /// Every weight type the matmul and embedding kernels handle.
-pub const SUPPORTED_TYPES: [GgmlType; 19] = [
+pub const SUPPORTED_TYPES: [GgmlType; 29] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -92,9 +106,19 @@ pub const SUPPORTED_TYPES: [GgmlType; 19] = [
     GgmlType::PQ2_0,
     GgmlType::TQ1_0,
     GgmlType::TQ2_0,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
 ];
 
-const LAYOUTS: [TypeLayout; 19] = [
+const LAYOUTS: [TypeLayout; 29] = [
     tl(GgmlType::F32, 1, 4, &[plane(4, &[(0, 4)])], 4),
     tl(GgmlType::F16, 1, 2, &[plane(2, &[(0, 2)])], 4),
     tl(GgmlType::BF16, 1, 2, &[plane(2, &[(0, 2)])], 4),
@@ -208,7 +232,60 @@ const LAYOUTS: [TypeLayout; 19] = [
         &[plane(64, &[(0, 64)]), plane(2, &[(64, 66)])],
         128,
     ),
+    // The 4-bit codebook formats (shaders/common/quant_iq4.wgsl): a unit is 32 elements (an
+    // IQ4_NL / MXFP4 block, an IQ4_XS sub-block).
+    tl(
+        GgmlType::IQ4_NL,
+        32,
+        18,
+        &[plane(16, &[(2, 18)]), plane(2, &[(0, 2)])],
+        32,
+    ),
+    tl(
+        GgmlType::IQ4_XS,
+        256,
+        136,
+        &[plane(132, &[(4, 136)]), plane(4, &[(0, 4)])],
+        32,
+    ),
+    tl(
+        GgmlType::MXFP4,
+        32,
+        17,
+        &[plane(16, &[(1, 17)]), plane(1, &[(0, 1)])],
+        32,
+    ),
+    // The lattice i-quants (shaders/common/quant_iq_grid.wgsl): a unit is a 32-element
+    // sub-block; the f16 d moves to plane 1 and the grid follows the planes.
+    tl(
+        GgmlType::IQ2_XXS,
+        256,
+        66,
+        &[plane(64, &[(2, 66)]), D16],
+        32,
+    ),
+    tl(GgmlType::IQ2_XS, 256, 74, &[plane(72, &[(2, 74)]), D16], 32),
+    tl(GgmlType::IQ2_S, 256, 82, &[plane(80, &[(2, 82)]), D16], 32),
+    tl(
+        GgmlType::IQ3_XXS,
+        256,
+        98,
+        &[plane(96, &[(2, 98)]), D16],
+        32,
+    ),
+    tl(
+        GgmlType::IQ3_S,
+        256,
+        110,
+        &[plane(108, &[(2, 110)]), D16],
+        32,
+    ),
+    tl(GgmlType::IQ1_S, 256, 50, &[plane(48, &[(2, 50)]), D16], 32),
+    tl(GgmlType::IQ1_M, 256, 56, &[plane(56, &[(0, 56)])], 32),
 ];
+
+/// A leading f16 scale as its own plane.
+const D16: PlaneSpec = plane(2, &[(0, 2)]);
 
 /// The layout of `ty`, or [`GpuError::UnsupportedType`].
 pub fn layout(ty: GgmlType) -> Result<&'static TypeLayout, GpuError> {
@@ -271,6 +348,12 @@ fn split_size(l: &TypeLayout, nb: u64, rows: u64) -> ([u64; 3], u64) {
     }
     for p in l.planes.len()..3 {
         offsets[p] = offsets[l.planes.len() - 1];
+    }
+    let table = crate::quant::grid_len(l.ty) as u64;
+    if table > 0 {
+        // The lattice grid after the planes (at most two planes for these types).
+        offsets[2] = align16(end);
+        end = offsets[2] + table;
     }
     // A multiple of 32 bytes: CPU drivers read splits as vec4<u64> (matmul_rows.wgsl, INT64).
     (offsets, end.div_ceil(32).max(1) * 32)
@@ -375,6 +458,10 @@ pub fn repack_split(
         actual: format!("bytes {start}..{end}"),
     })?;
     let mut out = vec![0u8; to_usize(split.bytes)];
+    if let Some(grid) = crate::quant::grid_bytes(ty) {
+        let at = to_usize(split.plane_offsets[2]);
+        out[at..at + grid.len()].copy_from_slice(&grid);
+    }
     if l.planes.len() == 1 && l.planes[0].entry_bytes == l.block_bytes {
         // Already aligned: a straight copy.
         out[..rows.len()].copy_from_slice(rows);
@@ -409,7 +496,11 @@ mod tests {
             for p in l.planes {
                 let len: usize = p.src.iter().map(|(s, t)| t - s).sum();
                 assert_eq!(len as u64, p.entry_bytes, "{}", l.ty);
-                assert!(p.entry_bytes % 4 == 0 || p.entry_bytes == 2, "{}", l.ty);
+                assert!(
+                    p.entry_bytes % 4 == 0 || matches!(p.entry_bytes, 1 | 2),
+                    "{}",
+                    l.ty
+                );
                 for &(s, t) in p.src {
                     covered[s..t].iter_mut().for_each(|c| *c += 1);
                 }
@@ -418,6 +509,31 @@ mod tests {
             assert_eq!(
                 l.ty.block_layout(),
                 (l.block_elems as usize, l.block_bytes as usize)
+            );
+        }
+    }
+
+    #[test]
+    fn lattice_grids_follow_the_planes_in_every_split() {
+        // IQ1_S [512, 7]: 2 blocks a row; plane 0 48 bytes a block, plane 1 2, then 16 KiB of
+        // grid at plane 2.
+        let plan = split_plan(GgmlType::IQ1_S, [512, 7], 1 << 20).unwrap();
+        assert_eq!(plan[0].plane_offsets, [0, 672, 704]);
+        assert_eq!(plan[0].bytes, 704 + 16384);
+        // IQ4_NL [288, 3] (162-byte rows): 27 entries of 16, then 27 of 2, no table.
+        let plan = split_plan(GgmlType::IQ4_NL, [288, 3], 1 << 20).unwrap();
+        assert_eq!(plan[0].plane_offsets, [0, 432, 432]);
+        assert_eq!(plan[0].bytes, 512);
+        // Every split carries the grid: split sizes add up to rows plus one grid each.
+        let plan = split_plan(GgmlType::IQ3_S, [256, 100], 4096).unwrap();
+        assert!(plan.len() > 1 && plan.iter().all(|s| s.bytes <= 4096));
+        let gguf = vec![0x5Au8; 100 * 110];
+        for s in &plan {
+            let out = repack_split(GgmlType::IQ3_S, [256, 100], s, &gguf).unwrap();
+            let at = s.plane_offsets[2] as usize;
+            assert_eq!(
+                &out[at..at + 2048],
+                &crate::quant::grid_bytes(GgmlType::IQ3_S).unwrap()[..]
             );
         }
     }
@@ -444,7 +560,7 @@ mod tests {
             Err(GpuError::BadInput { .. })
         ));
         assert!(matches!(
-            split_plan(GgmlType::IQ2_XXS, [256, 10], 1 << 20),
+            split_plan(GgmlType::NVFP4, [256, 10], 1 << 20),
             Err(GpuError::UnsupportedType { .. })
         ));
     }

@@ -1,7 +1,9 @@
 //! Weights on the device and the kernels that read them: matrix × vector (decode), matrix ×
 //! small batch (2..=16 columns, speculative verification), matrix × matrix (prefill ubatches)
 //! and the embedding gather, for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
-//! Q5_K, Q6_K and the 1-bit / ternary Q1_0, Q2_0, Q2_0_G128, PQ2_0, TQ1_0, TQ2_0 weights
+//! Q5_K, Q6_K, the 1-bit / ternary Q1_0, Q2_0, Q2_0_G128, PQ2_0, TQ1_0, TQ2_0, the codebook
+//! IQ4_NL, IQ4_XS, MXFP4 and the lattice IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
+//! weights
 //! (docs/shaders-matmul.md).
 //!
 //! Shapes: a weight is GGUF `[ne0 = K, ne1 = N]` (N rows of K); activations X are f32 `[M, K]`

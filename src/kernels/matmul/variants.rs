@@ -238,6 +238,16 @@ fn type_define(ty: GgmlType) -> Result<&'static str, GpuError> {
         GgmlType::Q2_0_G128 | GgmlType::PQ2_0 => "TYPE_Q2_0_G128",
         GgmlType::TQ1_0 => "TYPE_TQ1_0",
         GgmlType::TQ2_0 => "TYPE_TQ2_0",
+        GgmlType::IQ4_NL => "TYPE_IQ4_NL",
+        GgmlType::IQ4_XS => "TYPE_IQ4_XS",
+        GgmlType::MXFP4 => "TYPE_MXFP4",
+        GgmlType::IQ2_XXS => "TYPE_IQ2_XXS",
+        GgmlType::IQ2_XS => "TYPE_IQ2_XS",
+        GgmlType::IQ2_S => "TYPE_IQ2_S",
+        GgmlType::IQ3_XXS => "TYPE_IQ3_XXS",
+        GgmlType::IQ3_S => "TYPE_IQ3_S",
+        GgmlType::IQ1_S => "TYPE_IQ1_S",
+        GgmlType::IQ1_M => "TYPE_IQ1_M",
         _ => "TYPE_Q6_K",
     })
 }
