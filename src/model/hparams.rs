@@ -8,6 +8,7 @@
 use crate::gguf::{Gguf, GgufError, MetaValue};
 
 pub use super::gemma3::Gemma3Hparams;
+pub use super::gemma4::Gemma4Hparams;
 pub use super::hybrid::{check_rope_sections, HybridHparams, LayerKind};
 pub use super::moe::MoeHparams;
 
@@ -25,6 +26,9 @@ pub enum Arch {
     Qwen35Moe,
     /// Gemma 3: sliding-window and global attention layers (`model/gemma3.rs`).
     Gemma3,
+    /// Gemma 4: per-layer head sizes, shared-KV layers, per-layer embeddings, experts
+    /// (`model/gemma4.rs`).
+    Gemma4,
     /// A DSpark drafter in llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter in the legacy PrismML `dspark` format.
@@ -41,6 +45,7 @@ impl Arch {
             "qwen3moe" => Arch::Qwen3Moe,
             "qwen35moe" => Arch::Qwen35Moe,
             "gemma3" => Arch::Gemma3,
+            "gemma4" => Arch::Gemma4,
             "dflash" => Arch::Dflash,
             "dspark" => Arch::DsparkLegacy,
             _ => return None,
@@ -56,6 +61,7 @@ impl Arch {
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen35Moe => "qwen35moe",
             Arch::Gemma3 => "gemma3",
+            Arch::Gemma4 => "gemma4",
             Arch::Dflash => "dflash",
             Arch::DsparkLegacy => "dspark",
         }
@@ -69,7 +75,7 @@ impl Arch {
 /// Errors reading hyperparameters.
 #[derive(Debug, thiserror::Error)]
 pub enum HparamsError {
-    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe, gemma3 and DSpark drafters: dflash, dspark)")]
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe, gemma3, gemma4 and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
     #[error(transparent)]
     Metadata(#[from] GgufError),
@@ -161,6 +167,9 @@ pub struct Hparams {
     pub moe: Option<MoeHparams>,
     /// Gemma 3: sliding layers, their RoPE base, the attention scale, the logit soft-cap.
     pub gemma3: Option<Gemma3Hparams>,
+    /// Gemma 4: per-layer head sizes and KV heads, shared-KV layers, per-layer embeddings,
+    /// experts (`n_head_kv`, `n_ff` above are then the largest of any layer).
+    pub gemma4: Option<Gemma4Hparams>,
 }
 
 impl Hparams {
@@ -188,9 +197,15 @@ impl Hparams {
         let key = |k: &str| format!("{p}.{k}");
         let n_embd = m.u32(&key("embedding_length"))?;
         let n_head = m.u32(&key("attention.head_count"))?;
-        let n_head_kv = m
-            .opt(&key("attention.head_count_kv"), |m, k| m.u32(k))?
-            .unwrap_or(n_head);
+        let n_head_kv = match arch {
+            // one per layer possibly: the largest (Gemma4Hparams has each layer's)
+            Arch::Gemma4 => {
+                super::gemma4::max_per_layer(g, &key("attention.head_count_kv"))?.unwrap_or(n_head)
+            }
+            _ => m
+                .opt(&key("attention.head_count_kv"), |m, k| m.u32(k))?
+                .unwrap_or(n_head),
+        };
         if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(HparamsError::Invalid {
                 what: format!(
@@ -219,6 +234,7 @@ impl Hparams {
                 | Arch::Qwen3Moe
                 | Arch::Qwen35Moe
                 | Arch::Gemma3
+                | Arch::Gemma4
                 | Arch::Dflash
                 | Arch::DsparkLegacy
         );
@@ -240,6 +256,9 @@ impl Hparams {
         // MoE models may omit feed_forward_length (llama.cpp reads it as optional).
         let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen35Moe);
         let n_ff = match moe_arch {
+            _ if arch == Arch::Gemma4 => {
+                super::gemma4::max_per_layer(g, &key("feed_forward_length"))?.unwrap_or(0)
+            }
             true => m
                 .opt(&key("feed_forward_length"), |m, k| m.u32(k))?
                 .unwrap_or(0),
@@ -253,6 +272,10 @@ impl Hparams {
             Arch::Gemma3 => Some(Gemma3Hparams::from_gguf(
                 g, p, n_layer, n_embd, n_head, head_dim,
             )?),
+            _ => None,
+        };
+        let gemma4 = match arch {
+            Arch::Gemma4 => Some(Gemma4Hparams::from_gguf(g, p, n_layer, n_head, head_dim)?),
             _ => None,
         };
         let hp = Hparams {
@@ -293,6 +316,7 @@ impl Hparams {
             hybrid,
             moe,
             gemma3,
+            gemma4,
         };
         if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
             return Err(HparamsError::Invalid {
