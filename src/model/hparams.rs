@@ -343,11 +343,31 @@ impl Hparams {
             .unwrap_or(LayerKind::Attention)
     }
 
-    /// Layers with a KV cache (all of a dense model's; the attention layers of a hybrid).
+    /// Layers with a KV cache (all of a dense model's; the attention layers of a hybrid; the
+    /// layers of a Gemma 4 that do not read an earlier layer's cache).
     pub fn kv_layers(&self) -> Vec<u32> {
         (0..self.n_layer)
             .filter(|&il| self.layer_kind(il) == LayerKind::Attention)
+            .filter(|&il| self.gemma4.as_ref().is_none_or(|g| g.has_kv(il)))
             .collect()
+    }
+
+    /// Layer `il`'s KV heads and K and V head sizes: Gemma 4's differ by layer kind, every
+    /// other model's are `n_head_kv`, `head_dim`, `head_dim_v`.
+    pub fn layer_kv_shape(&self, il: u32) -> [u32; 3] {
+        match &self.gemma4 {
+            Some(g) => [g.n_head_kv(il), g.head_dim(il), g.head_dim(il)],
+            None => [self.n_head_kv, self.head_dim, self.head_dim_v],
+        }
+    }
+
+    /// The window of layer `il` where it attends through one (Gemma 3 and 4 sliding layers).
+    pub fn sliding_window_of(&self, il: u32) -> Option<u32> {
+        if let Some(g) = self.gemma3.as_ref().filter(|g| g.is_sliding(il)) {
+            return Some(g.sliding_window);
+        }
+        let g = self.gemma4.as_ref().filter(|g| g.is_sliding(il))?;
+        (g.sliding_window > 0).then_some(g.sliding_window)
     }
 
     /// Gated attention (qwen35): `attn_q` rows interleave q and a sigmoid output gate per head.
