@@ -13,11 +13,16 @@
 //! router scale), KV heads 2 (sliding) / 1 (global), the last global layer without `attn_v`,
 //! soft-cap 10.
 //!
+//! The device forward is not built yet: loading a gemma4 file for it is refused by name
+//! (checked here), so no wrong logits can come out of the GPU path.
+//!
 //! Bounds. llama.cpp's CPU backend reads GELU from an f16 table, flint computes the tanh formula
 //! in f32: the README measures that gap at 2.8e-3 / 9.4e-3 for an exact-GELU float64 forward,
 //! and llama.cpp's own batch and single-token paths differ by ~3e-4. Each bound is about 3× the
 //! measurement (in the constant's comment). Greedy tokens: identical wherever llama.cpp's top-2
 //! margin is at least 0.05.
+
+mod common;
 
 use std::path::Path;
 
@@ -143,4 +148,21 @@ fn tiny_e_oracle_ple_shared_kv_and_default_softcap_match_llama_cpp() {
 #[test]
 fn tiny_m_oracle_experts_kv_heads_and_v_from_k_match_llama_cpp() {
     check_oracle("tiny-m");
+}
+
+#[test]
+fn the_device_path_refuses_gemma4_by_name() {
+    let ctx = common::gpu::ctx();
+    for name in ["tiny-e", "tiny-m"] {
+        let file = open(name);
+        let hp = flint::model::Hparams::from_gguf(&file).unwrap();
+        let err = flint::model::weights::load(&ctx, &file, &hp, false)
+            .err()
+            .expect("a gemma4 upload must be refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("gemma4") && msg.contains("device forward"),
+            "{msg}"
+        );
+    }
 }

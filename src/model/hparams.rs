@@ -77,6 +77,9 @@ impl Arch {
 pub enum HparamsError {
     #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe, gemma3, gemma4 and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
+    /// An architecture flint reads, plans and runs on its CPU oracle, but not on the device.
+    #[error("{arch}: flint reads and plans this architecture, but its device forward is not built yet (the CPU oracle flint::reference::{arch} runs it)")]
+    NoDeviceForward { arch: String },
     #[error(transparent)]
     Metadata(#[from] GgufError),
     #[error("{key} = '{value}' is not supported: flint runs the RoPE scaling types none, linear and yarn")]
