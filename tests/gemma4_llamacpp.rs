@@ -156,9 +156,9 @@ fn the_device_path_refuses_gemma4_by_name() {
     for name in ["tiny-e", "tiny-m"] {
         let file = open(name);
         let hp = flint::model::Hparams::from_gguf(&file).unwrap();
-        let err = flint::model::weights::load(&ctx, &file, &hp, false)
-            .err()
-            .expect("a gemma4 upload must be refused");
+        let Err(err) = flint::model::weights::load(&ctx, &file, &hp, false) else {
+            panic!("{name}: a gemma4 upload must be refused");
+        };
         let msg = err.to_string();
         assert!(
             msg.contains("gemma4") && msg.contains("device forward"),

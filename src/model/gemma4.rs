@@ -190,8 +190,8 @@ impl Gemma4Hparams {
         if self.head_dim_swa == 0
             || self.n_rot_swa > self.head_dim_swa
             || self.n_rot_full > self.head_dim_full
-            || self.n_rot_swa % 2 != 0
-            || self.n_rot_full % 2 != 0
+            || !self.n_rot_swa.is_multiple_of(2)
+            || !self.n_rot_full.is_multiple_of(2)
         {
             let v = format!(
                 "head {} / {}, rotated {} / {}",
@@ -203,7 +203,7 @@ impl Gemma4Hparams {
         if let Some(&kv) = self
             .n_head_kv
             .iter()
-            .find(|&&kv| kv == 0 || n_head % kv != 0)
+            .find(|&&kv| kv == 0 || !n_head.is_multiple_of(kv))
         {
             let why = "query heads must be a non-zero multiple of each layer's KV heads";
             return Err(invalid(key("attention.head_count_kv"), kv.to_string(), why));
@@ -384,6 +384,45 @@ mod tests {
         assert_eq!(g.final_logit_softcap, DEFAULT_FINAL_SOFTCAP);
         assert_eq!((g.rope_base_swa, g.n_embd_per_layer), (1000.0, 8));
         assert!(g.moe.is_none());
+    }
+
+    /// A header of `pattern` layers with `shared` shared-KV layers (no tensors).
+    fn header(pattern: &[bool], shared: u32) -> Result<Gemma4Hparams, HparamsError> {
+        use crate::gguf::GgufWriter;
+        let mut w = GgufWriter::new();
+        let k = |s: &str| format!("gemma4.{s}");
+        w.set("general.architecture", MetaValue::String("gemma4".into()));
+        for (key, v) in [
+            ("block_count", pattern.len() as u32),
+            ("attention.key_length_swa", 16),
+            ("attention.value_length_swa", 16),
+            ("attention.sliding_window", 8),
+            // default: the global n_rot (32), past the 16-wide head (ggml_rope would assert)
+            ("rope.dimension_count_swa", 16),
+            ("attention.shared_kv_layers", shared),
+            ("embedding_length_per_layer_input", 0),
+            ("feed_forward_length", 64),
+        ] {
+            w.set(&k(key), MetaValue::U32(v));
+        }
+        let pat = MetaValue::Array(MetaArray::Bool(pattern.to_vec()));
+        w.set(&k("attention.sliding_window_pattern"), pat);
+        let bytes = w.to_bytes().unwrap();
+        let g = Gguf::parse(&bytes).unwrap();
+        Gemma4Hparams::from_gguf(&g, "gemma4", pattern.len() as u32, 4, 32)
+    }
+
+    #[test]
+    fn shared_layers_must_find_a_source_of_their_kind() {
+        let (s, g) = (true, false);
+        // E-style: n_kv = 4, layer 2 sliding and 3 global serve the shared 4 (S) and 5 (G).
+        let ok = header(&[s, s, s, g, s, g], 2).unwrap();
+        assert_eq!((ok.kv_source(4), ok.kv_source(5)), (2, 3));
+        // n_kv = 4 but layer 3 is sliding: the shared global layer 5 would read a sliding cache.
+        let err = header(&[s, s, g, s, s, g], 2).unwrap_err().to_string();
+        assert!(err.contains("shared_kv_layers"), "{err}");
+        // llama.cpp asserts n_kv >= 2.
+        assert!(header(&[s, g, s], 2).is_err());
     }
 
     #[test]
