@@ -272,6 +272,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 "sliding_bytes": s.sliding_bytes,
                 "global_layers": s.global_layers,
                 "global_bytes": s.global_bytes,
+                "shared_layers": s.shared_layers,
                 "full_cache_bytes": s.full_bytes,
             })),
             "buffers": buffers,
@@ -406,7 +407,7 @@ fn render(
     ));
     if let Some(s) = swa_split(p, &inp.hp, r) {
         line(format!(
-            "  kv: sliding {} layers × {} rows{} {} + global {} layers × {} rows {} = {}; \
+            "  kv: sliding {} layers × {} rows{} {} + global {} layers × {} rows {}{} = {}; \
              a full cache in every layer: {}",
             s.sliding_layers,
             s.sliding_rows,
@@ -419,6 +420,10 @@ fn render(
             s.global_layers,
             r.n_ctx,
             fmt_bytes(s.global_bytes),
+            match s.shared_layers {
+                0 => String::new(),
+                n => format!(" + shared-KV {n} layers 0 B"),
+            },
             fmt_bytes(s.sliding_bytes + s.global_bytes),
             fmt_bytes(s.full_bytes)
         ));

@@ -83,11 +83,11 @@ pub fn kv_caches_by_layer(
     (type_k, type_v): (GgmlType, GgmlType),
     rows_of: impl Fn(u32) -> u64,
 ) -> Vec<(String, u64)> {
-    let nkv = u64::from(hp.n_head_kv);
-    let (hd, hdv) = (u64::from(hp.head_dim), u64::from(hp.head_dim_v));
     let mut out = Vec::new();
-    // Only attention layers have a cache (every layer of a dense model).
+    // Only attention layers have a cache (every layer of a dense model; not Gemma 4's shared
+    // layers), each of its own width (Gemma 4's head sizes and KV heads differ by layer).
     for il in hp.kv_layers() {
+        let [nkv, hd, hdv] = hp.layer_kv_shape(il).map(u64::from);
         let n_rows = rows_of(il);
         out.push((
             format!("{prefix}kv.k.{il}"),

@@ -49,7 +49,10 @@ pub fn buffers(
 ) -> Vec<PlannedBuffer> {
     let mut out = Vec::new();
     // Weights: split by rows past the binding limit, so never bound whole.
-    for t in tensors.iter().filter(|t| !mtp_tensor(hp, &t.name)) {
+    for t in tensors
+        .iter()
+        .filter(|t| !mtp_tensor(hp, &t.name) && !host_tensor(hp, &t.name))
+    {
         out.push(buf(
             Kind::Weights,
             t.name.clone(),
@@ -138,6 +141,11 @@ pub fn buffers(
     out.push(buf(Kind::Io, "io.argmax", words(n_out * 4), true));
     out.push(buf(Kind::Io, "io.tokens", words(n * 4), true));
     out.push(buf(Kind::Io, "io.positions", words(n * 4), true));
+    if let Some(g) = hp.gemma4.as_ref().filter(|g| g.n_embd_per_layer > 0) {
+        // [n, L·P] per-layer embedding rows gathered on the host (`host_tensor`)
+        let width = u64::from(g.n_embd_per_layer) * u64::from(hp.n_layer);
+        out.push(buf(Kind::Io, "io.per_layer", f32s(n * width), true));
+    }
     out
 }
 
@@ -199,6 +207,13 @@ fn recurrent(
 }
 
 /// A hybrid model's MTP block tensors (`blk.{il}.*` past the main-pass layers): never loaded.
+/// Gemma 4's `per_layer_token_embd` (`[L·P, V]`, 2.15 GiB in E4B Q4_K_M) stays in the mapped
+/// file, as llama.cpp keeps it (`TENSOR_READ_LAZY`): each step gathers its tokens' rows on the
+/// host and uploads `L·P` floats per token (`io.per_layer`).
+pub fn host_tensor(hp: &Hparams, name: &str) -> bool {
+    hp.gemma4.is_some() && name == "per_layer_token_embd.weight"
+}
+
 fn mtp_tensor(hp: &Hparams, name: &str) -> bool {
     if hp.hybrid.is_none() {
         return false;

@@ -112,14 +112,14 @@ pub const SWA_FULL_ENV: &str = "FLINT_SWA_FULL";
 /// Rows of layer `il`'s KV cache when it is a sliding layer kept as a ring: `window + max_rows`
 /// (`max_rows`: the largest step, a prefill ubatch or a verify batch), so that every query of a
 /// step, and of a step after a rollback of at most `max_rows` rows, still finds the `window`
-/// keys it sees. `None` (a plain cache of the full context) for global layers, other models,
+/// keys it sees (Gemma 4's sliding layers alike). `None` (a plain cache of the full context) for global layers, other models,
 /// when the ring would not be smaller than `n_ctx`, or under [`SWA_FULL_ENV`].
 pub fn ring_rows(hp: &super::Hparams, il: u32, n_ctx: u32, max_rows: u32) -> Option<u32> {
-    let g = hp.gemma3.as_ref().filter(|g| g.is_sliding(il))?;
+    let window = hp.sliding_window_of(il)?;
     if std::env::var(SWA_FULL_ENV).is_ok_and(|v| v == "1") {
         return None;
     }
-    let rows = g.sliding_window.checked_add(max_rows)?;
+    let rows = window.checked_add(max_rows)?;
     (rows < n_ctx).then_some(rows)
 }
 

@@ -8,6 +8,7 @@
 use crate::gguf::{Gguf, GgufError, MetaValue};
 
 pub use super::gemma3::Gemma3Hparams;
+pub use super::gemma4::Gemma4Hparams;
 pub use super::hybrid::{check_rope_sections, HybridHparams, LayerKind};
 pub use super::moe::MoeHparams;
 
@@ -25,6 +26,9 @@ pub enum Arch {
     Qwen35Moe,
     /// Gemma 3: sliding-window and global attention layers (`model/gemma3.rs`).
     Gemma3,
+    /// Gemma 4: per-layer head sizes, shared-KV layers, per-layer embeddings, experts
+    /// (`model/gemma4.rs`).
+    Gemma4,
     /// A DSpark drafter in llama.cpp's `dflash` format.
     Dflash,
     /// A DSpark drafter in the legacy PrismML `dspark` format.
@@ -41,6 +45,7 @@ impl Arch {
             "qwen3moe" => Arch::Qwen3Moe,
             "qwen35moe" => Arch::Qwen35Moe,
             "gemma3" => Arch::Gemma3,
+            "gemma4" => Arch::Gemma4,
             "dflash" => Arch::Dflash,
             "dspark" => Arch::DsparkLegacy,
             _ => return None,
@@ -56,6 +61,7 @@ impl Arch {
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen35Moe => "qwen35moe",
             Arch::Gemma3 => "gemma3",
+            Arch::Gemma4 => "gemma4",
             Arch::Dflash => "dflash",
             Arch::DsparkLegacy => "dspark",
         }
@@ -69,8 +75,11 @@ impl Arch {
 /// Errors reading hyperparameters.
 #[derive(Debug, thiserror::Error)]
 pub enum HparamsError {
-    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe, gemma3 and DSpark drafters: dflash, dspark)")]
+    #[error("unsupported architecture '{arch}' (flint runs llama, qwen2, qwen3, qwen35, qwen3moe, qwen35moe, gemma3, gemma4 and DSpark drafters: dflash, dspark)")]
     UnsupportedArch { arch: String },
+    /// An architecture flint reads, plans and runs on its CPU oracle, but not on the device.
+    #[error("{arch}: flint reads and plans this architecture, but its device forward is not built yet (the CPU oracle flint::reference::{arch} runs it)")]
+    NoDeviceForward { arch: String },
     #[error(transparent)]
     Metadata(#[from] GgufError),
     #[error("{key} = '{value}' is not supported: flint runs the RoPE scaling types none, linear and yarn")]
@@ -161,6 +170,9 @@ pub struct Hparams {
     pub moe: Option<MoeHparams>,
     /// Gemma 3: sliding layers, their RoPE base, the attention scale, the logit soft-cap.
     pub gemma3: Option<Gemma3Hparams>,
+    /// Gemma 4: per-layer head sizes and KV heads, shared-KV layers, per-layer embeddings,
+    /// experts (`n_head_kv`, `n_ff` above are then the largest of any layer).
+    pub gemma4: Option<Gemma4Hparams>,
 }
 
 impl Hparams {
@@ -188,9 +200,15 @@ impl Hparams {
         let key = |k: &str| format!("{p}.{k}");
         let n_embd = m.u32(&key("embedding_length"))?;
         let n_head = m.u32(&key("attention.head_count"))?;
-        let n_head_kv = m
-            .opt(&key("attention.head_count_kv"), |m, k| m.u32(k))?
-            .unwrap_or(n_head);
+        let n_head_kv = match arch {
+            // one per layer possibly: the largest (Gemma4Hparams has each layer's)
+            Arch::Gemma4 => {
+                super::gemma4::max_per_layer(g, &key("attention.head_count_kv"))?.unwrap_or(n_head)
+            }
+            _ => m
+                .opt(&key("attention.head_count_kv"), |m, k| m.u32(k))?
+                .unwrap_or(n_head),
+        };
         if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(HparamsError::Invalid {
                 what: format!(
@@ -219,6 +237,7 @@ impl Hparams {
                 | Arch::Qwen3Moe
                 | Arch::Qwen35Moe
                 | Arch::Gemma3
+                | Arch::Gemma4
                 | Arch::Dflash
                 | Arch::DsparkLegacy
         );
@@ -240,6 +259,9 @@ impl Hparams {
         // MoE models may omit feed_forward_length (llama.cpp reads it as optional).
         let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen35Moe);
         let n_ff = match moe_arch {
+            _ if arch == Arch::Gemma4 => {
+                super::gemma4::max_per_layer(g, &key("feed_forward_length"))?.unwrap_or(0)
+            }
             true => m
                 .opt(&key("feed_forward_length"), |m, k| m.u32(k))?
                 .unwrap_or(0),
@@ -253,6 +275,10 @@ impl Hparams {
             Arch::Gemma3 => Some(Gemma3Hparams::from_gguf(
                 g, p, n_layer, n_embd, n_head, head_dim,
             )?),
+            _ => None,
+        };
+        let gemma4 = match arch {
+            Arch::Gemma4 => Some(Gemma4Hparams::from_gguf(g, p, n_layer, n_head, head_dim)?),
             _ => None,
         };
         let hp = Hparams {
@@ -293,6 +319,7 @@ impl Hparams {
             hybrid,
             moe,
             gemma3,
+            gemma4,
         };
         if hp.n_layer == 0 || hp.n_embd == 0 || hp.head_dim == 0 || hp.n_rot > hp.head_dim {
             return Err(HparamsError::Invalid {
@@ -319,11 +346,31 @@ impl Hparams {
             .unwrap_or(LayerKind::Attention)
     }
 
-    /// Layers with a KV cache (all of a dense model's; the attention layers of a hybrid).
+    /// Layers with a KV cache (all of a dense model's; the attention layers of a hybrid; the
+    /// layers of a Gemma 4 that do not read an earlier layer's cache).
     pub fn kv_layers(&self) -> Vec<u32> {
         (0..self.n_layer)
             .filter(|&il| self.layer_kind(il) == LayerKind::Attention)
+            .filter(|&il| self.gemma4.as_ref().is_none_or(|g| g.has_kv(il)))
             .collect()
+    }
+
+    /// Layer `il`'s KV heads and K and V head sizes: Gemma 4's differ by layer kind, every
+    /// other model's are `n_head_kv`, `head_dim`, `head_dim_v`.
+    pub fn layer_kv_shape(&self, il: u32) -> [u32; 3] {
+        match &self.gemma4 {
+            Some(g) => [g.n_head_kv(il), g.head_dim(il), g.head_dim(il)],
+            None => [self.n_head_kv, self.head_dim, self.head_dim_v],
+        }
+    }
+
+    /// The window of layer `il` where it attends through one (Gemma 3 and 4 sliding layers).
+    pub fn sliding_window_of(&self, il: u32) -> Option<u32> {
+        if let Some(g) = self.gemma3.as_ref().filter(|g| g.is_sliding(il)) {
+            return Some(g.sliding_window);
+        }
+        let g = self.gemma4.as_ref().filter(|g| g.is_sliding(il))?;
+        (g.sliding_window > 0).then_some(g.sliding_window)
     }
 
     /// Gated attention (qwen35): `attn_q` rows interleave q and a sigmoid output gate per head.

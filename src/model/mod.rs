@@ -6,6 +6,8 @@ pub mod drafter_init;
 pub mod drafter_meta;
 pub mod forward;
 pub mod gemma3;
+pub mod gemma4;
+mod gemma4_shapes;
 pub mod hparams;
 pub mod hybrid;
 pub mod mixer;

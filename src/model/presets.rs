@@ -5,7 +5,7 @@
 //! the type llama.cpp's quantization recipe gives it. Dimensions: the models' published
 //! `config.json` files (Qwen/Qwen3-8B, Qwen/Qwen3-0.6B on Hugging Face).
 //!
-//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`. The `qwen35` hybrids (`qwen35-0.8b-q4_0`, the
+//! Gemma 3 (`gemma3-*`): `presets_gemma3.rs`. Gemma 4 (`gemma4-*`): `presets_gemma4.rs`. The `qwen35` hybrids (`qwen35-0.8b-q4_0`, the
 //! tiny `qwen35-tiny-*` described next): `presets_qwen35.rs`.
 //!
 //! `qwen35-tiny-*` are not published models: tiny `qwen35` hybrids (8 layers, attention at 3
@@ -18,13 +18,15 @@ use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 mod bonsai;
 #[path = "presets_gemma3.rs"]
 mod gemma3;
+#[path = "presets_gemma4.rs"]
+mod gemma4;
 #[path = "presets_moe.rs"]
 mod moe;
 #[path = "presets_qwen35.rs"]
 mod qwen35;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 33] = [
+pub const PRESETS: [&str; 36] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -58,6 +60,9 @@ pub const PRESETS: [&str; 33] = [
     "gemma3-12b-q4_k_m",
     "gemma3-27b-q4_k_m",
     "gemma3-tiny-f32",
+    "gemma4-e4b-q4_k_m",
+    "gemma4-26b-a4b-q4_k_m",
+    "gemma4-31b-q4_k_m",
 ];
 
 /// The writer of preset `name` (shape-only tensors), or `None` for an unknown name.
@@ -83,6 +88,7 @@ pub fn preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
         "qwen35-tiny-q2_0-g128" => qwen35::qwen35_tiny(GgmlType::Q2_0_G128),
         "qwen35-0.8b-q4_0" => qwen35::qwen35_08b_q4_0(),
         g if g.starts_with("gemma3-") => return gemma3::preset_writer(g),
+        g if g.starts_with("gemma4-") => return gemma4::preset_writer(g),
         "qwen35-tiny-tools-f32" => qwen35::qwen35_tiny(GgmlType::F32),
         _ => return moe::moe_preset_writer(name),
     })

@@ -42,6 +42,9 @@ const LOG_SNR_FEATURES: u64 = 128;
 
 /// Checks the shapes of every tensor a model of `hp` runs (`g` the target model's header).
 pub fn check_shapes(g: &Gguf, hp: &Hparams) -> Result<(), HparamsError> {
+    if let Some(g4) = &hp.gemma4 {
+        return super::gemma4_shapes::check(&Checker { g }, hp, g4);
+    }
     check_backbone(g, hp, true)
 }
 
@@ -249,13 +252,13 @@ fn product(what: &str, factors: &[u32]) -> Result<u32, HparamsError> {
 }
 
 /// Holds the tensors of one header to their expected shapes.
-struct Checker<'a> {
-    g: &'a Gguf,
+pub(super) struct Checker<'a> {
+    pub(super) g: &'a Gguf,
 }
 
 impl Checker<'_> {
     /// Tensor `name` must exist with shape `want`.
-    fn required(&self, name: &str, want: &[u64]) -> Result<(), HparamsError> {
+    pub(super) fn required(&self, name: &str, want: &[u64]) -> Result<(), HparamsError> {
         match self.g.tensor(name) {
             Some(t) => same(name, &t.shape, want),
             None => Err(GgufError::MissingTensor {
@@ -266,7 +269,7 @@ impl Checker<'_> {
     }
 
     /// Tensor `name`, where the file has it, must have shape `want`.
-    fn optional(&self, name: &str, want: &[u64]) -> Result<(), HparamsError> {
+    pub(super) fn optional(&self, name: &str, want: &[u64]) -> Result<(), HparamsError> {
         match self.g.tensor(name) {
             Some(t) => same(name, &t.shape, want),
             None => Ok(()),

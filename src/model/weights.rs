@@ -349,6 +349,10 @@ pub fn load(
     progress: bool,
 ) -> Result<ModelWeights> {
     super::shapes::check_shapes(file, hp)?;
+    if hp.gemma4.is_some() {
+        let arch = hp.arch.name().to_string();
+        return Err(super::hparams::HparamsError::NoDeviceForward { arch }.into());
+    }
     let mut l = Loader::new(ctx, file, progress);
     l.stack = Some(Family::for_context(ctx));
     if file.shape_only {

@@ -10,6 +10,8 @@
 //! - [`hybrid`]: the whole forward pass of a `qwen35` hybrid (Gated DeltaNet and gated
 //!   attention), with its recurrent state.
 //! - [`gemma3`]: the whole forward pass of Gemma 3 (sliding-window and global layers).
+//! - [`gemma4`]: the whole forward pass of Gemma 4 (per-layer embeddings, shared-KV layers,
+//!   experts).
 //!
 //! The oracle shares no code with the GPU path beyond the GGUF container parser and the
 //! dequantizers (`crate::gguf`, `crate::quant`); `tests/reference_independent.rs` holds it to that.
@@ -18,6 +20,7 @@ pub mod attention;
 pub mod dspark;
 pub mod forward;
 pub mod gemma3;
+pub mod gemma4;
 pub mod hybrid;
 pub mod matmul;
 pub mod meta;

@@ -232,7 +232,7 @@ impl crate::reference::hybrid::RefHybridModel {
 }
 
 /// Expert tensor `name` of shape `[k, n, n_expert]` as f32 `[n_expert, n, k]`, with its type.
-fn experts(
+pub(crate) fn experts(
     t: &Tensors<'_>,
     name: &str,
     [k, n, e]: [usize; 3],
