@@ -49,6 +49,8 @@ pub struct Timeouts {
 
 /// State shared by every handler.
 pub struct App {
+    /// Which `Host` names and body types a keyless server takes.
+    pub access: super::access::Access,
     phase: Mutex<Phase>,
     keys: Vec<String>,
     pub alias: String,
@@ -67,8 +69,15 @@ pub fn now_secs() -> u64 {
 }
 
 impl App {
-    pub fn new(keys: Vec<String>, alias: String, slots: Arc<Slots>, timeouts: Timeouts) -> App {
+    pub fn new(
+        access: super::access::Access,
+        keys: Vec<String>,
+        alias: String,
+        slots: Arc<Slots>,
+        timeouts: Timeouts,
+    ) -> App {
         App {
+            access,
             phase: Mutex::new(Phase::Loading),
             keys,
             alias,
