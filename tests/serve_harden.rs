@@ -6,7 +6,10 @@
 //! - a user or system message without content is a 400 naming the message, an assistant's with
 //!   `tool_calls` may have none;
 //! - one peer holds at most `--max-connections-per-peer` connections (its idlest close), and
-//!   connections still receiving a body give way to a new one at the cap.
+//!   connections still receiving a body give way to a new one at the cap;
+//! - a chat of more than 4096 messages is a 400, and a template that loops ~10¹⁰ times fails
+//!   on its fuel (a 400) instead of pinning a thread;
+//! - `ignore_eos` with a grammar is a 400, and a full queue answers 429 before parsing.
 //!
 //! The statuses are the HTTP rules of OpenAI's API and llama-server's (403, 415, 400); no
 //! figure of flint's own is an expected value here.
@@ -149,6 +152,13 @@ fn keyless_server_refuses_foreign_hosts_and_form_posts_and_empty_turns() {
     let (code, text) =
         http(&addr, "POST", "/v1/chat/completions", &[], Some(&with_call)).expect("a chat request");
     assert_eq!(code, 200, "an assistant turn of tool calls only: {text}");
+    let many: Vec<Value> = (0..4097)
+        .map(|_| json!({"role": "user", "content": "a"}))
+        .collect();
+    let body = json!({"messages": many, "max_tokens": 1}).to_string();
+    let (code, text) =
+        http(&addr, "POST", "/v1/chat/completions", &[], Some(&body)).expect("a chat request");
+    assert_eq!(code, 400, "4097 messages: {text}");
 
     // `ignore_eos` with a grammar could only fail at the grammar's end: refused.
     let body = json!({"prompt": "A JSON object:", "max_tokens": 8, "ignore_eos": true,
@@ -203,9 +213,20 @@ fn closed(s: &mut TcpStream) -> bool {
 }
 
 #[test]
-fn crowding_peers_and_dribbled_bodies_give_way() {
+fn crowds_dribbled_bodies_and_runaway_templates_hold_nothing() {
     let _g = serial();
+    let dir = harness::scratch("runaway-template");
+    let template = dir.join("loop.jinja");
+    std::fs::write(
+        &template,
+        "{% for m in messages %}{% for i in range(100000) %}{% for j in range(100000) %}\
+         {% endfor %}{% endfor %}{{ m.content }}{% endfor %}",
+    )
+    .expect("write a template");
+    let template = template.to_str().expect("a UTF-8 path").to_string();
     let s = Server::start(&[
+        "--chat-template-file",
+        &template,
         "--max-connections",
         "6",
         "--max-connections-per-peer",
@@ -258,5 +279,13 @@ fn crowding_peers_and_dribbled_bodies_give_way() {
     let mut line = String::new();
     let _ = first.read_line(&mut line);
     assert!(line.is_empty() || line.contains("503"), "{line:?}");
+    drop(dribblers);
+
+    // A template that would loop 10¹⁰ times runs out of fuel: a 400, the server free.
+    let body = json!({"messages": [{"role": "user", "content": "Hi"}]}).to_string();
+    let (code, text) = http(&addr, "POST", "/apply-template", &[], Some(&body))
+        .unwrap_or_else(|e| panic!("/apply-template with a runaway template: {e}"));
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("fuel"), "{text}");
     s.stop();
 }

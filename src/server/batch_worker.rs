@@ -297,7 +297,7 @@ fn admit_one<'t>(
     tok: &'t Tokenizer,
     cached: &mut [Vec<u32>],
     seq: usize,
-    job: Job,
+    mut job: Job,
     clock: JobClock,
     shared: &'t Shared,
     grammars: &mut Option<Grammars>,
@@ -326,10 +326,14 @@ fn admit_one<'t>(
         Ok(s) => s,
         Err(e) => return refuse(job, clock, e.to_string()),
     };
-    // A grammar that does not compile ends this request alone, before it takes a row.
-    let guide = match compile_job(&job, eng, grammars) {
-        Ok(g) => g,
-        Err(e) => return refuse(job, clock, e.to_string()),
+    // The grammar compiled when the request was prepared; else compiled here (a grammar that
+    // does not compile ends this request alone, before it takes a row).
+    let guide = match job.guide.take() {
+        Some(g) => Some(g),
+        None => match compile_job(&job, eng, grammars) {
+            Ok(g) => g,
+            Err(e) => return refuse(job, clock, e.to_string()),
+        },
     };
     // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to.
     if !eng.fwd.can_truncate(seq, keep as u32) {

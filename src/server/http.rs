@@ -271,6 +271,7 @@ pub(super) async fn submit_request(
     let super::chat_prompt::Prepared {
         ids: prompt,
         grammar,
+        guide,
         reader,
     } = tokenize
         .await
@@ -346,6 +347,7 @@ pub(super) async fn submit_request(
         admitted: Some(told),
         embed: None,
         grammar,
+        guide,
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),

@@ -279,6 +279,7 @@ fn load(app: Arc<App>, opts: ServeOptions) {
         limits,
         model_path: opts.engine.model.display().to_string(),
         speculative: drafter,
+        grammars: std::sync::OnceLock::new(),
     });
 }
 

@@ -65,6 +65,9 @@ pub struct Job {
     pub embed: Option<EmbedReply>,
     /// `Some`: every generated token must keep the output inside this grammar.
     pub grammar: Option<crate::grammar::GrammarSpec>,
+    /// That grammar compiled for the model when the request was prepared (the worker compiles
+    /// `grammar` itself only when this is `None`).
+    pub guide: Option<crate::grammar::steps::Guide>,
 }
 
 /// Where an embedding job's vector goes.
@@ -291,6 +294,7 @@ mod tests {
             admitted: None,
             embed: None,
             grammar: None,
+            guide: None,
         };
         (job, rx)
     }

@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn literal_ranges_split_and_join_again() {
         let t = tiny();
-        let (order, v) = (&t.special_order, &t.vocab);
+        let order = &t.special_order;
         let text = "a<|im_end|>b<|im_end|>";
         let frags = special::partition(order, text, true, &[1..11]);
         assert_eq!(frags, [Fragment::Text(0..12), Fragment::Token(4)]);

@@ -127,26 +127,39 @@ fn the_streamer_sends_what_rereading_sent() {
     }
 }
 
-#[test]
-fn the_streamer_reads_each_byte_a_bounded_number_of_times() {
-    let mut text = "I think about the weather. ".repeat(4000);
+/// A long answer: `n` sentences of reasoning, `n` of content, `n / 20` calls.
+fn long_answer(n: usize) -> String {
+    let mut text = "I think about the weather. ".repeat(n);
     text.push_str("</think>\n");
-    text.push_str(&"Here is what I found. ".repeat(4000));
+    text.push_str(&"Here is what I found. ".repeat(n));
     text.push('\n');
-    for _ in 0..200 {
+    for _ in 0..n / 20 {
         text.push_str(XML_CALL);
         text.push('\n');
     }
+    text
+}
+
+#[test]
+fn the_streamer_reads_each_byte_a_bounded_number_of_times() {
     let reader = Reader {
         tools: Some((Format::QwenXml, setup(Choice::Auto, true))),
         thinking_open: true,
     };
-    let (_, work) = streamed(&reader, &pieces(&text, 1));
-    // Measured: ~3.5× the text (each byte read as it comes, at most a marker's length again,
-    // and each call's text while it is being generated); re-reading read ~n²/2 ≈ 2.5e10.
+    let work = |n: usize| {
+        let text = long_answer(n);
+        let (_, work) = streamed(&reader, &pieces(&text, 1));
+        (text.len(), work)
+    };
+    let (len1, w1) = work(2000);
+    let (len2, w2) = work(4000);
+    // Twice the text, twice the work (re-reading the whole text after each byte: four times).
+    // Measured: 2 452 208 bytes read for 112 705 and 4 904 381 for 225 410 (each call's ~130
+    // bytes are read again while it is generated; the rest ~3 times).
+    let ratio = w2 as f64 / w1 as f64;
     assert!(
-        work <= 16 * text.len(),
-        "{work} bytes read for a {}-byte text",
-        text.len()
+        ratio < 2.1,
+        "{w1} bytes read for {len1}, {w2} for {len2}: ×{ratio:.2}"
     );
+    assert!(w2 < 25 * len2, "{w2} bytes read for a {len2}-byte text");
 }
