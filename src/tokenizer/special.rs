@@ -190,3 +190,129 @@ fn merge(parts: Vec<Part>) -> Vec<Fragment> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::{MetaArray, MetaValue, Metadata};
+    use crate::tokenizer::Tokenizer;
+
+    /// llama.cpp's `tokenizer_st_partition` as written there: each special token in order
+    /// splits every remaining fragment at its non-overlapping occurrences (leftmost first).
+    fn sequential(
+        vocab: &Vocab,
+        order: &[TokenId],
+        text: &str,
+        parse_special: bool,
+        literal: &[Range<usize>],
+    ) -> Vec<Fragment> {
+        let mut parts = initial(text.len(), parse_special, literal);
+        for &id in order {
+            let Some(special) = vocab.text(id).filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            let control = vocab.token_type(id).is_some_and(|t| t.is_special());
+            let mut next = Vec::new();
+            for p in parts {
+                let (r, parse) = match p {
+                    Part::Text { range, parse } if parse || !control => (range, parse),
+                    other => {
+                        next.push(other);
+                        continue;
+                    }
+                };
+                let piece = &text[r.clone()];
+                let mut last = 0;
+                for (pos, m) in piece.match_indices(special) {
+                    if pos > last {
+                        next.push(Part::Text {
+                            range: r.start + last..r.start + pos,
+                            parse,
+                        });
+                    }
+                    next.push(Part::Token(id));
+                    last = pos + m.len();
+                }
+                if last < piece.len() {
+                    next.push(Part::Text {
+                        range: r.start + last..r.end,
+                        parse,
+                    });
+                }
+            }
+            parts = next;
+        }
+        merge(parts)
+    }
+
+    /// Special tokens that overlap and nest, control (3) and user-defined (4), over the
+    /// alphabet `a b c < >`.
+    fn vocab() -> Tokenizer {
+        let specials = [
+            ("<unk>", 2),
+            ("ab", 3),
+            ("bca", 3),
+            ("abc", 4),
+            ("<a>", 3),
+            ("<a><b>", 4),
+            ("aa", 4),
+            ("cc", 3),
+            ("ca", 4),
+            ("c<", 3),
+        ];
+        let mut texts: Vec<String> = specials.iter().map(|(t, _)| t.to_string()).collect();
+        let mut types: Vec<i32> = specials.iter().map(|(_, k)| *k).collect();
+        texts.extend(['a', 'b', 'c', '<', '>', '\u{2581}'].map(String::from));
+        types.resize(texts.len(), 1);
+        let mut m = Metadata::new();
+        m.set("tokenizer.ggml.model", MetaValue::String("llama".into()));
+        m.set(
+            "tokenizer.ggml.scores",
+            MetaValue::Array(MetaArray::F32(vec![0.0; texts.len()])),
+        );
+        m.set(
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(MetaArray::I32(types)),
+        );
+        m.set(
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(MetaArray::String(texts)),
+        );
+        Tokenizer::from_metadata(&m).expect("a tokenizer")
+    }
+
+    #[test]
+    fn one_pass_splits_as_the_token_by_token_partition() {
+        let t = vocab();
+        let order = t.vocab.special_match_order();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let alphabet = ['a', 'b', 'c', '<', '>'];
+        for _ in 0..5000 {
+            let len = next(24) as usize;
+            let text: String = (0..len).map(|_| alphabet[next(5) as usize]).collect();
+            let mut literal = Vec::new();
+            let mut at = 0;
+            while at < len && next(3) == 0 {
+                let start = at + next((len - at) as u64) as usize;
+                let end = start + next((len - start) as u64 + 1) as usize;
+                if end > start {
+                    literal.push(start..end);
+                }
+                at = end.max(start + 1);
+            }
+            for parse in [false, true] {
+                assert_eq!(
+                    partition(&t.special_order, &text, parse, &literal),
+                    sequential(&t.vocab, &order, &text, parse, &literal),
+                    "{text:?} parse {parse} literal {literal:?}"
+                );
+            }
+        }
+    }
+}
