@@ -64,7 +64,7 @@ pub struct ServeArgs {
     pub max_connections: usize,
     /// Open connections one peer address may hold; past them that peer's idlest connection is
     /// closed (503 when each of its connections has a request in flight).
-    #[arg(long = "max-connections-per-peer", default_value_t = 64)]
+    #[arg(long = "max-connections-per-peer", default_value_t = 128)]
     pub max_connections_per_peer: usize,
     /// Origins browsers may call from (CORS; repeat or comma-separate; `*` for any).
     #[arg(long = "cors-origin", value_delimiter = ',')]

@@ -50,7 +50,7 @@ impl Default for Limits {
             body: Duration::from_secs(30),
             idle: Duration::from_secs(60),
             max: 256,
-            per_peer: 64,
+            per_peer: 128,
         }
     }
 }
