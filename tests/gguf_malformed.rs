@@ -597,3 +597,18 @@ fn minus_one_special_id_means_none() {
 
 #[path = "gguf_malformed/q2_0.rs"]
 mod q2_0;
+
+/// `split.count = u32::MAX` on a file whose name numbers that many shards: refused before any
+/// allocation sized by it (it used to reach `Vec::with_capacity(u32::MAX - 1)` of shards).
+#[test]
+fn split_count_is_capped_before_allocation() {
+    let dir = common::temp_dir("split-count");
+    let path = dir.path().join("m-00001-of-4294967295.gguf");
+    std::fs::write(&path, one_kv("split.count", 4, &u32::MAX.to_le_bytes())).unwrap();
+    let (res, peak) = peak_during(|| flint::gguf::GgufFile::open(&path).map(|_| ()));
+    match res {
+        Err(E::Split { reason, .. }) => assert!(reason.contains("99999"), "{reason}"),
+        other => panic!("expected a split error, got {other:?}"),
+    }
+    assert!(peak <= 16 << 20, "open allocated {peak} bytes");
+}

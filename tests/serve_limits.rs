@@ -73,7 +73,7 @@ fn half_sent_requests_are_cut_off_and_idle_connections_keep_no_one_out() {
     let t0 = Instant::now();
     let mut c = TcpStream::connect(&addr).expect("connect");
     c.write_all(
-        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+        b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
           Content-Length: 100\r\n\r\n{\"prompt\": \"Hel",
     )
     .expect("write half a body");

@@ -173,7 +173,13 @@ fn generate_by_hub_name_then_offline_from_the_store() {
 
     let rm = w.flint(&server, &["rm", &name]);
     assert!(rm.status.success(), "{}", stderr(&rm));
-    assert!(w.hub_files().is_empty(), "{:?}", w.hub_files());
+    assert!(
+        !w.hub_files()
+            .iter()
+            .any(|f| f.contains("x.Q4_1") || f.contains("CON")),
+        "{:?}",
+        w.hub_files()
+    );
     let gone = w.flint(&server, &["rm", &name]);
     assert_eq!(gone.status.code(), Some(2), "{}", stderr(&gone));
 }
@@ -287,6 +293,110 @@ fn pull_picks_as_llama_cpp_and_refuses_bad_repositories() {
         std::fs::read(w.store().join("hf/test-org/cut/m.Q4_1.gguf")).unwrap(),
         cut
     );
+}
+
+/// Downloads that cannot hang, overrun or escape: a body that stalls mid-way fails within
+/// `FLINT_HTTP_TIMEOUT` (the fake Hub would send the rest a minute later, so a client without a
+/// read timeout succeeds late instead) and the next run resumes with `Range`; a body longer than
+/// the listed size is cut at that size (the file installs, hash-checked); listing paths that
+/// leave the repository's folder or name a drive (`../x`, `C:x`, `/abs/x`, `CON`) are never
+/// fetched; a `Link` to another origin is not followed (that host sees no request).
+#[test]
+fn downloads_cannot_hang_overrun_or_escape() {
+    let mut repos = HashMap::new();
+    let stall = fake(11, 300_000);
+    repos.insert(
+        "test-org/stall".to_string(),
+        vec![lfs("m.Q4_1.gguf", stall.clone())],
+    );
+    let long = fake(12, 50_000);
+    repos.insert(
+        "test-org/long".to_string(),
+        vec![lfs("m.Q4_1.gguf", long.clone())],
+    );
+    repos.insert(
+        "test-org/escape".to_string(),
+        vec![
+            lfs("../x.Q4_1.gguf", fake(13, 1_000)),
+            lfs("C:x.Q4_1.gguf", fake(14, 1_000)),
+            lfs("/abs/x.Q4_1.gguf", fake(15, 1_000)),
+            lfs("sub/CON.Q4_1.gguf", fake(16, 1_000)),
+        ],
+    );
+    let server = Server::start(Hub {
+        repos,
+        ..Hub::default()
+    });
+    let w = World::new();
+    let timeout = [("FLINT_HTTP_TIMEOUT", "2")];
+
+    server.hub.lock().unwrap().stall_next = Some(120_000);
+    let out = w.flint_env(&server, &timeout, &["pull", "test-org/stall"]);
+    assert!(
+        !out.status.success(),
+        "a stalled body succeeded: {}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("run again to resume"),
+        "{}",
+        stderr(&out)
+    );
+    let out = w.flint_env(&server, &timeout, &["pull", "test-org/stall"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.contains("/test-org/stall/resolve/main/m.Q4_1.gguf Range: bytes=120000-")),
+        "{:?}",
+        server.requests()
+    );
+    assert_eq!(
+        std::fs::read(w.store().join("hf/test-org/stall/m.Q4_1.gguf")).unwrap(),
+        stall
+    );
+
+    server.hub.lock().unwrap().extra_next = Some(1 << 20);
+    let out = w.flint_env(&server, &timeout, &["pull", "test-org/long"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(w.store().join("hf/test-org/long/m.Q4_1.gguf")).unwrap(),
+        long
+    );
+
+    let out = w.flint_env(&server, &timeout, &["pull", "test-org/escape"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.contains("/test-org/escape/resolve")),
+        "{:?}",
+        server.requests()
+    );
+    assert!(
+        !w.hub_files()
+            .iter()
+            .any(|f| f.contains("x.Q4_1") || f.contains("CON")),
+        "{:?}",
+        w.hub_files()
+    );
+    assert!(!w.store().join("hf/test-org/x.Q4_1.gguf").exists());
+
+    let foreign = Server::start(Hub::default());
+    server.hub.lock().unwrap().next_link = Some(format!(
+        "{}/api/models/test-org/long/tree/main?recursive=true",
+        foreign.endpoint()
+    ));
+    let out = w.flint_env(
+        &server,
+        &[("HF_TOKEN", "hf_secret")],
+        &["pull", "test-org/long"],
+    );
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stderr(&out).contains("not followed"), "{}", stderr(&out));
+    assert!(foreign.requests().is_empty(), "{:?}", foreign.requests());
 }
 
 /// gguf-py, pip-installed into target/tmp once.
@@ -403,5 +513,11 @@ fn split_model_is_fetched_and_joined_by_the_loader() {
 
     let rm = w.flint(&server, &["rm", "test-org/split:Q4_1"]);
     assert!(rm.status.success(), "{}", stderr(&rm));
-    assert!(w.hub_files().is_empty(), "{:?}", w.hub_files());
+    assert!(
+        !w.hub_files()
+            .iter()
+            .any(|f| f.contains("x.Q4_1") || f.contains("CON")),
+        "{:?}",
+        w.hub_files()
+    );
 }

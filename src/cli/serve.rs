@@ -36,6 +36,11 @@ pub struct ServeArgs {
     /// Allow a non-loopback --host without an API key.
     #[arg(long = "insecure")]
     pub insecure: bool,
+    /// Without an API key, the `Host` names requests may carry besides loopback names and the
+    /// bound address (repeat or comma-separate; `*` for any, which also drops the JSON-only
+    /// rule on POST bodies).
+    #[arg(long = "allowed-hosts", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
     /// Model name clients see (default: the file name without .gguf).
     #[arg(long = "alias")]
     pub alias: Option<String>,
@@ -57,6 +62,10 @@ pub struct ServeArgs {
     /// every one has a request in flight).
     #[arg(long = "max-connections", default_value_t = 256)]
     pub max_connections: usize,
+    /// Open connections one peer address may hold; past them that peer's idlest connection is
+    /// closed (503 when each of its connections has a request in flight).
+    #[arg(long = "max-connections-per-peer", default_value_t = 128)]
+    pub max_connections_per_peer: usize,
     /// Origins browsers may call from (CORS; repeat or comma-separate; `*` for any).
     #[arg(long = "cors-origin", value_delimiter = ',')]
     pub cors_origin: Vec<String>,
@@ -108,10 +117,13 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         body: secs("--timeout-body", args.timeout_body)?,
         idle: secs("--timeout-idle", args.timeout_idle)?,
         max: args.max_connections,
+        per_peer: args.max_connections_per_peer,
     };
     let queue_timeout = secs("--timeout", args.timeout)?;
-    if conn.max == 0 {
-        return Err(Error::Usage("--max-connections must be at least 1".into()));
+    if conn.max == 0 || conn.per_peer == 0 {
+        return Err(Error::Usage(
+            "--max-connections and --max-connections-per-peer must be at least 1".into(),
+        ));
     }
     if let Some(c) = args.model.n_ctx {
         let per_slot = c / args.n_parallel;
@@ -158,6 +170,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         max_queue: args.queue,
         keys,
         insecure: args.insecure,
+        allowed_hosts: args.allowed_hosts.clone(),
         alias,
         defaults,
         conn,

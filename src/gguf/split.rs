@@ -20,6 +20,9 @@ pub const KEY_COUNT: &str = "split.count";
 /// `split.tensors.count`: the tensors of all shards together.
 pub const KEY_TENSORS: &str = "split.tensors.count";
 
+/// The most shards a split model may have (five-digit shard numbers).
+pub const MAX_COUNT: u32 = 99_999;
+
 /// One shard after the first: its parsed header and its map.
 pub(super) struct Shard {
     pub path: PathBuf,
@@ -81,9 +84,17 @@ pub(super) fn open_rest(first: &Path, head: &Gguf) -> Result<Vec<Shard>, GgufErr
             ),
         ));
     }
+    // `-%05d-of-%05d`: five digits; the name is checked before anything is sized by `count`.
+    if count > MAX_COUNT {
+        return Err(err(
+            first,
+            format!("{KEY_COUNT} is {count}, over the {MAX_COUNT} shards a name can number"),
+        ));
+    }
+    shard_path(first, 1, count)?;
     let total = head.metadata.opt(KEY_TENSORS, |m, k| m.u64(k))?;
     let mut names: HashSet<&str> = head.tensors.iter().map(|t| t.name.as_str()).collect();
-    let mut shards = Vec::with_capacity(count as usize - 1);
+    let mut shards = Vec::with_capacity((count as usize - 1).min(64));
     for i in 1..count {
         let path = shard_path(first, i, count)?;
         if !path.is_file() {

@@ -4,13 +4,18 @@
 //! the next step with [`plan_step`]: each decoding request's row first, then prompt chunks
 //! under the row budget, so a long prompt never stalls the running streams. Sampling, stop
 //! strings, streaming and finish reasons are per request, as in the turn-taking worker.
+//!
+//! Panics are charged to the requests they came from ([`super::batch_recover`]): admitting,
+//! stepping and retiring each run inside a guard; after a panicked step every request of it is
+//! rebuilt from its text so far and runs alone until it has given a token; one that panics
+//! alone is failed and the others go on.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::metrics::Metrics;
-use super::reqlog::{JobClock, TARGET};
+use super::reqlog::JobClock;
 use super::slots::{Event, Job, Outcome, Slots};
 use super::stop::{StopMatcher, StopState};
 use crate::engine::batch_run::{self, BatchRequest, Ended, SeqState};
@@ -32,9 +37,9 @@ pub struct Shared {
 }
 
 /// One running request: what a step needs ([`SeqState`]) and what its client is sent.
-struct Active<'t> {
-    st: SeqState,
-    job: Job,
+pub(super) struct Active<'t> {
+    pub(super) st: SeqState,
+    pub(super) job: Job,
     tok: &'t Tokenizer,
     slots: &'t Slots,
     decoder: StreamDecoder<'t>,
@@ -42,12 +47,14 @@ struct Active<'t> {
     started: Instant,
     first_token: Option<Instant>,
     /// Its request's timing and log trace.
-    clock: JobClock,
+    pub(super) clock: JobClock,
+    /// How it stands after panics ([`super::batch_recover`]).
+    pub(super) recovery: super::batch_recover::Recovery,
 }
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy)]
-enum End {
+pub(super) enum End {
     /// An end-of-generation token.
     Eog,
     StopString,
@@ -57,12 +64,13 @@ enum End {
     Shutdown,
 }
 
-/// Steps in a row that may panic before the worker gives up (a fault that every step hits).
-const MAX_PANICS: u32 = 3;
+/// Steps in a row that may panic, with no good step between them, before the worker gives up
+/// (a fault that every step hits, whatever runs in it).
+const MAX_PANICS: u32 = 8;
 
 /// Serve jobs in batched steps until shutdown. A per-request failure ends that request alone; a
-/// panic inside a step fails the requests of that step and the worker goes on; when it cannot
-/// go on (panics in a row, a panic outside a step), `on_fatal` is told why.
+/// panic is charged to the requests it came from and the worker goes on; when it cannot go on
+/// (panics in a row, a panic outside the guards), `on_fatal` is told why.
 pub fn run(eng: Engine, shared: Shared) {
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| serve(eng, &shared)));
     let why = match outcome {
@@ -103,6 +111,8 @@ fn serve(mut eng: Engine, shared: &Shared) -> std::result::Result<(), String> {
             }
             return Ok(());
         }
+        #[cfg(feature = "fault")]
+        super::batch_recover::fault_worker(&active);
         admit(
             &mut eng,
             &tok,
@@ -114,47 +124,74 @@ fn serve(mut eng: Engine, shared: &Shared) -> std::result::Result<(), String> {
         if active.is_empty() {
             continue;
         }
-        shared.metrics.record_decodes(1, active.len() as u64);
-        let stepped =
-            std::panic::catch_unwind(AssertUnwindSafe(|| batch_run::step(&mut eng, &mut active)));
-        match stepped {
-            Ok(Ok(ended)) => {
-                panics = 0;
-                retire(&mut eng, &mut cached, &mut active, ended, shared);
+        // Requests under suspicion after a panic run alone; the others together.
+        let (alone, together): (Vec<_>, Vec<_>) = std::mem::take(&mut active)
+            .into_iter()
+            .partition(|a| a.recovery.alone);
+        let groups = std::iter::once(together).chain(alone.into_iter().map(|a| vec![a]));
+        for mut group in groups.filter(|g| !g.is_empty()) {
+            match run_group(&mut eng, &mut cached, &mut group, shared) {
+                true => panics += 1,
+                false => panics = 0,
             }
-            Ok(Err(e)) => {
-                // The forward itself failed: every request of the step fails with it.
-                let why = format!("the batched step failed: {e}");
-                for a in std::mem::take(&mut active) {
-                    fail(&mut eng, &mut cached, a, &why, shared);
-                }
-                if let Some(lost) = eng.ctx.lost() {
-                    (shared.on_device_lost)(format!("{lost:?}"));
-                }
+            active.append(&mut group);
+            if panics >= MAX_PANICS {
+                return Err(format!(
+                    "{MAX_PANICS} batched steps in a row panicked, whatever ran in them"
+                ));
             }
-            Err(panic) => {
-                panics += 1;
-                let why = format!(
-                    "internal error in the batched step: {}",
-                    panic_text(&*panic)
-                );
-                tracing::error!(target: TARGET, panics, "{why}");
-                for a in std::mem::take(&mut active) {
-                    fail(&mut eng, &mut cached, a, &why, shared);
-                }
-                if panics >= MAX_PANICS {
-                    return Err(format!(
-                        "{MAX_PANICS} batched steps in a row panicked: {why}"
-                    ));
-                }
+        }
+    }
+}
+
+/// One step of `group` (all of it, or one request alone), its ended requests retired; whether
+/// the step panicked.
+fn run_group<'t>(
+    eng: &mut Engine,
+    cached: &mut [Vec<u32>],
+    group: &mut Vec<Active<'t>>,
+    shared: &'t Shared,
+) -> bool {
+    shared.metrics.record_decodes(1, group.len() as u64);
+    let stepped =
+        std::panic::catch_unwind(AssertUnwindSafe(|| batch_run::step(eng, &mut group[..])));
+    match stepped {
+        Ok(Ok(ended)) => {
+            retire(eng, cached, group, ended, shared);
+            super::batch_recover::cleared(group);
+            false
+        }
+        Ok(Err(e)) => {
+            // The forward itself failed: every request of the step fails with it.
+            let why = format!("the batched step failed: {e}");
+            for a in std::mem::take(group) {
+                fail(eng, cached, a, &why, shared);
             }
+            if let Some(lost) = eng.ctx.lost() {
+                (shared.on_device_lost)(format!("{lost:?}"));
+            }
+            false
+        }
+        Err(panic) => {
+            let why = format!(
+                "internal error in the batched step: {}",
+                panic_text(&*panic)
+            );
+            super::batch_recover::after_panic(eng, cached, group, &why, shared);
+            true
         }
     }
 }
 
 /// Ends request `a` with an error: the client is told what failed, its slot's cache and drafter
 /// are reset (their rows are in no known state) and the slot is freed.
-fn fail(eng: &mut Engine, cached: &mut [Vec<u32>], a: Active<'_>, why: &str, shared: &Shared) {
+pub(super) fn fail(
+    eng: &mut Engine,
+    cached: &mut [Vec<u32>],
+    a: Active<'_>,
+    why: &str,
+    shared: &Shared,
+) {
     Metrics::inc(&shared.metrics.errors);
     let seq = a.st.seq;
     a.clock.failed(why);
@@ -189,7 +226,7 @@ fn retire(
     ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
     ended.dedup_by_key(|(i, _)| *i);
     for (i, end) in ended {
-        let mut a = active.remove(i);
+        let a = active.remove(i);
         let end = match end {
             Ended::End(end) => end,
             Ended::Failed(e) => {
@@ -197,21 +234,30 @@ fn retire(
                 continue;
             }
         };
-        if let Err(e) = batch_run::settle(eng, &mut a.st) {
-            fail(eng, cached, a, &e.to_string(), shared);
-            continue;
+        // A panic while settling or finishing is this request's alone.
+        let (seq, tx, clock) = (a.st.seq, a.job.tx.clone(), a.clock.clone());
+        let settled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut a = a;
+            if let Err(e) = batch_run::settle(eng, &mut a.st) {
+                fail(eng, cached, a, &e.to_string(), shared);
+                return;
+            }
+            let run = eng.fwd.kv().len(a.st.seq).ok();
+            // What its drafting showed feeds the drafter decision, as `generate`'s does.
+            if let (Some(p), Some(end_row)) = (&a.st.pending, run) {
+                eng.record_acceptance(&p.spec, a.st.generated.len(), end_row);
+            }
+            finish(a, end, run, cached, shared);
+        }));
+        if let Err(panic) = settled {
+            let why = format!("internal error ending the request: {}", panic_text(&*panic));
+            super::batch_recover::lost(eng, cached, seq, &tx, &clock, &why, shared);
         }
-        let run = eng.fwd.kv().len(a.st.seq).ok();
-        // What its drafting showed feeds the next load's verdict, as `generate`'s does.
-        if let (Some(p), Some(end_row)) = (&a.st.pending, run) {
-            eng.record_acceptance(&p.spec, a.st.generated.len(), end_row);
-        }
-        finish(a, end, run, cached, shared);
     }
 }
 
 /// Takes waiting jobs into free slots, truncating each slot's cache to the prefix it shares
-/// with the new prompt.
+/// with the new prompt. A panic while admitting a job fails that job alone.
 fn admit<'t>(
     eng: &mut Engine,
     tok: &'t Tokenizer,
@@ -220,7 +266,7 @@ fn admit<'t>(
     shared: &'t Shared,
     grammars: &mut Option<Grammars>,
 ) {
-    for (seq, slot_ids) in cached.iter_mut().enumerate() {
+    for seq in 0..cached.len() {
         if active.iter().any(|a| a.st.seq == seq) {
             continue;
         }
@@ -229,91 +275,117 @@ fn admit<'t>(
         };
         shared.metrics.record_wait(job.queued_at.elapsed());
         let clock = JobClock::new(shared.slots.trace(job.id), job.queued_at, seq);
-        if job.prompt.is_empty() {
-            // The handler refuses these with a 400; never a step without rows.
-            clock.failed("the prompt has no tokens");
-            let _ = job.tx.send(Event::Error("the prompt has no tokens".into()));
-            shared.slots.release(seq);
-            continue;
-        }
-        if job.embed.is_some() {
-            super::embed_job::serve_batched(eng, seq, slot_ids, job, shared);
-            continue;
-        }
-        let ids = &job.prompt;
-        let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
-        let keep = common.min(ids.len().saturating_sub(1));
-        let sampler = match job.sampler(eng.fwd.hp().n_vocab) {
-            Ok(s) => s,
-            Err(e) => {
-                clock.failed(&e.to_string());
-                let _ = job.tx.send(Event::Error(e.to_string()));
-                shared.slots.release(seq);
-                continue;
+        let (tx, clock2) = (job.tx.clone(), clock.clone());
+        let admitted = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            admit_one(eng, tok, cached, seq, job, clock, shared, grammars)
+        }));
+        match admitted {
+            Ok(Some(a)) => active.push(a),
+            Ok(None) => {}
+            Err(panic) => {
+                let why = format!(
+                    "internal error admitting the request: {}",
+                    panic_text(&*panic)
+                );
+                super::batch_recover::lost(eng, cached, seq, &tx, &clock2, &why, shared);
             }
-        };
-        // A grammar that does not compile ends this request alone, before it takes a row.
-        let guide = match compile_job(&job, eng, grammars) {
-            Ok(g) => g,
-            Err(e) => {
-                clock.failed(&e.to_string());
-                let _ = job.tx.send(Event::Error(e.to_string()));
-                shared.slots.release(seq);
-                continue;
-            }
-        };
-        let mut keep = keep;
-        // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to.
-        if !eng.fwd.can_truncate(seq, keep as u32) {
-            keep = 0;
         }
-        let drafter = match eng.drafters.get_mut(seq) {
-            Some(d) => {
-                // The drafter's rows are a function of the prefix: keep those of the kept one
-                // (none where its position window moved past it).
-                if (keep as u32) < d.base() {
-                    keep = 0;
-                }
-                if keep == 0 {
-                    d.reset();
-                }
-                d.truncate(keep as u32);
-                if d.next_position() != keep as u32 {
-                    keep = 0;
-                    d.reset();
-                }
-                true
-            }
-            None => false,
-        };
-        if let Err(e) = eng.fwd.truncate(seq, keep as u32) {
-            clock.failed(&e.to_string());
-            let _ = job.tx.send(Event::Error(e.to_string()));
-            shared.slots.release(seq);
-            continue;
-        }
-        slot_ids.truncate(keep);
-        let mut st = SeqState::new(
-            seq,
-            job.prompt.clone(),
-            keep,
-            job.max_tokens,
-            sampler,
-            drafter,
-        );
-        st.guide = guide;
-        active.push(Active {
-            st,
-            stop: StopMatcher::new(job.stop.clone()),
-            job,
-            tok,
-            slots: &shared.slots,
-            decoder: tok.stream_decoder(false),
-            started: Instant::now(),
-            first_token: None,
-            clock,
-        });
     }
+}
+
+/// Admits `job` into free slot `seq`: `None` when it ended there (refused, or an embedding).
+#[allow(clippy::too_many_arguments)]
+fn admit_one<'t>(
+    eng: &mut Engine,
+    tok: &'t Tokenizer,
+    cached: &mut [Vec<u32>],
+    seq: usize,
+    mut job: Job,
+    clock: JobClock,
+    shared: &'t Shared,
+    grammars: &mut Option<Grammars>,
+) -> Option<Active<'t>> {
+    #[cfg(feature = "fault")]
+    super::batch_recover::fault(&job, "FLINT_FAULT_ADMIT");
+    let refuse = |job: Job, clock: JobClock, why: String| {
+        clock.failed(&why);
+        let _ = job.tx.send(Event::Error(why));
+        shared.slots.release(seq);
+        None
+    };
+    if job.prompt.is_empty() {
+        // The handler refuses these with a 400; never a step without rows.
+        return refuse(job, clock, "the prompt has no tokens".into());
+    }
+    let slot_ids = &mut cached[seq];
+    if job.embed.is_some() {
+        super::embed_job::serve_batched(eng, seq, slot_ids, job, shared);
+        return None;
+    }
+    let ids = &job.prompt;
+    let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
+    let mut keep = common.min(ids.len().saturating_sub(1));
+    let sampler = match job.sampler(eng.fwd.hp().n_vocab) {
+        Ok(s) => s,
+        Err(e) => return refuse(job, clock, e.to_string()),
+    };
+    // The grammar compiled when the request was prepared; else compiled here (a grammar that
+    // does not compile ends this request alone, before it takes a row).
+    let guide = match job.guide.take() {
+        Some(g) => Some(g),
+        None => match compile_job(&job, eng, grammars) {
+            Ok(g) => g,
+            Err(e) => return refuse(job, clock, e.to_string()),
+        },
+    };
+    // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to.
+    if !eng.fwd.can_truncate(seq, keep as u32) {
+        keep = 0;
+    }
+    let drafter = match eng.drafters.get_mut(seq) {
+        Some(d) => {
+            // The drafter's rows are a function of the prefix: keep those of the kept one
+            // (none where its position window moved past it).
+            if (keep as u32) < d.base() {
+                keep = 0;
+            }
+            if keep == 0 {
+                d.reset();
+            }
+            d.truncate(keep as u32);
+            if d.next_position() != keep as u32 {
+                keep = 0;
+                d.reset();
+            }
+            true
+        }
+        None => false,
+    };
+    if let Err(e) = eng.fwd.truncate(seq, keep as u32) {
+        return refuse(job, clock, e.to_string());
+    }
+    slot_ids.truncate(keep);
+    let mut st = SeqState::new(
+        seq,
+        job.prompt.clone(),
+        keep,
+        job.max_tokens,
+        sampler,
+        drafter,
+    );
+    st.guide = guide;
+    Some(Active {
+        st,
+        stop: StopMatcher::new(job.stop.clone()),
+        job,
+        tok,
+        slots: &shared.slots,
+        decoder: tok.stream_decoder(false),
+        started: Instant::now(),
+        first_token: None,
+        clock,
+        recovery: Default::default(),
+    })
 }
 
 impl BatchRequest for Active<'_> {
@@ -329,6 +401,8 @@ impl BatchRequest for Active<'_> {
 
     /// Streams the token's text (stop strings held back), as the turn-taking worker does.
     fn on_token(&mut self, token: u32, full: bool) -> Result<Option<End>> {
+        #[cfg(feature = "fault")]
+        super::batch_recover::fault(&self.job, "FLINT_FAULT_STEP");
         self.first_token.get_or_insert_with(Instant::now);
         self.clock.token();
         if self.tok.is_eog(token) {
@@ -362,6 +436,8 @@ impl BatchRequest for Active<'_> {
 /// Ends a request: the rest of its text, its outcome, the slot's cached ids and its release.
 /// `run`: the rows its sequence's cache holds.
 fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>], shared: &Shared) {
+    #[cfg(feature = "fault")]
+    super::batch_recover::fault(&a.job, "FLINT_FAULT_RETIRE");
     let now = Instant::now();
     let first = a.first_token.unwrap_or(now);
     let st = &a.st;
@@ -376,8 +452,10 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
     shared.metrics.record(&stats);
     if let Some(c) = cached.get_mut(st.seq) {
         // The prompt rows run (all of them once it decodes) and the tokens fed back.
+        // (After a rebuild the prompt holds the tokens generated before it.)
         let prompt = &st.prompt[st.keep..st.keep + st.fed];
-        crate::engine::solo::note_cached(c, prompt, &st.generated, run.unwrap_or(0));
+        let generated = st.generated.get(a.recovery.in_prompt..).unwrap_or_default();
+        crate::engine::solo::note_cached(c, prompt, generated, run.unwrap_or(0));
         shared.metrics.set_kv_used(st.seq, c.len());
     }
     shared.slots.release(st.seq);

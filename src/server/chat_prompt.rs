@@ -14,6 +14,7 @@ use super::state::Ready;
 use super::structured::{plan, Structured};
 use super::tools::parse::Reader;
 use super::tools::{grammar, Choice, Format};
+use crate::grammar::steps::Guide;
 use crate::grammar::GrammarSpec;
 use crate::tokenizer::ChatMessage;
 
@@ -22,6 +23,8 @@ use crate::tokenizer::ChatMessage;
 pub struct Prepared {
     pub ids: Vec<u32>,
     pub grammar: Option<GrammarSpec>,
+    /// The grammar compiled for the model (the request's one compile).
+    pub guide: Option<Guide>,
     /// How to read the output back (chat only).
     pub reader: Option<Reader>,
 }
@@ -85,6 +88,7 @@ pub fn prepare(
         let (grammar, _) = plan(s, None, "", false)?;
         return Ok(Prepared {
             ids,
+            guide: compile(ready, s, grammar.as_ref())?,
             grammar,
             reader: None,
         });
@@ -125,7 +129,17 @@ pub fn prepare(
     let reader = (reader.tools.is_some() || reader.thinking_open).then_some(reader);
     Ok(Prepared {
         ids,
+        guide: compile(ready, s, grammar.as_ref())?,
         grammar,
         reader,
     })
+}
+
+/// The request's grammar compiled for the model (none without one).
+fn compile(
+    ready: &Ready,
+    s: &Structured,
+    spec: Option<&GrammarSpec>,
+) -> Result<Option<Guide>, ApiError> {
+    spec.map(|spec| ready.compile(spec, s.field)).transpose()
 }

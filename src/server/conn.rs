@@ -7,13 +7,16 @@
 //! - a connection with no request in flight that moves no byte for the idle timeout is closed,
 //!   and so is one whose response has not been able to write a byte for that long (a client
 //!   that stopped reading);
-//! - at most `max` connections are open: a new one past the cap closes the connection idle the
-//!   longest, and is answered 503 only when every open connection has a request in flight.
+//! - at most `max` connections are open, at most `per_peer` from one peer address: a new one
+//!   past a cap closes the connection idle the longest (of that peer, for its cap), else the one
+//!   whose request body has moved no byte the longest (a client dribbling a body holds no
+//!   place), and is answered 503 only when each such connection waits for its answer.
 //!
 //! Every connection has a watchdog task beside it that enforces the idle rules and the
 //! eviction; the shutdown asks each connection to finish its requests and close.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,6 +39,8 @@ pub struct Limits {
     pub body: Duration,
     pub idle: Duration,
     pub max: usize,
+    /// Open connections from one peer address at most.
+    pub per_peer: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +50,7 @@ impl Default for Limits {
             body: Duration::from_secs(30),
             idle: Duration::from_secs(60),
             max: 256,
+            per_peer: 128,
         }
     }
 }
@@ -53,25 +59,33 @@ impl Default for Limits {
 #[derive(Debug)]
 pub struct Activity {
     born: Instant,
+    peer: Option<IpAddr>,
     /// Milliseconds since `born` of the last byte read or written.
     last_io: AtomicU64,
     /// Milliseconds since `born` (plus one) when a write began to wait; 0 when none waits.
     write_stalled: AtomicU64,
     /// Requests whose response has not ended.
     pub in_flight: AtomicUsize,
+    /// Requests whose body is still being received.
+    pub receiving: AtomicUsize,
     /// Set to close the connection (the cap, shutdown).
     close: AtomicBool,
+    /// Set with `close` to close it at once, its request unanswered (a body still coming).
+    cut: AtomicBool,
     wake: Notify,
 }
 
 impl Activity {
-    fn new() -> Activity {
+    fn new(peer: Option<IpAddr>) -> Activity {
         Activity {
             born: Instant::now(),
+            peer,
             last_io: AtomicU64::new(0),
             write_stalled: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            receiving: AtomicUsize::new(0),
             close: AtomicBool::new(false),
+            cut: AtomicBool::new(false),
             wake: Notify::new(),
         }
     }
@@ -101,9 +115,24 @@ impl Activity {
         self.in_flight.load(Ordering::Relaxed) == 0
     }
 
+    /// Whether each request in flight is still receiving its body (none waits for its answer).
+    fn receiving_only(&self) -> bool {
+        let n = self.in_flight.load(Ordering::Relaxed);
+        n > 0 && self.receiving.load(Ordering::Relaxed) >= n
+    }
+
     fn ask_close(&self) {
         self.close.store(true, Ordering::Relaxed);
         self.wake.notify_one();
+    }
+
+    fn ask_cut(&self) {
+        self.cut.store(true, Ordering::Relaxed);
+        self.ask_close();
+    }
+
+    fn closing(&self) -> bool {
+        self.close.load(Ordering::Relaxed)
     }
 }
 
@@ -184,36 +213,43 @@ impl Table {
         self.lock().is_empty()
     }
 
-    /// Room for one more connection under `max`: `false` when every open connection has a
-    /// request in flight; otherwise the idlest idle ones are asked to close.
-    fn make_room(&self, max: usize) -> bool {
+    /// Room for one more connection from `peer` under `max` and `per_peer`: `false` when no
+    /// connection under a full cap can give way; otherwise the connections giving way are asked
+    /// to close (idle ones gracefully, the idlest first; then ones still receiving a body, cut).
+    fn make_room(&self, max: usize, per_peer: usize, peer: Option<IpAddr>) -> bool {
         let conns = self.lock();
-        let open = conns
-            .values()
-            .filter(|a| !a.close.load(Ordering::Relaxed))
-            .count();
-        if open < max {
-            return true;
-        }
-        // Each idle time read once: the clock moves while this sorts.
-        let mut idle: Vec<(Duration, &Arc<Activity>)> = conns
-            .values()
-            .filter(|a| a.is_idle() && !a.close.load(Ordering::Relaxed))
-            .map(|a| (a.idle_for(), a))
+        let open: Vec<&Arc<Activity>> = conns.values().filter(|a| !a.closing()).collect();
+        let mine: Vec<&Arc<Activity>> = open
+            .iter()
+            .copied()
+            .filter(|a| peer.is_some() && a.peer == peer)
             .collect();
-        if idle.is_empty() {
+        let peer_over = (mine.len() + 1).saturating_sub(per_peer.max(1));
+        let Some(freed) = give_way(&mine, peer_over) else {
             return false;
-        }
-        idle.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
-        for (_, a) in idle.into_iter().take(open + 1 - max) {
-            a.ask_close();
+        };
+        let over = (open.len() + 1).saturating_sub(max.max(1) + freed.len());
+        let rest: Vec<&Arc<Activity>> = open
+            .iter()
+            .copied()
+            .filter(|a| !freed.iter().any(|f| Arc::ptr_eq(f, a)))
+            .collect();
+        let Some(more) = give_way(&rest, over) else {
+            return false;
+        };
+        for a in freed.into_iter().chain(more) {
+            if a.is_idle() {
+                a.ask_close();
+            } else {
+                a.ask_cut();
+            }
         }
         true
     }
 
-    fn add(&self) -> (u64, Arc<Activity>) {
+    fn add(&self, peer: Option<IpAddr>) -> (u64, Arc<Activity>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let act = Arc::new(Activity::new());
+        let act = Arc::new(Activity::new(peer));
         self.lock().insert(id, Arc::clone(&act));
         (id, act)
     }
@@ -229,6 +265,25 @@ impl Table {
             a.ask_close();
         }
     }
+}
+
+/// `n` of `conns` that may give way, best first (idle ones, the idlest first; then ones still
+/// receiving a body, the longest without a byte first); `None` when fewer than `n` may.
+fn give_way<'a>(conns: &[&'a Arc<Activity>], n: usize) -> Option<Vec<&'a Arc<Activity>>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    // Each idle time read once: the clock moves while this sorts.
+    let mut can: Vec<(bool, Duration, &'a Arc<Activity>)> = conns
+        .iter()
+        .filter(|a| a.is_idle() || a.receiving_only())
+        .map(|a| (!a.is_idle(), a.idle_for(), *a))
+        .collect();
+    if can.len() < n {
+        return None;
+    }
+    can.sort_by_key(|(busy, t, _)| (*busy, std::cmp::Reverse(*t)));
+    Some(can.into_iter().take(n).map(|(_, _, a)| a).collect())
 }
 
 /// What a connection refused at the cap is sent before it is closed.
@@ -258,10 +313,10 @@ pub async fn serve(
     grace: Duration,
 ) {
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = stop.notified() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => (stream, peer.ip()),
                 // Out of descriptors and the like: wait a little rather than spin.
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -269,12 +324,12 @@ pub async fn serve(
                 }
             },
         };
-        if !table.make_room(limits.max) {
+        if !table.make_room(limits.max, limits.per_peer, Some(peer)) {
             tokio::spawn(refuse(stream));
             continue;
         }
         let _ = stream.set_nodelay(true);
-        let (id, act) = table.add();
+        let (id, act) = table.add(Some(peer));
         let (router, table) = (router.clone(), Arc::clone(&table));
         tokio::spawn(async move {
             connection(stream, router, limits, Arc::clone(&act)).await;
@@ -347,6 +402,9 @@ enum Watch {
 async fn watch(act: &Activity, limits: Limits, graceful: bool) -> Watch {
     let tick = (limits.idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
     loop {
+        if act.cut.load(Ordering::Relaxed) {
+            return Watch::Cut;
+        }
         if act.close.load(Ordering::Relaxed) && !graceful {
             return Watch::Graceful;
         }
@@ -370,22 +428,22 @@ mod tests {
     #[test]
     fn the_cap_closes_the_idlest_idle_connection_and_refuses_only_when_all_are_busy() {
         let t = Table::default();
-        let (_, a) = t.add();
-        let (_, b) = t.add();
+        let (_, a) = t.add(None);
+        let (_, b) = t.add(None);
         std::thread::sleep(Duration::from_millis(30));
         a.touch();
         // Both idle: room is made by closing the idlest (b: a just moved a byte).
-        assert!(t.make_room(2));
+        assert!(t.make_room(2, 8, None));
         assert!(b.close.load(Ordering::Relaxed));
         assert!(!a.close.load(Ordering::Relaxed));
         // Under the cap once b is on its way out.
-        assert!(t.make_room(2));
+        assert!(t.make_room(2, 8, None));
         assert!(!a.close.load(Ordering::Relaxed));
         // Every open connection busy: no room.
-        let (_, c) = t.add();
+        let (_, c) = t.add(None);
         a.in_flight.fetch_add(1, Ordering::Relaxed);
         c.in_flight.fetch_add(1, Ordering::Relaxed);
-        assert!(!t.make_room(2));
+        assert!(!t.make_room(2, 8, None));
         assert!(!a.close.load(Ordering::Relaxed) && !c.close.load(Ordering::Relaxed));
     }
 

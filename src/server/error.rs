@@ -63,6 +63,37 @@ impl ApiError {
         }
     }
 
+    /// 403: a keyless server refuses a request's `Host` (DNS rebinding).
+    pub fn foreign_host(host: &str) -> ApiError {
+        ApiError {
+            code: Some("host_not_allowed"),
+            ..ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                format!(
+                    "Host {host:?} is not a loopback name or the server's address: pass \
+                     --allowed-hosts {host} (or set --api-key) to serve it"
+                ),
+            )
+        }
+    }
+
+    /// 415: a keyless server takes POST bodies as `application/json` only (a web page's form
+    /// post cannot send that without a CORS preflight).
+    pub fn not_json(given: &str) -> ApiError {
+        ApiError {
+            code: Some("unsupported_media_type"),
+            ..ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                format!(
+                    "Content-Type {given:?}: send the body as `Content-Type: application/json` \
+                     (or set --api-key, or --allowed-hosts '*')"
+                ),
+            )
+        }
+    }
+
     /// 413: the body is over the limit.
     pub fn too_large(limit: usize) -> ApiError {
         ApiError {

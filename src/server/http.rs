@@ -66,8 +66,11 @@ pub fn router(app: Arc<App>, cors_origins: &[String]) -> crate::Result<Router> {
     })
 }
 
-/// Keys, then readiness.
+/// The `Host` and body type a keyless server takes, keys, then readiness.
 async fn gate(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if let Err(e) = app.access.check(req.method(), req.headers()) {
+        return e.into_response();
+    }
     let path = req.uri().path();
     if path == "/health" || path == "/v1/health" {
         return next.run(req).await;
@@ -207,6 +210,8 @@ async fn generate(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // A full queue answers 429 before the body is parsed, tokenized or compiled.
+    queue_room(&app)?;
     let value = read_json(headers, body, app.timeouts.body).await?;
     let sub = submit(&app, endpoint, &value).await?;
     let meta = Meta {
@@ -221,6 +226,18 @@ async fn generate(
         Ok(response::stream(meta, sub.rx, app.timeouts.keep_alive))
     } else {
         response::collect(meta, sub.rx).await
+    }
+}
+
+/// `Err(429)` when the queue is full now (`Err(503)` when shutting down).
+pub(super) fn queue_room(app: &App) -> Result<(), ApiError> {
+    match app.slots.would_refuse() {
+        None => Ok(()),
+        Some(Refused::Busy { slots, queue }) => {
+            Metrics::inc(&app.metrics.rejected);
+            Err(ApiError::busy(slots, queue))
+        }
+        Some(Refused::ShuttingDown) => Err(ApiError::unavailable("the server is shutting down")),
     }
 }
 
@@ -254,10 +271,20 @@ pub(super) async fn submit_request(
     let super::chat_prompt::Prepared {
         ids: prompt,
         grammar,
+        guide,
         reader,
     } = tokenize
         .await
         .map_err(|e| ApiError::internal(format!("tokenizer task: {e}")))??;
+    // A grammar ends with an end-of-generation token, which `ignore_eos` forbids: the request
+    // could only fail at the grammar's end.
+    if req.ignore_eos && grammar.is_some() {
+        return Err(ApiError::invalid(
+            "ignore_eos",
+            "`ignore_eos` with a grammar (`response_format`, `json_schema`, `grammar` or tools): \
+             the grammar ends the output with an end-of-generation token; send one or the other",
+        ));
+    }
     let n_ctx = ready.limits.n_ctx as usize;
     let field = if endpoint == Endpoint::Chat {
         "messages"
@@ -320,6 +347,7 @@ pub(super) async fn submit_request(
         admitted: Some(told),
         embed: None,
         grammar,
+        guide,
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),

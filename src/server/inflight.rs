@@ -1,7 +1,8 @@
 //! Counting a connection's requests in flight: from the moment the router is called until the
 //! response's body has ended or been dropped (a stream counts while it streams, a request counts
 //! while it waits in the queue), so the idle rules of [`super::conn`] never cut a connection
-//! that is waiting for its answer.
+//! that is waiting for its answer. A request whose body is still arriving is counted apart
+//! ([`Activity::receiving`]): under pressure such a connection may be cut.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -43,6 +44,22 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request body still arriving; dropping it (at the body's end) ends the count.
+struct Receiving(Arc<Activity>);
+
+impl Receiving {
+    fn new(act: &Arc<Activity>) -> Receiving {
+        act.receiving.fetch_add(1, Ordering::Relaxed);
+        Receiving(Arc::clone(act))
+    }
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.0.receiving.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -104,7 +121,14 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let guard = Guard::new(&self.act);
-        let req = req.map(Body::new);
+        let req = req.map(|b| {
+            let body = Body::new(b);
+            if http_body::Body::is_end_stream(&body) {
+                body
+            } else {
+                HoldUntilEnd::body(body, Receiving::new(&self.act))
+            }
+        });
         let mut router = self.router.clone();
         Box::pin(async move {
             let res = tower_service::Service::call(&mut router, req).await?;

@@ -168,13 +168,18 @@ pub async fn apply_template(
         let o = object(&value, &["messages"])?;
         let messages = request::messages(o)?;
         let ready = app.ready()?;
-        let template = ready
-            .template
-            .as_ref()
-            .ok_or_else(|| ApiError::invalid("messages", "the model has no chat template"))?;
-        let rendered = ready
-            .tok
-            .render_chat(template, &messages, true)
+        // Rendering runs template code: on a blocking thread, never the runtime's.
+        let render = {
+            let ready = Arc::clone(&ready);
+            tokio::task::spawn_blocking(move || {
+                let template = ready.template.as_ref()?;
+                Some(ready.tok.render_chat(template, &messages, true))
+            })
+        };
+        let rendered = render
+            .await
+            .map_err(|e| ApiError::internal(format!("template task: {e}")))?
+            .ok_or_else(|| ApiError::invalid("messages", "the model has no chat template"))?
             .map_err(|e| ApiError::invalid("messages", format!("chat template: {e}")))?;
         Ok(Json(json!({ "prompt": rendered.text() })).into_response())
     };

@@ -9,9 +9,21 @@ use crate::tokenizer::ChatMessage;
 
 type Obj = Map<String, Value>;
 
+/// Messages a request may hold (each is a turn the template renders).
+pub const MAX_MESSAGES: usize = 4096;
+
 /// `messages` of a chat request (also `/apply-template`'s).
 pub fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
     let list = match o.get("messages") {
+        Some(Value::Array(a)) if a.len() > MAX_MESSAGES => {
+            return Err(ApiError::invalid(
+                "messages",
+                format!(
+                    "`messages` holds {} messages; at most {MAX_MESSAGES}",
+                    a.len()
+                ),
+            ))
+        }
         Some(Value::Array(a)) if !a.is_empty() => a,
         Some(Value::Array(_)) => return Err(ApiError::invalid("messages", "`messages` is empty")),
         Some(_) => return Err(ApiError::invalid("messages", "`messages` must be an array")),
@@ -47,6 +59,16 @@ pub fn messages(o: &Obj) -> Result<Vec<ChatMessage>, ApiError> {
                     ))
                 }
             };
+            // A user or system turn with nothing in it (OpenAI and llama-server answer 400);
+            // an assistant's may be empty beside its `tool_calls`, a tool's result too.
+            if matches!(role, "user" | "system")
+                && matches!(m.get("content"), None | Some(Value::Null))
+            {
+                return Err(ApiError::invalid(
+                    &format!("{field}.content"),
+                    format!("`{field}` ({role}) has no `content`"),
+                ));
+            }
             let mut msg = ChatMessage::new(role, content(m.get("content"), &field)?);
             let text = |k: &str| -> Result<Option<String>, ApiError> {
                 match m.get(k) {

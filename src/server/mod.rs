@@ -4,8 +4,10 @@
 //! bounded queue. SIGINT / SIGTERM end in-flight streams with an error event and stop the
 //! server. Routes: `docs/SERVER.md`.
 
+mod access;
 mod anthropic;
 mod anthropic_stream;
+mod batch_recover;
 mod batch_worker;
 mod bias;
 mod chat_prompt;
@@ -58,6 +60,9 @@ pub struct ServeOptions {
     pub max_queue: usize,
     pub keys: Vec<String>,
     pub insecure: bool,
+    /// `Host` names allowed besides loopback names and the bound address when there is no API
+    /// key (`--allowed-hosts`; `*`: any).
+    pub allowed_hosts: Vec<String>,
     /// The model name clients see (`/v1/models`).
     pub alias: String,
     /// Sampling defaults of requests.
@@ -131,7 +136,9 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
         );
     }
     let slots = Arc::new(Slots::new(opts.n_slots as usize, opts.max_queue));
+    let access = access::Access::new(opts.keys.is_empty(), local.ip(), &opts.allowed_hosts);
     let app = Arc::new(App::new(
+        access,
         opts.keys.clone(),
         opts.alias.clone(),
         Arc::clone(&slots),
@@ -175,86 +182,104 @@ fn key_tail(k: &str) -> String {
 }
 
 /// Load the slots on a thread; the server answers 503 meanwhile. A model that fails to load
-/// ends the process with the error's exit code.
+/// ends the process with the error's exit code; a loader that panics, with 70 and the message.
 fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
     std::thread::spawn(move || {
-        // One batched engine for every slot (`-np 1` included), one worker.
-        let engine = match Engine::load(&opts.engine, opts.n_slots) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(target: TARGET, "loading the model failed: {e}");
-                // Pipeline builders may still be compiling: no library teardown under them.
-                crate::gpu::end_process(e.exit_code());
-            }
-        };
-        let (tok, n_ctx, n_vocab) = (
-            engine.tok.clone(),
-            engine.fwd.capacity(),
-            engine.fwd.hp().n_vocab,
-        );
-        let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
-        let template = match tok.chat_template(opts.chat_template.as_deref()) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                tracing::warn!(
-                    target: TARGET,
-                    "no chat template ({e}): /v1/chat/completions is refused"
-                );
-                None
-            }
-        };
-        let limits = Limits {
-            n_ctx,
-            model_names: vec![opts.alias.clone()],
-            defaults: opts.defaults,
-            seed: opts.seed,
-            n_vocab,
-        };
-        let lost_app = Arc::clone(&app);
-        let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
+        let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(app, opts)));
+        if let Err(panic) = guarded {
             tracing::error!(
                 target: TARGET,
-                "the GPU device was lost ({why}): every request is refused with 503 until \
-                 the server is restarted"
+                "loading the model panicked: {}",
+                batch_worker::panic_text(&*panic)
             );
-            lost_app.set_phase(Phase::DeviceLost(why));
-        });
-        let fatal_app = Arc::clone(&app);
-        let on_fatal: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
-            tracing::error!(target: TARGET, "cannot go on: {why}");
-            fatal_app.set_phase(Phase::Failed(why.clone()));
-            fatal_app.slots.fail_all(&why);
-            // The failed requests' answers and `/health`'s 503 get a moment to go out.
-            std::thread::sleep(FATAL_GRACE);
             crate::gpu::end_process(EXIT_WORKER_FAILED);
-        });
-        let shared = batch_worker::Shared {
-            slots: Arc::clone(&app.slots),
-            metrics: Arc::clone(&app.metrics),
-            on_device_lost: Arc::clone(&on_lost),
-            on_fatal: Arc::clone(&on_fatal),
-        };
-        std::thread::spawn(move || batch_worker::run(engine, shared));
-        app.metrics
-            .set_kv_capacity(u64::from(limits.n_ctx) * u64::from(opts.n_slots));
-        tracing::info!(
+        }
+    });
+}
+
+/// The loader thread's work: the engine, the worker, then ready.
+fn load(app: Arc<App>, opts: ServeOptions) {
+    #[cfg(feature = "fault")]
+    if std::env::var("FLINT_FAULT").is_ok_and(|v| v == "loader") {
+        panic!("injected fault: loader");
+    }
+    // One batched engine for every slot (`-np 1` included), one worker.
+    let engine = match Engine::load(&opts.engine, opts.n_slots) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(target: TARGET, "loading the model failed: {e}");
+            // Pipeline builders may still be compiling: no library teardown under them.
+            crate::gpu::end_process(e.exit_code());
+        }
+    };
+    let (tok, n_ctx, n_vocab) = (
+        engine.tok.clone(),
+        engine.fwd.capacity(),
+        engine.fwd.hp().n_vocab,
+    );
+    let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
+    let template = match tok.chat_template(opts.chat_template.as_deref()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(
+                target: TARGET,
+                "no chat template ({e}): /v1/chat/completions is refused"
+            );
+            None
+        }
+    };
+    let limits = Limits {
+        n_ctx,
+        model_names: vec![opts.alias.clone()],
+        defaults: opts.defaults,
+        seed: opts.seed,
+        n_vocab,
+    };
+    let lost_app = Arc::clone(&app);
+    let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
+        tracing::error!(
             target: TARGET,
-            "ready: {} as {:?}, {} slot(s) × {} context, batched steps{}, {:.1} MiB planned \
-             (weights shared by the slots)",
-            opts.engine.model.display(),
-            opts.alias,
-            opts.n_slots,
-            limits.n_ctx,
-            if drafter { ", DSpark drafter" } else { "" },
-            planned as f64 / (1024.0 * 1024.0)
+            "the GPU device was lost ({why}): every request is refused with 503 until \
+             the server is restarted"
         );
-        app.set_ready(Ready {
-            tok,
-            template,
-            limits,
-            model_path: opts.engine.model.display().to_string(),
-            speculative: drafter,
-        });
+        lost_app.set_phase(Phase::DeviceLost(why));
+    });
+    let fatal_app = Arc::clone(&app);
+    let on_fatal: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
+        tracing::error!(target: TARGET, "cannot go on: {why}");
+        fatal_app.set_phase(Phase::Failed(why.clone()));
+        fatal_app.slots.fail_all(&why);
+        // The failed requests' answers and `/health`'s 503 get a moment to go out.
+        std::thread::sleep(FATAL_GRACE);
+        crate::gpu::end_process(EXIT_WORKER_FAILED);
+    });
+    let shared = batch_worker::Shared {
+        slots: Arc::clone(&app.slots),
+        metrics: Arc::clone(&app.metrics),
+        on_device_lost: Arc::clone(&on_lost),
+        on_fatal: Arc::clone(&on_fatal),
+    };
+    std::thread::spawn(move || batch_worker::run(engine, shared));
+    app.metrics
+        .set_kv_capacity(u64::from(limits.n_ctx) * u64::from(opts.n_slots));
+    tracing::info!(
+        target: TARGET,
+        "ready: {} as {:?}, {} slot(s) × {} context, batched steps{}, {:.1} MiB planned \
+         (weights shared by the slots)",
+        opts.engine.model.display(),
+        opts.alias,
+        opts.n_slots,
+        limits.n_ctx,
+        if drafter { ", DSpark drafter" } else { "" },
+        planned as f64 / (1024.0 * 1024.0)
+    );
+    app.set_ready(Ready {
+        tok,
+        template,
+        limits,
+        model_path: opts.engine.model.display().to_string(),
+        speculative: drafter,
+        grammars: std::sync::OnceLock::new(),
     });
 }
 

@@ -80,6 +80,7 @@ pub fn current() -> Option<Arc<Trace>> {
 
 /// A generation's timing in its worker: the time to its first token and to its end go to the
 /// histograms, its slot and token counts to its request's trace.
+#[derive(Clone)]
 pub struct JobClock {
     trace: Option<Arc<Trace>>,
     /// The request's arrival (the job's queueing when it has no trace).

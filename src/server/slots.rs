@@ -65,6 +65,9 @@ pub struct Job {
     pub embed: Option<EmbedReply>,
     /// `Some`: every generated token must keep the output inside this grammar.
     pub grammar: Option<crate::grammar::GrammarSpec>,
+    /// That grammar compiled for the model when the request was prepared (the worker compiles
+    /// `grammar` itself only when this is `None`).
+    pub guide: Option<crate::grammar::steps::Guide>,
 }
 
 /// Where an embedding job's vector goes.
@@ -148,6 +151,20 @@ impl Slots {
 
     /// Queue a job (its id set), or refuse it when every slot is busy and `max_queue` jobs
     /// already wait. Returns the job's id.
+    /// What [`Slots::submit`] would answer now, without a job: the cheap check a handler makes
+    /// before parsing and tokenizing a request (the queue may still fill meanwhile).
+    pub fn would_refuse(&self) -> Option<Refused> {
+        let g = self.lock();
+        if g.shutdown {
+            return Some(Refused::ShuttingDown);
+        }
+        let idle = g.busy.iter().filter(|b| !**b).count();
+        (g.queue.len() >= self.max_queue + idle).then(|| Refused::Busy {
+            slots: g.busy.len(),
+            queue: g.queue.len(),
+        })
+    }
+
     pub fn submit(&self, mut job: Job) -> Result<u64, Refused> {
         let mut g = self.lock();
         if g.shutdown {
@@ -277,6 +294,7 @@ mod tests {
             admitted: None,
             embed: None,
             grammar: None,
+            guide: None,
         };
         (job, rx)
     }

@@ -34,6 +34,35 @@ pub struct Ready {
     pub model_path: String,
     /// Whether the slots speculate with a drafter.
     pub speculative: bool,
+    /// The model's grammar compiler, built by the first request with a grammar (or why not).
+    pub grammars: OnceLock<Result<crate::grammar::Grammars, String>>,
+}
+
+impl Ready {
+    /// Compiles `spec` for the model's vocabulary: the request's one compile, on the blocking
+    /// thread that prepares it, handed on to the worker. A refusal is a 400 on `field` quoting
+    /// llguidance's reason (which names the keyword or rule it cannot honour).
+    pub fn compile(
+        &self,
+        spec: &crate::grammar::GrammarSpec,
+        field: &str,
+    ) -> Result<crate::grammar::steps::Guide, ApiError> {
+        let grammars = self
+            .grammars
+            .get_or_init(|| {
+                crate::grammar::Grammars::new(&self.tok, self.limits.n_vocab)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| ApiError::internal(format!("the model's grammar compiler: {e}")))?;
+        let c = grammars.compile(spec).map_err(|e| {
+            ApiError::invalid(
+                field,
+                format!("`{field}` cannot be compiled into a constraint: {e}"),
+            )
+        })?;
+        Ok(crate::grammar::steps::Guide::new(Box::new(c)))
+    }
 }
 
 /// The handlers' deadlines.
@@ -49,6 +78,8 @@ pub struct Timeouts {
 
 /// State shared by every handler.
 pub struct App {
+    /// Which `Host` names and body types a keyless server takes.
+    pub access: super::access::Access,
     phase: Mutex<Phase>,
     keys: Vec<String>,
     pub alias: String,
@@ -67,8 +98,15 @@ pub fn now_secs() -> u64 {
 }
 
 impl App {
-    pub fn new(keys: Vec<String>, alias: String, slots: Arc<Slots>, timeouts: Timeouts) -> App {
+    pub fn new(
+        access: super::access::Access,
+        keys: Vec<String>,
+        alias: String,
+        slots: Arc<Slots>,
+        timeouts: Timeouts,
+    ) -> App {
         App {
+            access,
             phase: Mutex::new(Phase::Loading),
             keys,
             alias,

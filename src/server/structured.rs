@@ -1,8 +1,9 @@
 //! Structured output of a request: `response_format` (`text`, `json_object`, `json_schema`),
 //! llama-server's `json_schema` and `grammar`, and the tools (see [`super::tools`]) become one
 //! [`GrammarSpec`] for the engine, and a [`Reader`] that turns the generated text back into
-//! the answer. Every grammar is compiled here once before the request is queued, so a schema
-//! llguidance cannot honour is a 400 naming what it refused (fail closed: never an
+//! the answer. Every grammar is compiled once, for the model, on the blocking thread that
+//! prepares the request ([`super::state::Ready::compile`]) and handed on to the worker, so a
+//! schema llguidance cannot honour is a 400 naming what it refused (fail closed: never an
 //! unconstrained answer in its place).
 //!
 //! Sources: <https://platform.openai.com/docs/api-reference/chat/create> (`response_format`),
@@ -136,15 +137,7 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
                     })?,
             ),
         };
-    if let Some(schema) = &s.json {
-        check(
-            &GrammarSpec::JsonSchema(grammar::bounded_json(schema)),
-            s.field,
-        )?;
-    }
-    if let Some(lark) = &s.lark {
-        check(&GrammarSpec::Lark(lark.clone()), "grammar")?;
-    }
+    // The constraint is compiled once, for the model, when the request is prepared.
     Ok(s)
 }
 
@@ -209,7 +202,9 @@ fn response_format(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
 }
 
 /// Compiles `spec` with no model loaded; a refusal is a 400 on `field` quoting llguidance's
-/// reason (which names the keyword or rule it cannot honour).
+/// reason (which names the keyword or rule it cannot honour). (The server compiles for the
+/// model instead, [`super::state::Ready::compile`], with the same answer.)
+#[cfg(test)]
 pub fn check(spec: &GrammarSpec, field: &str) -> Result<(), ApiError> {
     crate::grammar::compile(spec).map(|_| ()).map_err(|e| {
         ApiError::invalid(
@@ -262,9 +257,6 @@ pub fn plan(
     } else {
         None
     };
-    if let Some(spec) = &spec {
-        check(spec, s.field)?;
-    }
     Ok((spec, reader))
 }
 

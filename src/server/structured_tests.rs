@@ -9,6 +9,16 @@ fn body(v: Value) -> Result<Structured, ApiError> {
     parse(Endpoint::Chat, v.as_object().unwrap())
 }
 
+/// [`body`], planned and compiled (what a request's preparation does, over bytes).
+fn checked(v: Value) -> Result<Structured, ApiError> {
+    let s = body(v)?;
+    let (spec, _) = plan(&s, None, "", true)?;
+    if let Some(spec) = spec {
+        check(&spec, s.field)?;
+    }
+    Ok(s)
+}
+
 #[test]
 fn response_formats_become_schemas_held_by_llguidance() {
     let s = body(json!({"response_format": {"type": "json_object"}})).unwrap();
@@ -76,7 +86,7 @@ fn refusals_name_their_field() {
             "json_schema",
         ),
     ] {
-        let e = body(v.clone()).unwrap_err();
+        let e = checked(v.clone()).unwrap_err();
         assert_eq!(e.param.as_deref(), Some(param), "{v}: {e:?}");
     }
 }
@@ -84,7 +94,7 @@ fn refusals_name_their_field() {
 #[test]
 fn a_schema_llguidance_cannot_honour_is_refused_naming_the_keyword() {
     let bad = json!({"type": "string", "format": "flint-no-such-format"});
-    let e = body(json!({"response_format": {"type": "json_schema",
+    let e = checked(json!({"response_format": {"type": "json_schema",
         "json_schema": {"name": "x", "schema": bad}}}))
     .unwrap_err();
     assert_eq!(e.param.as_deref(), Some("response_format"));

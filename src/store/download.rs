@@ -9,7 +9,7 @@ use std::io::{Read, Seek, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use super::{install, io, Entry, StoreError, INDEX_URL_ENV};
+use super::{install, io, Entry, StoreError, HTTP_TIMEOUT_ENV, INDEX_URL_ENV};
 
 /// The package index wheels come from (pip's `--index-url`; PEP 691 JSON pages).
 pub const DEFAULT_INDEX_URL: &str = "https://pypi.org/simple";
@@ -21,11 +21,23 @@ fn index_url() -> String {
     }
 }
 
+/// How long one read may wait for bytes: `FLINT_HTTP_TIMEOUT` seconds, default 30.
+fn read_timeout() -> Duration {
+    let secs = std::env::var(HTTP_TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(30.0);
+    Duration::from_secs_f64(secs.min(86_400.0))
+}
+
 pub(super) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(Duration::from_secs(30)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
+        // A body that stalls mid-way fails (the next run resumes it) instead of hanging.
+        .timeout_per_read(Some(read_timeout()))
         .user_agent(concat!("flint/", env!("CARGO_PKG_VERSION")))
         // The system's trust store (as pip and curl use), so a TLS-inspecting proxy's CA works.
         .tls_config(
@@ -247,7 +259,15 @@ pub(super) fn download(
     let mut buf = vec![0u8; 1 << 16];
     let mut got = have;
     let result = loop {
-        match reader.read(&mut buf) {
+        // Never past the listed size: a server sending more fills no disk (the hash decides).
+        let room = remote
+            .size
+            .map_or(buf.len() as u64, |s| s.saturating_sub(got))
+            .min(buf.len() as u64) as usize;
+        if room == 0 {
+            break Ok(());
+        }
+        match reader.read(&mut buf[..room]) {
             Ok(0) => break Ok(()),
             Ok(n) => {
                 if let Err(e) = f.write_all(&buf[..n]) {

@@ -67,14 +67,38 @@ fn valid_repo(s: &str) -> bool {
         })
 }
 
-/// Whether `path` is a safe relative file path inside a repository (no `..`, no absolute or
-/// hidden parts, no backslash).
+/// Whether `path` is a safe relative file path inside a repository: `/`-separated parts, each
+/// a normal name on every platform (no `..`, `.`, empty, hidden, root or drive part; no `:`,
+/// backslash or control character; not a reserved Windows name such as `CON` or `lpt1.txt`; no
+/// trailing dot or space).
 pub(super) fn valid_path(path: &str) -> bool {
     !path.is_empty()
-        && !path.contains('\\')
-        && path
-            .split('/')
-            .all(|c| !c.is_empty() && !c.starts_with('.') && c != "..")
+        && path.len() <= 1024
+        && path.split('/').all(valid_component)
+        && std::path::Path::new(path)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+fn valid_component(c: &str) -> bool {
+    const RESERVED: &[&str] = &["con", "prn", "aux", "nul", "conin$", "conout$"];
+    let stem = c
+        .split('.')
+        .next()
+        .unwrap_or(c)
+        .trim_end()
+        .to_ascii_lowercase();
+    let numbered = (stem.starts_with("com") || stem.starts_with("lpt"))
+        && stem.len() == 4
+        && stem.as_bytes()[3].is_ascii_digit();
+    !c.is_empty()
+        && !c.starts_with('.')
+        && !c.ends_with(['.', ' '])
+        && !c.chars().any(|ch| {
+            ch.is_control() || matches!(ch, ':' | '\\' | '<' | '>' | '"' | '|' | '?' | '*')
+        })
+        && !RESERVED.contains(&stem.as_str())
+        && !numbered
 }
 
 impl HfRef {

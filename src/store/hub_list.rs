@@ -53,6 +53,36 @@ fn next_link(link: &str) -> Option<String> {
     })
 }
 
+/// `scheme://host[:port]` of `url`, lower case.
+fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let host = rest.split(['/', '?', '#']).next()?;
+    (!host.is_empty() && !host.contains('@'))
+        .then(|| format!("{scheme}://{host}").to_ascii_lowercase())
+}
+
+/// The next page's URL when it is on the endpoint's origin (a `Link` to another host would get
+/// the token): a path is taken relative to the endpoint.
+fn same_origin(base: &str, page: &str, next: &str) -> Result<String, StoreError> {
+    let Some(home) = origin(base) else {
+        return Err(StoreError::Http {
+            url: page.to_string(),
+            reason: format!("the endpoint {base} has no origin"),
+        });
+    };
+    if next.starts_with('/') && !next.starts_with("//") {
+        return Ok(format!("{home}{next}"));
+    }
+    match origin(next) {
+        Some(o) if o == home => Ok(next.to_string()),
+        _ => Err(StoreError::ForeignLink {
+            url: page.to_string(),
+            next: next.to_string(),
+            origin: home,
+        }),
+    }
+}
+
 /// The repository's files from the Hub, every page.
 pub(super) fn list_remote(
     agent: &ureq::Agent,
@@ -123,7 +153,7 @@ pub(super) fn list_remote(
             });
         }
         match next {
-            Some(n) => url = n,
+            Some(n) => url = same_origin(&base, &url, &n)?,
             None => return Ok(out),
         }
     }

@@ -31,6 +31,9 @@ pub use hub::{HfRef, HubOptions};
 pub const MODELS_ENV: &str = "FLINT_MODELS";
 /// Environment variable: the package index (PEP 691 simple API) wheels come from.
 pub const INDEX_URL_ENV: &str = "FLINT_MODEL_INDEX_URL";
+/// Environment variable: seconds one read of a download may wait for bytes (default 30) before
+/// the transfer fails (the next run resumes it).
+pub const HTTP_TIMEOUT_ENV: &str = "FLINT_HTTP_TIMEOUT";
 /// Environment variable: a manifest (models/manifest.tsv format) replacing the built-in one.
 pub const MANIFEST_ENV: &str = "FLINT_MODEL_MANIFEST";
 
@@ -58,6 +61,12 @@ pub enum StoreError {
     },
     #[error("{url}: {reason}")]
     Http { url: String, reason: String },
+    #[error("{url}: the listing's next page, {next}, is not on the endpoint's origin {origin}: not followed")]
+    ForeignLink {
+        url: String,
+        next: String,
+        origin: String,
+    },
     #[error("{url}: HTTP status {status}")]
     Status { url: String, status: u16 },
     #[error("{url}: no wheel of {package} {version} in the index")]

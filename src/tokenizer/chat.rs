@@ -89,6 +89,9 @@ pub fn read_template_file(path: &Path) -> Result<String, TokenizerError> {
     })
 }
 
+/// Instructions one rendering may run (minijinja's fuel): past them it fails with an error.
+pub const RENDER_FUEL: u64 = 20_000_000;
+
 impl ChatTemplate {
     /// Compile `source`; syntax errors are reported here, with the line.
     pub fn new(
@@ -103,6 +106,9 @@ impl ChatTemplate {
             .keep_trailing_newline(false)
             .build()?;
         env.set_syntax(syntax);
+        // A template's loops are bounded: one render runs at most this many instructions
+        // (a long chat takes a few hundred per message).
+        env.set_fuel(Some(RENDER_FUEL));
         env.set_unknown_method_callback(pycompat::unknown_method);
         env.add_function("raise_exception", pycompat::raise_exception);
         env.add_function("strftime_now", pycompat::strftime_now);

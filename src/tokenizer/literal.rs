@@ -69,7 +69,7 @@ impl Table {
 
     /// `content` with its special-token texts (and `LEAD`) replaced by placeholders.
     fn escape(&mut self, tok: &Tokenizer, content: &str) -> String {
-        let frags = special::partition(&tok.vocab, &tok.special_order, content, true, &[]);
+        let frags = special::partition(&tok.special_order, content, true, &[]);
         let mut out = String::with_capacity(content.len());
         for f in frags {
             match f {
@@ -223,12 +223,12 @@ mod tests {
     #[test]
     fn literal_ranges_split_and_join_again() {
         let t = tiny();
-        let (order, v) = (&t.special_order, &t.vocab);
+        let order = &t.special_order;
         let text = "a<|im_end|>b<|im_end|>";
-        let frags = special::partition(v, order, text, true, &[1..11]);
+        let frags = special::partition(order, text, true, &[1..11]);
         assert_eq!(frags, [Fragment::Text(0..12), Fragment::Token(4)]);
         // A user-defined token is matched in literal text too, as without parse_special.
-        let frags = special::partition(v, order, "a<x>b", true, &[0..5]);
+        let frags = special::partition(order, "a<x>b", true, &[0..5]);
         assert_eq!(
             frags,
             [
@@ -238,10 +238,10 @@ mod tests {
             ]
         );
         // No control token is matched across a literal edge.
-        let frags = special::partition(v, order, "<|im_end|>", true, &[0..3]);
+        let frags = special::partition(order, "<|im_end|>", true, &[0..3]);
         assert_eq!(frags, [Fragment::Text(0..10)]);
         // Without literal ranges: as before.
-        let frags = special::partition(v, order, text, true, &[]);
+        let frags = special::partition(order, text, true, &[]);
         let want = [
             Fragment::Text(0..1),
             Fragment::Token(4),

@@ -54,8 +54,8 @@ pub struct Tokenizer {
     kind: ModelKind,
     pre: Option<String>,
     algo: Algo,
-    /// Special-token ids, longest text first.
-    special_order: Vec<TokenId>,
+    /// Special-token ids, longest text first, and their automaton.
+    special_order: special::Order,
     /// Every token's piece with `special = true`.
     pieces: Vec<Vec<u8>>,
     chat_template: Option<String>,
@@ -126,7 +126,7 @@ impl Tokenizer {
             None => Algo::Spm(Box::new(Spm::new(&vocab))),
         };
         Ok(Tokenizer {
-            special_order: vocab.special_match_order(),
+            special_order: special::Order::new(&vocab),
             pieces: decode::build_pieces(&vocab, kind),
             chat_template: m
                 .opt("tokenizer.chat_template", Metadata::str)?
@@ -163,7 +163,7 @@ impl Tokenizer {
             out.extend(self.vocab.special.bos);
         }
         let order = &self.special_order;
-        let frags = special::partition(&self.vocab, order, text, parse_special, literal);
+        let frags = special::partition(order, text, parse_special, literal);
         match &self.algo {
             Algo::Bpe { bpe, pre, .. } => {
                 for f in frags {

@@ -43,6 +43,12 @@ pub struct Hub {
     pub repos: HashMap<String, Vec<File>>,
     /// Send only this many bytes of the next file body (Content-Length says all), then close.
     pub cut_next: Option<usize>,
+    /// Send only this many bytes of the next file body, then nothing for a minute, then the rest.
+    pub stall_next: Option<usize>,
+    /// Send this many bytes past the next file body (Content-Length counts them).
+    pub extra_next: Option<usize>,
+    /// A `Link: <URL>; rel="next"` on every listing.
+    pub next_link: Option<String>,
 }
 
 /// The Hub on loopback; records `METHOD PATH [Range] [Authorization]` of each request.
@@ -164,9 +170,11 @@ fn serve(mut conn: TcpStream, log: &Mutex<Vec<String>>, hub: &Mutex<Hub>) -> std
             })
             .collect();
         let body = serde_json::Value::Array(items).to_string();
-        conn.write_all(
-            head("200 OK", body.len(), "Content-Type: application/json\r\n").as_bytes(),
-        )?;
+        let mut extra = "Content-Type: application/json\r\n".to_string();
+        if let Some(l) = &hub.next_link {
+            extra += &format!("Link: <{l}>; rel=\"next\"\r\n");
+        }
+        conn.write_all(head("200 OK", body.len(), &extra).as_bytes())?;
         return conn.write_all(body.as_bytes());
     }
     // GET /{user}/{repo}/resolve/main/{file}
@@ -193,11 +201,24 @@ fn serve(mut conn: TcpStream, log: &Mutex<Vec<String>>, hub: &Mutex<Hub>) -> std
         ),
         None => ("200 OK", 0, String::new()),
     };
-    let body = &f.bytes[from..];
+    let mut body = f.bytes[from..].to_vec();
+    body.extend(std::iter::repeat_n(
+        0x5a,
+        hub.extra_next.take().unwrap_or(0),
+    ));
     let send = hub.cut_next.take().unwrap_or(body.len()).min(body.len());
+    let stall = hub.stall_next.take();
     drop(hub);
     conn.write_all(head(status, body.len(), &extra).as_bytes())?;
-    conn.write_all(&body[..send])?;
+    if let Some(n) = stall {
+        let n = n.min(body.len());
+        conn.write_all(&body[..n])?;
+        conn.flush()?;
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        conn.write_all(&body[n..])?;
+    } else {
+        conn.write_all(&body[..send])?;
+    }
     conn.flush()?;
     conn.shutdown(std::net::Shutdown::Both)
 }

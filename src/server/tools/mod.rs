@@ -332,3 +332,5 @@ pub fn parse(o: &Obj) -> Result<Option<ToolSetup>, ApiError> {
 mod tests;
 #[cfg(test)]
 mod tests_loop;
+#[cfg(test)]
+mod tests_stream;

@@ -38,13 +38,13 @@ pub struct Reader {
     pub thinking_open: bool,
 }
 
-const THINK_END: &str = "</think>";
-const CALL: &str = "<tool_call>";
+pub(super) const THINK_END: &str = "</think>";
+pub(super) const CALL: &str = "<tool_call>";
 const CALL_END: &str = "</tool_call>";
 const PARAM_END: &str = "\n</parameter>";
 
 /// The length of `s` without its longest suffix that is a proper prefix of `marker`.
-fn safe_len(s: &str, marker: &str) -> usize {
+pub(super) fn safe_len(s: &str, marker: &str) -> usize {
     let max = marker.len().saturating_sub(1).min(s.len());
     for k in (1..=max).rev() {
         if s.is_char_boundary(s.len() - k) && marker.starts_with(&s[s.len() - k..]) {
@@ -84,7 +84,8 @@ impl Reader {
                 let (text, after) = until(rest, CALL, partial);
                 out.content = content(text, partial, after.is_some());
                 if let Some(a) = after {
-                    calls_after_marker(a, partial, setup, &mut out.calls, self.format());
+                    let format = self.format();
+                    calls_after_marker(a, partial, setup, &mut out.calls, format, &mut Vec::new());
                 }
             }
             Some((Format::Llama3, _)) => {
@@ -105,7 +106,7 @@ impl Reader {
         out
     }
 
-    fn format(&self) -> Format {
+    pub(super) fn format(&self) -> Format {
         self.tools.as_ref().map_or(Format::Generic, |(f, _)| *f)
     }
 }
@@ -119,15 +120,20 @@ fn content(s: &str, partial: bool, call_follows: bool) -> String {
     }
 }
 
-/// The calls of a text that just passed a `<tool_call>` marker.
-fn calls_after_marker(
+/// The calls of a text that just passed a `<tool_call>` marker; `starts` gets where (in `s`)
+/// each call's text begins, after its marker.
+pub(super) fn calls_after_marker(
     mut s: &str,
     partial: bool,
     setup: &ToolSetup,
     calls: &mut Vec<Call>,
     format: Format,
+    starts: &mut Vec<usize>,
 ) {
+    // `s` is always a suffix of what was given: its offset is the length lost.
+    let total = s.len();
     loop {
+        starts.push(total - s.len());
         let read = match format {
             Format::QwenXml => xml_call(s, partial, setup),
             _ => json_call(s.trim_start(), partial, "arguments").map(|(c, rest)| {
@@ -135,7 +141,10 @@ fn calls_after_marker(
                 (c, after)
             }),
         };
-        let Some((call, after)) = read else { return };
+        let Some((call, after)) = read else {
+            starts.pop();
+            return;
+        };
         calls.push(call);
         let Some(after) = after else { return };
         let after = after.trim_start();
@@ -257,7 +266,7 @@ fn json_string(s: &str) -> Option<(String, &str)> {
 
 /// One `{"name": NAME, KEY: ARGS}` object at the start of `s` (streamed when `name` comes
 /// first, read whole otherwise). Returns the call and the text after the object.
-fn json_call<'a>(s: &'a str, partial: bool, key: &str) -> Option<(Call, &'a str)> {
+pub(super) fn json_call<'a>(s: &'a str, partial: bool, key: &str) -> Option<(Call, &'a str)> {
     let whole = |s: &'a str| -> Option<(Call, &'a str)> {
         let end = json_value_end(s)?;
         let v: Value = serde_json::from_str(&s[..end]).ok()?;

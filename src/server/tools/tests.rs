@@ -39,10 +39,11 @@ pub(super) fn ok(g: &GrammarSpec, text: &str) -> bool {
 }
 
 /// The Qwen3.5 template's spelling of a call.
-const XML_CALL: &str = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis, \"FR\"\n\
+pub(super) const XML_CALL: &str =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis, \"FR\"\n\
                         on two lines\n</parameter>\n<parameter=days>\n3\n</parameter>\n\
                         </function>\n</tool_call>";
-const XML_SWAPPED: &str =
+pub(super) const XML_SWAPPED: &str =
     "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n\
                            <parameter=city>\nOslo\n</parameter>\n<parameter=units>\nc\n\
                            </parameter>\n</function>\n</tool_call>";
@@ -104,7 +105,7 @@ fn qwen_xml_auto_lets_text_run_until_a_call_and_thinking_stays_free() {
     .is_none());
 }
 
-const HERMES_CALL: &str = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \
+pub(super) const HERMES_CALL: &str = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \
                            {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
 
 #[test]
