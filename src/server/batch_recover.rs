@@ -21,8 +21,8 @@ use super::batch_worker::{fail, Active, Shared};
 use super::metrics::Metrics;
 use super::reqlog::{JobClock, TARGET};
 use super::slots::Event;
-use crate::engine::Engine;
 use crate::engine::batch_run::Pending;
+use crate::engine::Engine;
 
 /// How a request stands after panics.
 #[derive(Debug, Default, Clone, Copy)]
