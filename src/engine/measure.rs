@@ -153,7 +153,7 @@ pub(crate) fn deep_costs(
     let pos = DEEP_POS
         .min(fwd.max_rows())
         .min(fwd.capacity().saturating_sub(verify_rows) / 2);
-    if pos < 16 || fwd.len()? != 0 {
+    if pos < 16 || fwd.rows()? != 0 {
         return Ok(None);
     }
     fwd.step(ctx, &vec![0u32; pos as usize], 1)?;

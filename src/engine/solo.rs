@@ -84,7 +84,7 @@ pub fn generate(
         prompt,
         keep,
         n_predict,
-        mut sampler,
+        sampler,
         grammar,
         ignore_eos,
         draft,
@@ -120,7 +120,7 @@ pub fn generate(
     let end = (std::time::Instant::now(), PipelineCache::thread_wait());
     // The request's state goes back to the caller whatever happened.
     *grammar = solo.st.guide.take();
-    if let (Some(s), Some(mine)) = (sampler.as_deref_mut(), solo.st.sampler.take()) {
+    if let (Some(s), Some(mine)) = (sampler, solo.st.sampler.take()) {
         *s = mine;
     }
     if let Err(e) = run {

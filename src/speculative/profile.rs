@@ -20,7 +20,7 @@ pub fn verify_step_rounds(
     batches: &[u32],
     rounds: usize,
 ) -> Result<Vec<Vec<f64>>> {
-    let len = fwd.len()?;
+    let len = fwd.rows()?;
     let mut out = vec![Vec::with_capacity(rounds); batches.len()];
     for round in 0..=rounds {
         for (&b, secs) in batches.iter().zip(&mut out) {
@@ -54,7 +54,7 @@ pub fn step_seconds(
     max_b: u32,
     reps: usize,
 ) -> Result<Vec<f64>> {
-    if fwd.len()? != 0 {
+    if fwd.rows()? != 0 {
         return Err(Error::Usage(
             "profiling needs an empty KV cache (profile at load)".into(),
         ));

@@ -8,7 +8,7 @@ use crate::Result;
 /// Steps of one sequence: run rows at its next positions, read their argmax, and come back.
 pub trait SeqSteps {
     /// Rows the sequence's cache holds.
-    fn len(&self) -> Result<u32>;
+    fn rows(&self) -> Result<u32>;
     /// Rows its cache can hold.
     fn capacity(&self) -> u32;
     /// Rows one step takes at most.
@@ -32,7 +32,7 @@ pub struct BatchSeq<'a> {
 }
 
 impl SeqSteps for BatchSeq<'_> {
-    fn len(&self) -> Result<u32> {
+    fn rows(&self) -> Result<u32> {
         Ok(self.fwd.kv().len(self.seq)?)
     }
     fn capacity(&self) -> u32 {
