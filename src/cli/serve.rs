@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// 0 turns them off.
     #[arg(long = "sse-keepalive", default_value_t = 10)]
     pub sse_keepalive: u64,
+    /// Refuse request fields this server does not know (400 naming the field) instead of
+    /// ignoring them with a warning and an `X-Flint-Ignored` header.
+    #[arg(long = "strict-fields")]
+    pub strict_fields: bool,
     /// The chat template of /v1/chat/completions (default: the model's own).
     #[command(flatten)]
     pub template: super::prompt_args::TemplateArgs,
@@ -167,5 +171,6 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         keep_alive: (args.sse_keepalive > 0)
             .then(|| std::time::Duration::from_secs(args.sse_keepalive)),
         chat_template,
+        strict_fields: args.strict_fields,
     })
 }

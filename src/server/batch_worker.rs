@@ -328,7 +328,7 @@ impl BatchRequest for Active<'_> {
     fn on_token(&mut self, token: u32, full: bool) -> Result<Option<End>> {
         self.first_token.get_or_insert_with(Instant::now);
         self.clock.token();
-        if self.tok.is_eog(token) {
+        if self.tok.is_eog(token) || self.job.stop_ids.contains(&token) {
             return Ok(Some(End::Eog));
         }
         self.st.generated.push(token);

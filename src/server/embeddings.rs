@@ -267,6 +267,7 @@ async fn embed_one(app: &App, prompt: Vec<u32>) -> Result<Vec<f32>, ApiError> {
         admitted: Some(told),
         embed: Some(reply),
         grammar: None,
+        stop_ids: Vec::new(),
     };
     enqueue(app, job, admitted, None).await?;
     if let Ok(v) = vector.await {

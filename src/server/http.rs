@@ -199,6 +199,19 @@ pub struct Submitted {
     pub n_ctx: u32,
     /// How to read a chat answer back (reasoning, tool calls); `None`: the text is the content.
     pub reader: Option<super::tools::parse::Reader>,
+    /// The body's ignored fields (the `X-Flint-Ignored` header).
+    pub ignored: Vec<String>,
+}
+
+/// Adds `X-Flint-Ignored` naming the request's ignored fields, if any.
+pub fn name_ignored(mut r: Response, ignored: &[String]) -> Response {
+    if ignored.is_empty() {
+        return r;
+    }
+    if let Ok(v) = header::HeaderValue::from_str(&super::fields::ignored_header(ignored)) {
+        r.headers_mut().insert("x-flint-ignored", v);
+    }
+    r
 }
 
 async fn generate(
@@ -217,11 +230,12 @@ async fn generate(
         include_usage: sub.include_usage,
         reader: sub.reader,
     };
-    if sub.stream {
-        Ok(response::stream(meta, sub.rx, app.timeouts.keep_alive))
+    let r = if sub.stream {
+        response::stream(meta, sub.rx, app.timeouts.keep_alive)
     } else {
-        response::collect(meta, sub.rx).await
-    }
+        response::collect(meta, sub.rx).await?
+    };
+    Ok(name_ignored(r, &sub.ignored))
 }
 
 /// Parse, tokenize, bound and queue a generation; returns once a slot took it or, for a
@@ -288,6 +302,8 @@ pub(super) async fn submit_request(
         include_usage,
         ignore_eos,
         mut logit_bias,
+        stop_ids,
+        ignored,
         ..
     } = req;
     // llama-server's `ignore_eos`: every end-of-generation token gets a -inf bias.
@@ -320,6 +336,7 @@ pub(super) async fn submit_request(
         admitted: Some(told),
         embed: None,
         grammar,
+        stop_ids,
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),
@@ -333,6 +350,7 @@ pub(super) async fn submit_request(
         prompt_tokens,
         n_ctx: ready.limits.n_ctx,
         reader,
+        ignored,
     })
 }
 

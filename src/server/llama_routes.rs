@@ -54,15 +54,12 @@ pub async fn completion(State(app): State<Arc<App>>, headers: HeaderMap, body: B
             prompt_tokens: sub.prompt_tokens,
             n_ctx: sub.n_ctx,
         };
-        if sub.stream {
-            Ok(llama_completion::stream(
-                meta,
-                sub.rx,
-                app.timeouts.keep_alive,
-            ))
+        let r = if sub.stream {
+            llama_completion::stream(meta, sub.rx, app.timeouts.keep_alive)
         } else {
-            llama_completion::collect(meta, sub.rx).await
-        }
+            llama_completion::collect(meta, sub.rx).await?
+        };
+        Ok(super::http::name_ignored(r, &sub.ignored))
     };
     run.await.unwrap_or_else(|e: ApiError| e.into_response())
 }

@@ -74,6 +74,8 @@ pub struct ServeOptions {
     pub keep_alive: Option<Duration>,
     /// A chat template source replacing the model's (`--chat-template`).
     pub chat_template: Option<String>,
+    /// `--strict-fields`: refuse unknown request fields instead of ignoring them.
+    pub strict_fields: bool,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -209,6 +211,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             defaults: opts.defaults,
             seed: opts.seed,
             n_vocab,
+            strict_fields: opts.strict_fields,
         };
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {

@@ -1,8 +1,9 @@
 //! Parsing and bounds of `/v1/chat/completions`, `/v1/completions` and llama-server's
 //! `/completion` request bodies. Fields are read one by one from the JSON value so every refusal
 //! names its field and value. Every field is first held to the table of
-//! [`super::fields`]: unknown fields and features flint does not have (`n` > 1, `logprobs`,
-//! tools, grammars, other samplers) are refused by name rather than silently dropped.
+//! [`super::fields`]: features flint does not have (`n` > 1, `logprobs`, other samplers) are
+//! refused by name rather than silently dropped; unknown fields are ignored and named (the
+//! `X-Flint-Ignored` header, a warning line), or refused under `--strict-fields`.
 
 use serde_json::{Map, Value};
 
@@ -57,7 +58,15 @@ pub struct GenRequest {
     pub parse_special: bool,
     /// `response_format`, `json_schema`, `grammar`, tools and template variables.
     pub structured: Structured,
+    /// vLLM's `stop_token_ids`: generating one of these ends the answer (it is not written).
+    pub stop_ids: Vec<u32>,
+    /// Fields the body held that flint does not know (or that belong to another endpoint),
+    /// ignored: the response names them in `X-Flint-Ignored`.
+    pub ignored: Vec<String>,
 }
+
+/// `stop_token_ids` at most.
+pub const MAX_STOP_IDS: usize = 64;
 
 /// What the server allows.
 #[derive(Debug, Clone)]
@@ -72,6 +81,8 @@ pub struct Limits {
     /// The seed of requests without one (`serve -s`); `None`: each takes the clock.
     pub seed: Option<u64>,
     pub n_vocab: u32,
+    /// `--strict-fields`: refuse unknown fields instead of ignoring them.
+    pub strict_fields: bool,
 }
 
 type Obj = Map<String, Value>;
@@ -142,7 +153,14 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         }
         Some(_) => return Err(ApiError::invalid("model", "`model` must be a string")),
     }
-    fields::check(endpoint, o)?;
+    let ignored = fields::check(endpoint, o, limits.strict_fields)?;
+    if !ignored.is_empty() {
+        tracing::warn!(
+            target: super::reqlog::TARGET,
+            "ignored field(s) this server does not know: {}",
+            fields::ignored_header(&ignored)
+        );
+    }
     let structured = structured::parse(endpoint, o)?;
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
@@ -218,7 +236,38 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         include_usage,
         parse_special,
         structured,
+        stop_ids: stop_ids(o, limits.n_vocab)?,
+        ignored,
     })
+}
+
+/// vLLM's `stop_token_ids`: token ids of the vocabulary.
+fn stop_ids(o: &Obj, n_vocab: u32) -> Result<Vec<u32>, ApiError> {
+    let key = "stop_token_ids";
+    let list = match o.get(key) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) if a.len() <= MAX_STOP_IDS => a,
+        Some(Value::Array(a)) => {
+            return Err(ApiError::invalid(
+                key,
+                format!("{} stop token ids: at most {MAX_STOP_IDS}", a.len()),
+            ))
+        }
+        Some(_) => return Err(ApiError::invalid(key, "`stop_token_ids` must be an array")),
+    };
+    list.iter()
+        .map(|v| {
+            v.as_u64()
+                .filter(|&t| t < u64::from(n_vocab))
+                .map(|t| t as u32)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        key,
+                        format!("`stop_token_ids` holds {v}: ids are integers in [0, {n_vocab})"),
+                    )
+                })
+        })
+        .collect()
 }
 
 fn refuse_logprobs(o: &Obj) -> Result<(), ApiError> {
@@ -269,7 +318,13 @@ fn sampling(o: &Obj, limits: &Limits) -> Result<Option<SamplerParams>, ApiError>
         temp: f("temperature", 0.0, 2.0, d.temp)?,
         top_p: d.top_p,
         min_p: f("min_p", 0.0, 1.0, d.min_p)?,
-        repeat_penalty: f("repeat_penalty", 0.0, 10.0, d.repeat_penalty)?,
+        // vLLM's `repetition_penalty` is the same multiplicative penalty.
+        repeat_penalty: f(
+            "repeat_penalty",
+            0.0,
+            10.0,
+            f("repetition_penalty", 0.0, 10.0, d.repeat_penalty)?,
+        )?,
         presence_penalty: f("presence_penalty", -2.0, 2.0, d.presence_penalty)?,
         frequency_penalty: f("frequency_penalty", -2.0, 2.0, d.frequency_penalty)?,
         top_k: integer(o, "top_k", 0, i64::from(limits.n_vocab))?.map_or(d.top_k, |k| k as u32),

@@ -65,6 +65,8 @@ pub struct Job {
     pub embed: Option<EmbedReply>,
     /// `Some`: every generated token must keep the output inside this grammar.
     pub grammar: Option<crate::grammar::GrammarSpec>,
+    /// Tokens that end the answer like an end-of-generation token (`stop_token_ids`).
+    pub stop_ids: Vec<u32>,
 }
 
 /// Where an embedding job's vector goes.
@@ -277,6 +279,7 @@ mod tests {
             admitted: None,
             embed: None,
             grammar: None,
+            stop_ids: Vec::new(),
         };
         (job, rx)
     }

@@ -1,5 +1,6 @@
 //! Structured output of a request: `response_format` (`text`, `json_object`, `json_schema`),
-//! llama-server's `json_schema` and `grammar`, and the tools (see [`super::tools`]) become one
+//! llama-server's `json_schema` and `grammar` (GBNF, converted by [`crate::grammar::gbnf`], or
+//! Lark), vLLM's `guided_json` / `guided_regex` / `guided_grammar` / `guided_choice`, and the tools (see [`super::tools`]) become one
 //! [`GrammarSpec`] for the engine, and a [`Reader`] that turns the generated text back into
 //! the answer. Every grammar is compiled here once before the request is queued, so a schema
 //! llguidance cannot honour is a 400 naming what it refused (fail closed: never an
@@ -21,8 +22,10 @@ use crate::grammar::GrammarSpec;
 pub struct Structured {
     /// A JSON schema for the whole answer (`{"type": "object"}` for `json_object`).
     pub json: Option<Value>,
-    /// A Lark grammar (`grammar` starting with `%llguidance`).
+    /// A Lark grammar (`grammar` in llguidance's dialect, or GBNF converted to it).
     pub lark: Option<String>,
+    /// A regular expression for the whole answer (`guided_regex`, `guided_choice`).
+    pub regex: Option<String>,
     pub tools: Option<ToolSetup>,
     /// `chat_template_kwargs`: extra variables of the chat template.
     pub template_kwargs: Map<String, Value>,
@@ -56,22 +59,73 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
             ))
         }
     }
-    match o.get("grammar") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(g)) if g.trim().is_empty() => {}
-        Some(Value::String(g)) if g.trim_start().starts_with("%llguidance") => {
-            s.lark = Some(g.clone());
-            asked.push("grammar");
+    for key in ["json_schema", "guided_json"] {
+        match o.get(key) {
+            None | Some(Value::Null) => {}
+            Some(v @ (Value::Object(_) | Value::Bool(true))) => {
+                s.json = Some(v.clone());
+                asked.push(key);
+            }
+            // vLLM takes the schema as JSON text too.
+            Some(Value::String(t)) if key == "guided_json" => {
+                let v: Value = serde_json::from_str(t).map_err(|e| {
+                    ApiError::invalid(key, format!("`guided_json` is not JSON: {e}"))
+                })?;
+                s.json = Some(v);
+                asked.push(key);
+            }
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    key,
+                    format!("`{key}` must be a JSON schema object"),
+                ))
+            }
         }
-        Some(Value::String(_)) => {
+    }
+    for key in ["grammar", "guided_grammar"] {
+        match o.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(g)) if g.trim().is_empty() => {}
+            Some(Value::String(g)) => {
+                let lark = crate::grammar::gbnf::to_lark(g).map_err(|e| {
+                    ApiError::invalid(key, format!("`{key}` cannot be converted: {e}"))
+                })?;
+                s.lark = Some(lark);
+                asked.push(key);
+            }
+            Some(_) => return Err(ApiError::invalid(key, format!("`{key}` must be a string"))),
+        }
+    }
+    match o.get("guided_regex") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(r)) => {
+            s.regex = Some(r.clone());
+            asked.push("guided_regex");
+        }
+        Some(_) => {
             return Err(ApiError::invalid(
-                "grammar",
-                "GBNF grammars are not supported: send a JSON schema (`response_format` or \
-                 `json_schema`), or a Lark grammar in llguidance's dialect that starts with \
-                 `%llguidance {}`",
+                "guided_regex",
+                "`guided_regex` must be a string",
             ))
         }
-        Some(_) => return Err(ApiError::invalid("grammar", "`grammar` must be a string")),
+    }
+    match o.get("guided_choice") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {
+            let alts: Vec<String> = a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(regex_literal)
+                .collect();
+            s.regex = Some(format!("(?:{})", alts.join("|")));
+            asked.push("guided_choice");
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "guided_choice",
+                "`guided_choice` must be a non-empty array of strings",
+            ))
+        }
     }
     if asked.len() > 1 {
         return Err(ApiError::invalid(
@@ -143,9 +197,24 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
         )?;
     }
     if let Some(lark) = &s.lark {
-        check(&GrammarSpec::Lark(lark.clone()), "grammar")?;
+        check(&GrammarSpec::Lark(lark.clone()), s.field)?;
+    }
+    if let Some(r) = &s.regex {
+        check(&GrammarSpec::Regex(r.clone()), s.field)?;
     }
     Ok(s)
+}
+
+/// `text` as a regex matching itself (ASCII punctuation escaped).
+fn regex_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `response_format`: `None` for text, the schema otherwise.
@@ -257,6 +326,8 @@ pub fn plan(
         })
     } else if s.lark.is_some() {
         s.lark.clone().map(GrammarSpec::Lark)
+    } else if s.regex.is_some() {
+        s.regex.clone().map(GrammarSpec::Regex)
     } else if open && s.max_reasoning.is_some() {
         Some(GrammarSpec::Lark(grammar::free_answer(think)))
     } else {
