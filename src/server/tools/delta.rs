@@ -1,9 +1,9 @@
 //! Streaming a [`Reader`]'s reading as OpenAI chat deltas. After each piece of text the whole
 //! output so far is read again (partial) and only what extends what was sent goes out: new
-//! reasoning, new content, a new call (its first delta carries `index`, `id`, `type` and the
-//! name, with empty arguments), then its arguments as string fragments. Nothing sent is ever
-//! taken back; a reading that does not extend what was sent (text no grammar held) sends
-//! nothing more for that part.
+//! reasoning, new content, and each call once its text has ended (its first delta carries
+//! `index`, `id`, `type` and the name, with empty arguments, the next its arguments): a call
+//! cut by `max_tokens` is never sent. Nothing sent is ever taken back; a reading that does not
+//! extend what was sent (text no grammar held) sends nothing more for that part.
 
 use serde_json::{json, Value};
 
@@ -65,7 +65,8 @@ impl Streamer {
                 self.sent.content = now.content.clone();
             }
         }
-        for (i, call) in now.calls.iter().enumerate() {
+        // Calls only once ended: one cut at the end is dropped (see `parse`).
+        for (i, call) in now.calls.iter().enumerate().take_while(|(_, c)| c.done) {
             if i == self.sent.calls.len() {
                 out.push(json!({"tool_calls": [{
                     "index": i,

@@ -88,21 +88,23 @@ fn weather() -> Value {
 fn choices_follow_openai_spellings() {
     let t = json!([weather(), {"type": "function", "function": {"name": "now"}}]);
     let s = req(json!({"tools": t})).unwrap().unwrap();
+    // llama-server's default: one call.
     assert_eq!(
         (s.choice.clone(), s.allowed.len(), s.parallel),
-        (Choice::Auto, 2, true)
+        (Choice::Auto, 2, false)
     );
     let s = req(json!({"tools": t, "tool_choice": "required", "parallel_tool_calls": false}))
         .unwrap()
         .unwrap();
     assert_eq!((s.choice, s.parallel), (Choice::Required, false));
     let named = json!({"type": "function", "function": {"name": "now"}});
-    let s = req(json!({"tools": t, "tool_choice": named}))
+    let s = req(json!({"tools": t, "tool_choice": named, "parallel_tool_calls": true}))
         .unwrap()
         .unwrap();
+    // A named function is called exactly once, parallel or not.
     assert_eq!(
-        (s.choice, s.allowed),
-        (Choice::Required, vec!["now".to_string()])
+        (s.choice, s.allowed, s.parallel),
+        (Choice::Required, vec!["now".to_string()], false)
     );
     let allowed = json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto",
         "tools": [{"type": "function", "function": {"name": "get_weather"}}]}});
