@@ -334,16 +334,7 @@ pub const FIELDS: &[Field] = &[
         ),
     ),
     // Chat templates and reasoning.
-    f(
-        "reasoning_format",
-        CHAT,
-        no(
-            "reasoning is split out as `reasoning_content` whenever the template opens \
-             `<think>` (llama-server's `auto` / `deepseek`); other formats are not supported",
-            Off::Strs(&["auto", "deepseek"]),
-            r#""none""#,
-        ),
-    ),
+    f("reasoning_format", CHAT, H),
     f(
         "thinking_forced_open",
         CHAT,

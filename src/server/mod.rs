@@ -76,6 +76,8 @@ pub struct ServeOptions {
     pub chat_template: Option<String>,
     /// `--strict-fields`: refuse unknown request fields instead of ignoring them.
     pub strict_fields: bool,
+    /// Chat defaults (`--reasoning-format`, `--chat-template-kwargs`, `--reasoning-budget 0`).
+    pub chat: request::ChatDefaults,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -212,6 +214,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             seed: opts.seed,
             n_vocab,
             strict_fields: opts.strict_fields,
+            chat: opts.chat.clone(),
         };
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {

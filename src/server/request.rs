@@ -83,6 +83,18 @@ pub struct Limits {
     pub n_vocab: u32,
     /// `--strict-fields`: refuse unknown fields instead of ignoring them.
     pub strict_fields: bool,
+    /// Chat defaults a request can override.
+    pub chat: ChatDefaults,
+}
+
+/// Serve-wide defaults of chat requests (`--reasoning-format`, `--chat-template-kwargs`,
+/// `--reasoning-budget 0`); a request's `reasoning_format` and `chat_template_kwargs` (key by
+/// key) override them.
+#[derive(Debug, Clone, Default)]
+pub struct ChatDefaults {
+    /// `reasoning_format` `none`: reasoning is left in `content`.
+    pub reasoning_none: bool,
+    pub template_kwargs: Map<String, Value>,
 }
 
 type Obj = Map<String, Value>;
@@ -161,7 +173,30 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
             fields::ignored_header(&ignored)
         );
     }
-    let structured = structured::parse(endpoint, o)?;
+    let mut structured = structured::parse(endpoint, o)?;
+    if endpoint == Endpoint::Chat {
+        structured.reasoning_none = match o.get("reasoning_format") {
+            None | Some(Value::Null) => limits.chat.reasoning_none,
+            Some(v) => v
+                .as_str()
+                .and_then(structured::reasoning_none)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "reasoning_format",
+                        format!(
+                            "`reasoning_format` is {v}: it must be \"none\", \"auto\", \
+                             \"deepseek\" or \"deepseek-legacy\""
+                        ),
+                    )
+                })?,
+        };
+        for (k, v) in &limits.chat.template_kwargs {
+            structured
+                .template_kwargs
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+    }
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
             return Err(ApiError::invalid(

@@ -34,6 +34,9 @@ pub struct Structured {
     /// `max_reasoning_chars` (flint's): the reasoning of an open `<think>` is cut to this many
     /// characters by the grammar, which then asks for `</think>`.
     pub max_reasoning: Option<u64>,
+    /// `reasoning_format: "none"`: reasoning stays in `content` as generated (llama-server's
+    /// `none`); otherwise it is split out as `reasoning_content` (`auto`, `deepseek`).
+    pub reasoning_none: bool,
 }
 
 type Obj = Map<String, Value>;
@@ -205,6 +208,16 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
     Ok(s)
 }
 
+/// llama-server's reasoning formats: `Some(true)` for `none` (reasoning left in the content),
+/// `Some(false)` for `auto`, `deepseek` and `deepseek-legacy` (split out), `None` otherwise.
+pub fn reasoning_none(format: &str) -> Option<bool> {
+    match format {
+        "none" => Some(true),
+        "auto" | "deepseek" | "deepseek-legacy" => Some(false),
+        _ => None,
+    }
+}
+
 /// `text` as a regex matching itself (ASCII punctuation escaped).
 fn regex_literal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -314,7 +327,8 @@ pub fn plan(
             .clone()
             .filter(|t| t.choice != Choice::None)
             .map(|t| (format, t)),
-        thinking_open: open,
+        thinking_open: open && !s.reasoning_none,
+        think_tags: chat && !s.reasoning_none,
     };
     let spec = if let Some(t) = &s.tools {
         grammar::tools(t, format, think).map(GrammarSpec::Lark)

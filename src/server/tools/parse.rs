@@ -40,8 +40,12 @@ pub struct Reader {
     pub tools: Option<(Format, ToolSetup)>,
     /// The prompt ends inside an open `<think>`.
     pub thinking_open: bool,
+    /// A `<think>…</think>` the model opens itself at the start of its answer is reasoning too
+    /// (`reasoning_format` other than `none`).
+    pub think_tags: bool,
 }
 
+const THINK_START: &str = "<think>";
 const THINK_END: &str = "</think>";
 const CALL: &str = "<tool_call>";
 const CALL_END: &str = "</tool_call>";
@@ -72,8 +76,19 @@ impl Reader {
     pub fn parse(&self, text: &str, partial: bool) -> Parsed {
         let mut out = Parsed::default();
         let mut rest = text;
-        if self.thinking_open {
-            let (thought, after) = until(text, THINK_END, partial);
+        let mut open = self.thinking_open;
+        if !open && self.think_tags {
+            let t = text.trim_start();
+            if let Some(after) = t.strip_prefix(THINK_START) {
+                rest = after;
+                open = true;
+            } else if partial && THINK_START.starts_with(t) {
+                // It may still become `<think>`.
+                return out;
+            }
+        }
+        if open {
+            let (thought, after) = until(rest, THINK_END, partial);
             out.reasoning = thought.to_string();
             match after {
                 Some(a) => rest = a.trim_start(),

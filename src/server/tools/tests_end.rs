@@ -12,6 +12,7 @@ fn reader(f: Format) -> Reader {
     Reader {
         tools: Some((f, setup(Choice::Required, true))),
         thinking_open: false,
+        think_tags: false,
     }
 }
 
@@ -91,8 +92,43 @@ fn a_cut_generic_response_keeps_its_text() {
     let r = Reader {
         tools: Some((Format::Generic, setup(Choice::Auto, false))),
         thinking_open: false,
+        think_tags: false,
     };
     let p = r.parse(r#"{"response": "Hello,\n wor\u00e9ld and mo\u00"#, false);
     assert_eq!(p.content, "Hello,\n woréld and mo");
     assert!(p.calls.is_empty());
+}
+
+#[test]
+fn a_think_the_model_opens_itself_is_reasoning() {
+    let split = Reader {
+        tools: None,
+        thinking_open: false,
+        think_tags: true,
+    };
+    let text = "<think>\nIt is 4.\n</think>\n\nThe answer is 4.";
+    let p = split.parse(text, false);
+    assert_eq!(
+        (p.reasoning.as_str(), p.content.as_str()),
+        ("\nIt is 4.\n", "The answer is 4.")
+    );
+    for step in [1, 3] {
+        let (r, c, _) = stream(&split, text, step);
+        assert_eq!(
+            (r.as_str(), c.as_str()),
+            ("\nIt is 4.\n", "The answer is 4.")
+        );
+    }
+    // Not at the start, or not the tag: content as written.
+    for t in ["So <think>x</think>", "<thin", "<b>x</b>"] {
+        let p = split.parse(t, false);
+        assert_eq!((p.reasoning.as_str(), p.content.as_str()), ("", t));
+        assert_eq!(stream(&split, t, 1).1, t);
+    }
+    // reasoning_format none: nothing is split.
+    let none = Reader {
+        think_tags: false,
+        ..split
+    };
+    assert_eq!(none.parse(text, false).content, text);
 }

@@ -63,6 +63,7 @@ fn the_preset_template_renders_calls_the_grammar_takes_back() {
     let reader = Reader {
         tools: Some((Format::QwenXml, s)),
         thinking_open: false,
+        think_tags: false,
     };
     let p = reader.parse(calls, false);
     assert_eq!(p.calls.len(), 2);
@@ -191,6 +192,7 @@ fn random_walks_under_the_grammars_read_back_as_valid_calls() {
             let reader = Reader {
                 tools: Some((format, s.clone())),
                 thinking_open: open,
+                think_tags: false,
             };
             for seed in 0..12 {
                 let text = random_walk(&g, seed, 4000)
