@@ -81,6 +81,10 @@ pub struct ServeArgs {
     /// a request's `chat_template_kwargs` overrides them key by key.
     #[arg(long = "chat-template-kwargs", value_name = "JSON")]
     pub chat_template_kwargs: Option<String>,
+    /// A constraint for requests that ask for none (`--grammar-file FILE` in GBNF or Lark,
+    /// `-j SCHEMA`, `--regex R`); a request's own constraint or tools replace it.
+    #[command(flatten)]
+    pub grammar: super::grammar_args::GrammarArgs,
     /// The chat template of /v1/chat/completions (default: the model's own).
     #[command(flatten)]
     pub template: super::prompt_args::TemplateArgs,
@@ -187,6 +191,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         chat_template,
         strict_fields: args.strict_fields,
         chat,
+        default_grammar: args.grammar.spec()?,
     })
 }
 

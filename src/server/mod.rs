@@ -78,6 +78,8 @@ pub struct ServeOptions {
     pub strict_fields: bool,
     /// Chat defaults (`--reasoning-format`, `--chat-template-kwargs`, `--reasoning-budget 0`).
     pub chat: request::ChatDefaults,
+    /// The constraint of requests that ask for none (`--grammar-file`, `-j`, `--regex`).
+    pub default_grammar: Option<crate::grammar::GrammarSpec>,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -215,6 +217,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             n_vocab,
             strict_fields: opts.strict_fields,
             chat: opts.chat.clone(),
+            default_grammar: opts.default_grammar.clone(),
         };
         let lost_app = Arc::clone(&app);
         let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {

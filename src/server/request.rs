@@ -85,6 +85,9 @@ pub struct Limits {
     pub strict_fields: bool,
     /// Chat defaults a request can override.
     pub chat: ChatDefaults,
+    /// The constraint of requests that ask for none and make no tool calls (`serve
+    /// --grammar-file`, `-j`, `--regex`).
+    pub default_grammar: Option<crate::grammar::GrammarSpec>,
 }
 
 /// Serve-wide defaults of chat requests (`--reasoning-format`, `--chat-template-kwargs`,
@@ -197,6 +200,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
                 .or_insert_with(|| v.clone());
         }
     }
+    default_grammar(&mut structured, limits);
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
             return Err(ApiError::invalid(
@@ -303,6 +307,27 @@ fn stop_ids(o: &Obj, n_vocab: u32) -> Result<Vec<u32>, ApiError> {
                 })
         })
         .collect()
+}
+
+/// The serve-wide constraint, for a request that asks for none and may make no call.
+fn default_grammar(s: &mut Structured, limits: &Limits) {
+    use crate::grammar::GrammarSpec;
+    let Some(spec) = &limits.default_grammar else {
+        return;
+    };
+    let calls = s
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.choice != super::tools::Choice::None);
+    if calls || s.json.is_some() || s.lark.is_some() || s.regex.is_some() {
+        return;
+    }
+    match spec {
+        GrammarSpec::JsonSchema(v) => s.json = Some(v.clone()),
+        GrammarSpec::Lark(l) => s.lark = Some(l.clone()),
+        GrammarSpec::Regex(r) => s.regex = Some(r.clone()),
+    }
+    s.field = "grammar";
 }
 
 fn refuse_logprobs(o: &Obj) -> Result<(), ApiError> {

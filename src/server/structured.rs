@@ -62,27 +62,25 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
             ))
         }
     }
-    for key in ["json_schema", "guided_json"] {
-        match o.get(key) {
-            None | Some(Value::Null) => {}
-            Some(v @ (Value::Object(_) | Value::Bool(true))) => {
-                s.json = Some(v.clone());
-                asked.push(key);
-            }
-            // vLLM takes the schema as JSON text too.
-            Some(Value::String(t)) if key == "guided_json" => {
-                let v: Value = serde_json::from_str(t).map_err(|e| {
-                    ApiError::invalid(key, format!("`guided_json` is not JSON: {e}"))
-                })?;
-                s.json = Some(v);
-                asked.push(key);
-            }
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    key,
-                    format!("`{key}` must be a JSON schema object"),
-                ))
-            }
+    let key = "guided_json";
+    match o.get(key) {
+        None | Some(Value::Null) => {}
+        Some(v @ (Value::Object(_) | Value::Bool(true))) => {
+            s.json = Some(v.clone());
+            asked.push(key);
+        }
+        // vLLM takes the schema as JSON text too.
+        Some(Value::String(t)) => {
+            let v: Value = serde_json::from_str(t)
+                .map_err(|e| ApiError::invalid(key, format!("`guided_json` is not JSON: {e}")))?;
+            s.json = Some(v);
+            asked.push(key);
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                key,
+                format!("`{key}` must be a JSON schema object"),
+            ))
         }
     }
     for key in ["grammar", "guided_grammar"] {

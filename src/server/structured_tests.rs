@@ -45,6 +45,8 @@ fn response_formats_become_schemas_held_by_llguidance() {
 
 #[test]
 fn gbnf_and_vllm_guides_constrain() {
+    let s = body(json!({"json_schema": {"type": "integer"}})).unwrap();
+    assert_eq!(s.field, "json_schema");
     let s = body(json!({"grammar": "root ::= (\"yes\" | \"no\") [.!]"})).unwrap();
     let spec = plan(&s, None, "", false).unwrap().0.unwrap();
     assert_eq!(accepts(&spec, "yes!"), Ok(true));

@@ -190,25 +190,55 @@ impl Gbnf {
             g: self,
             s: &s,
             memo: HashMap::new(),
+            prefix: false,
         };
         m.ends(&G::Rule("root".into()), 0).contains(&s.len())
     }
+
+    /// Whether `text` is a prefix of a text `root` matches (an answer cut by `max_tokens`;
+    /// every rule of the grammars tested derives some text).
+    pub fn accepts_prefix(&self, text: &str) -> bool {
+        let s: Vec<char> = text.chars().collect();
+        let mut m = Match {
+            g: self,
+            s: &s,
+            memo: HashMap::new(),
+            prefix: true,
+        };
+        let e = m.ends(&G::Rule("root".into()), 0);
+        e.contains(&s.len()) || e.contains(&CUT)
+    }
 }
+
+/// The end "inside an element when the text ran out" (prefix mode).
+const CUT: usize = usize::MAX;
 
 struct Match<'a> {
     g: &'a Gbnf,
     s: &'a [char],
     memo: HashMap<(String, usize), BTreeSet<usize>>,
+    /// Text running out inside an element ends it at [`CUT`].
+    prefix: bool,
 }
 
 impl Match<'_> {
     fn ends(&mut self, g: &G, at: usize) -> BTreeSet<usize> {
+        if at == CUT {
+            return BTreeSet::from([CUT]);
+        }
         let next = self.s.get(at).copied();
+        let cut = self.prefix && at == self.s.len();
         match g {
             G::Lit(l) => {
                 let ok = self.s.len() >= at + l.len() && self.s[at..at + l.len()] == l[..];
+                let rest = &self.s[at.min(self.s.len())..];
+                let cut_inside = self.prefix && rest.len() < l.len() && l.starts_with(rest);
+                if cut_inside && !l.is_empty() {
+                    return BTreeSet::from([CUT]);
+                }
                 ok.then_some(at + l.len()).into_iter().collect()
             }
+            G::Set(..) | G::Any if cut => BTreeSet::from([CUT]),
             G::Set(neg, r) => next
                 .filter(|&c| r.iter().any(|&(a, b)| a <= c && c <= b) != *neg)
                 .map(|_| at + 1)
@@ -247,7 +277,7 @@ impl Match<'_> {
                     }
                     // Past the minimum, a position seen before adds nothing new.
                     if k >= *lo {
-                        cur.retain(|p| seen.insert(*p));
+                        cur.retain(|p| *p != CUT && seen.insert(*p));
                     }
                     cur = cur.into_iter().flat_map(|p| self.ends(g, p)).collect();
                 }
@@ -262,4 +292,8 @@ fn recognizer_reads_llama_cpp_syntax() {
     let g = Gbnf::parse("root ::= (\"a\" | b){2,3} # c\nb ::= [^a-c\\x41]+\n");
     assert!(g.accepts("aa") && g.accepts("axyz") && g.accepts("ada"));
     assert!(!g.accepts("a") && !g.accepts("aaaa") && !g.accepts("aA") && !g.accepts("ab"));
+    assert!(g.accepts_prefix("a") && g.accepts_prefix("ad") && g.accepts_prefix(""));
+    assert!(!g.accepts_prefix("aaaa") && !g.accepts_prefix("aA"));
+    let g = Gbnf::parse("root ::= \"{\" [0-9]+ \"}\"\n");
+    assert!(g.accepts_prefix("{12") && g.accepts_prefix("{") && !g.accepts_prefix("{}"));
 }

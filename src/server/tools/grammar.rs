@@ -215,11 +215,20 @@ fn raw_string(g: &mut String, schema: &Value, rule: &str) -> String {
     "str_value".to_string()
 }
 
-/// One call object: `{"name": NAME, KEY: ARGUMENTS}`, nothing else.
+/// One call object: `{"name": NAME, KEY: ARGUMENTS}`, nothing else. The arguments take no
+/// property the tool does not declare unless its schema sets `additionalProperties` (llama.cpp's
+/// schema converter reads an absent `additionalProperties` so too): a small model otherwise
+/// invents properties until `max_tokens`.
 fn call_schema(t: &Tool, key: &str) -> Value {
+    let mut args = t.parameters.clone();
+    if let Some(o) = args.as_object_mut() {
+        if o.contains_key("properties") || o.get("type") == Some(&json!("object")) {
+            o.entry("additionalProperties").or_insert(json!(false));
+        }
+    }
     json!({
         "type": "object",
-        "properties": {"name": {"const": t.name}, key: t.parameters},
+        "properties": {"name": {"const": t.name}, key: args},
         "required": ["name", key],
         "additionalProperties": false,
     })

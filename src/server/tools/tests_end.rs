@@ -132,3 +132,12 @@ fn a_think_the_model_opens_itself_is_reasoning() {
     };
     assert_eq!(none.parse(text, false).content, text);
 }
+
+#[test]
+fn arguments_take_only_declared_properties() {
+    let g = lark(&setup(Choice::Required, false), Format::Generic, false);
+    let with =
+        |args: &str| format!(r#"{{"tool_calls": [{{"name": "now", "arguments": {args}}}]}}"#);
+    assert!(ok(&g, &with("{}")));
+    assert!(!ok(&g, &with(r#"{"required": []}"#)));
+}
