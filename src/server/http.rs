@@ -337,6 +337,7 @@ pub(super) async fn submit_request(
         embed: None,
         grammar,
         stop_ids,
+        pooling: Default::default(),
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),

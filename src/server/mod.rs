@@ -199,6 +199,9 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             engine.fwd.hp().n_vocab,
         );
         let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
+        let pooling = crate::gguf::GgufFile::open(&opts.engine.model)
+            .map_err(|e| format!("the model's metadata cannot be read: {e}"))
+            .and_then(|f| embed_job::pooling_of(&f.gguf.metadata));
         let template = match tok.chat_template(opts.chat_template.as_deref()) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -263,6 +266,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             limits,
             model_path: opts.engine.model.display().to_string(),
             speculative: drafter,
+            pooling,
         });
     });
 }

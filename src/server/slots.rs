@@ -67,6 +67,8 @@ pub struct Job {
     pub grammar: Option<crate::grammar::GrammarSpec>,
     /// Tokens that end the answer like an end-of-generation token (`stop_token_ids`).
     pub stop_ids: Vec<u32>,
+    /// How an embedding job pools its rows (the model's `{arch}.pooling_type`).
+    pub pooling: super::embed_job::Pooling,
 }
 
 /// Where an embedding job's vector goes.
@@ -280,6 +282,7 @@ mod tests {
             embed: None,
             grammar: None,
             stop_ids: Vec::new(),
+            pooling: Default::default(),
         };
         (job, rx)
     }

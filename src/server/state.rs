@@ -34,6 +34,9 @@ pub struct Ready {
     pub model_path: String,
     /// Whether the slots speculate with a drafter.
     pub speculative: bool,
+    /// How `/v1/embeddings` pools (the model's `{arch}.pooling_type`); the reason it refuses
+    /// when the type is one it cannot answer (`none`, `rank`).
+    pub pooling: Result<super::embed_job::Pooling, String>,
 }
 
 /// The handlers' deadlines.
