@@ -202,7 +202,7 @@ pub const TABLE: &[Entry] = &[
     e(&["-no-cnv", "--no-conversation", "-st", "--single-turn"], 0, Action::Conversation(false)),
     e(&["--in-prefix", "--in-suffix"], 1, Refuse(INTERACTIVE)),
     e(&["--in-prefix-bos"], 0, Refuse(INTERACTIVE)),
-    e(&["--spm-infill"], 0, Refuse("flint serve has no infill endpoint")),
+    e(&["--spm-infill"], 0, Refuse("flint serve lays /infill out prefix-suffix-middle only")),
     e(&["-mli", "--multiline-input", "--simple-io"], 0, Note(UI)),
     e(&["--display-prompt", "--no-display-prompt", "--verbose-prompt"], 0, Note(UI)),
     e(&["-co", "--color"], 1, Note(UI)),

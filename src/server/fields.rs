@@ -322,7 +322,11 @@ pub const FIELDS: &[Field] = &[
     f(
         "suffix",
         CMPL | LLAMA,
-        no("fill-in-the-middle is not supported", Off::Empty, r#""}""#),
+        no(
+            "fill-in-the-middle takes /infill (input_prefix, input_suffix)",
+            Off::Empty,
+            r#""}""#,
+        ),
     ),
     f(
         "lora",

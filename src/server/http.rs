@@ -44,6 +44,7 @@ pub fn router(app: Arc<App>, cors_origins: &[String]) -> crate::Result<Router> {
         .route("/v1/completions", post(completions))
         .route("/completions", post(completions))
         .route("/completion", post(llama_routes::completion))
+        .route("/infill", post(llama_routes::infill))
         .route("/tokenize", post(llama_routes::tokenize))
         .route("/detokenize", post(llama_routes::detokenize))
         .route("/apply-template", post(llama_routes::apply_template))

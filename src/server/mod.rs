@@ -17,6 +17,7 @@ mod error;
 pub mod fields;
 mod histogram;
 mod http;
+mod infill;
 mod inflight;
 mod llama_completion;
 mod llama_routes;
@@ -199,9 +200,17 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             engine.fwd.hp().n_vocab,
         );
         let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
-        let pooling = crate::gguf::GgufFile::open(&opts.engine.model)
-            .map_err(|e| format!("the model's metadata cannot be read: {e}"))
+        let file = crate::gguf::GgufFile::open(&opts.engine.model)
+            .map_err(|e| format!("the model's metadata cannot be read: {e}"));
+        let pooling = file
+            .as_ref()
+            .map_err(Clone::clone)
             .and_then(|f| embed_job::pooling_of(&f.gguf.metadata));
+        let fim = file
+            .as_ref()
+            .ok()
+            .and_then(|f| infill::fim_tokens(&f.gguf.metadata, &tok));
+        drop(file);
         let template = match tok.chat_template(opts.chat_template.as_deref()) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -267,6 +276,7 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
             model_path: opts.engine.model.display().to_string(),
             speculative: drafter,
             pooling,
+            fim,
         });
     });
 }

@@ -37,6 +37,8 @@ pub struct Ready {
     /// How `/v1/embeddings` pools (the model's `{arch}.pooling_type`); the reason it refuses
     /// when the type is one it cannot answer (`none`, `rank`).
     pub pooling: Result<super::embed_job::Pooling, String>,
+    /// The model's fill-in-the-middle tokens (`/infill`); `None`: it has none.
+    pub fim: Option<super::infill::Fim>,
 }
 
 /// The handlers' deadlines.
