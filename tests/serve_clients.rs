@@ -7,6 +7,7 @@
 //!   sent as `grammar` to `/completion`, `/v1/completions` and chat: every answer that ended
 //!   parses with the independent GBNF recognizer of tests/common/gbnf_check.rs, and every one
 //!   cut by the token limit is a prefix of the language.
+//! - `infill_without_fim_tokens_is_a_clear_400`: `/infill` on a vocabulary without FIM tokens.
 //! - `tool_calls_end`: the question with two tools, `tool_choice` `required` and named,
 //!   `max_tokens` 160, plain and streamed: exactly one call, to an allowed tool, its arguments
 //!   JSON with the required keys, `finish_reason: "tool_calls"`; cut short by `max_tokens`,
@@ -358,5 +359,22 @@ fn tool_calls_end() {
             "stream {stream}: content {content}"
         );
     }
+    s.stop();
+}
+
+#[test]
+fn infill_without_fim_tokens_is_a_clear_400() {
+    let _g = serial();
+    // The default model's vocabulary (SmolLM2) has no FIM tokens (`<fim_prefix>` and the
+    // like are not in it; `<reponame>` and `<file_sep>` are).
+    let s = Server::start(&[]);
+    let body = json!({"input_prefix": "def add(a, b):\n    return ",
+        "input_suffix": "\n", "n_predict": 4});
+    let (code, _, text) = request(&s.addr, "/infill", &body);
+    assert_eq!(code, 400, "{text}");
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(v["error"]["param"], "input_prefix", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("fill-in-the-middle tokens"), "{msg}");
     s.stop();
 }
