@@ -1,5 +1,6 @@
 //! The structured-output flags `generate` and `chat` share: `--json-schema S|@FILE`,
-//! `--grammar FILE` (Lark, llguidance's dialect) and `--regex R`. At most one; the reply (each
+//! `--grammar FILE` (GBNF, llama.cpp's format, or Lark in llguidance's dialect; also spelled
+//! `--grammar-file`) and `--regex R`. At most one; the reply (each
 //! reply in `chat`) is then constrained to it, token by token, on the device.
 
 use std::path::PathBuf;
@@ -14,8 +15,14 @@ pub struct GrammarArgs {
     /// `@FILE` to read it from a file.
     #[arg(long = "json-schema", short = 'j', value_name = "SCHEMA|@FILE")]
     pub json_schema: Option<String>,
-    /// Constrain the output to a Lark grammar read from FILE (llguidance's dialect).
-    #[arg(long = "grammar", value_name = "FILE", conflicts_with = "json_schema")]
+    /// Constrain the output to a grammar read from FILE: GBNF (llama.cpp's format) or Lark
+    /// (llguidance's dialect, a file starting `%llguidance` or defining `start:`).
+    #[arg(
+        long = "grammar",
+        alias = "grammar-file",
+        value_name = "FILE",
+        conflicts_with = "json_schema"
+    )]
     pub grammar: Option<PathBuf>,
     /// Constrain the output to match this regular expression.
     #[arg(long = "regex", value_name = "R", conflicts_with_all = ["json_schema", "grammar"])]
@@ -42,7 +49,9 @@ impl GrammarArgs {
                 .map_err(|e| Error::Usage(format!("--json-schema is not JSON: {e}")))?;
             GrammarSpec::JsonSchema(v)
         } else if let Some(p) = &self.grammar {
-            GrammarSpec::Lark(read(p)?)
+            let lark = crate::grammar::gbnf::to_lark(&read(p)?)
+                .map_err(|e| Error::Usage(format!("--grammar {}: {e}", p.display())))?;
+            GrammarSpec::Lark(lark)
         } else if let Some(r) = &self.regex {
             GrammarSpec::Regex(r.clone())
         } else {

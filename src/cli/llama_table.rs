@@ -67,8 +67,6 @@ const MOE: &str = "flint keeps MoE experts on the GPU; it cannot run them on the
 const SPLIT: &str = "flint runs on one adapter; choose it with -dev NAME|INDEX (see flint devices)";
 const LORA: &str = "flint does not apply LoRA adapters or control vectors";
 const MM: &str = "flint runs text models only (no multimodal projector, images, audio or video)";
-const GRAMMAR: &str =
-    "flint's grammars are Lark (llguidance's dialect), not GBNF: --grammar FILE takes one";
 const SCHEMA_FILE: &str = "flint reads a schema file with --json-schema @FILE";
 const SAMPLER: &str =
     "flint's samplers are temp, top-k, top-p, min-p and the repeat/presence/frequency penalties";
@@ -88,9 +86,8 @@ const ROUTER: &str = "flint serve serves the one model of -m; it has no model ro
 const TLS: &str = "flint serve speaks plain HTTP; put a TLS-terminating proxy in front";
 const WEBUI: &str = "flint serve has no web UI";
 const TOOLS: &str = "flint runs no tools, agents or MCP servers";
-const REASON: &str = "flint does not parse or budget reasoning; the text is returned as generated";
-const TEMPLATE_KW: &str =
-    "flint renders the template with messages, add_generation_prompt, bos_token and eos_token only";
+const REASON: &str =
+    "flint serve splits reasoning per --reasoning-format; thinking is set by the chat template";
 const INTERACTIVE: &str =
     "flint chat reads whole lines; prefixes, suffixes and antiprompt editing are llama-cli's";
 const PERPLEXITY: &str = "a flag of llama-perplexity; flint has no perplexity tool";
@@ -205,7 +202,7 @@ pub const TABLE: &[Entry] = &[
     e(&["-no-cnv", "--no-conversation", "-st", "--single-turn"], 0, Action::Conversation(false)),
     e(&["--in-prefix", "--in-suffix"], 1, Refuse(INTERACTIVE)),
     e(&["--in-prefix-bos"], 0, Refuse(INTERACTIVE)),
-    e(&["--spm-infill"], 0, Refuse("flint serve has no infill endpoint")),
+    e(&["--spm-infill"], 0, Refuse("flint serve lays /infill out prefix-suffix-middle only")),
     e(&["-mli", "--multiline-input", "--simple-io"], 0, Note(UI)),
     e(&["--display-prompt", "--no-display-prompt", "--verbose-prompt"], 0, Note(UI)),
     e(&["-co", "--color"], 1, Note(UI)),
@@ -217,10 +214,12 @@ pub const TABLE: &[Entry] = &[
     e(&["--jinja", "--no-jinja"], 0, Note(JINJA)),
     e(&["--chat-template"], 1, Map("--chat-template")),
     e(&["--chat-template-file"], 1, Map("--chat-template-file")),
-    e(&["--chat-template-kwargs"], 1, Refuse(TEMPLATE_KW)),
+    e(&["--chat-template-kwargs"], 1, Map("--chat-template-kwargs")),
     e(&["--prefill-assistant", "--no-prefill-assistant"], 0, Note(NOOP)),
     e(&["--skip-chat-parsing", "--no-skip-chat-parsing"], 0, Note(REASON)),
-    e(&["-rea", "--reasoning", "--reasoning-format", "--reasoning-budget"], 1, Refuse(REASON)),
+    e(&["-rea", "--reasoning"], 1, Refuse(REASON)),
+    e(&["--reasoning-format"], 1, Map("--reasoning-format")),
+    e(&["--reasoning-budget"], 1, Map("--reasoning-budget")),
     e(&["--reasoning-budget-message", "--reasoning-effort"], 1, Refuse(REASON)),
     e(&["--reasoning-preserve", "--no-reasoning-preserve"], 0, Note(REASON)),
     e(&["--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json"], 1, Refuse(TOOLS)),
@@ -245,10 +244,10 @@ pub const TABLE: &[Entry] = &[
     e(&["--adaptive-target", "--adaptive-decay"], 1, Refuse(SAMPLER)),
     e(&["-l", "--logit-bias"], 1, Refuse("flint takes logit_bias per request in flint serve, not on the command line")),
     e(&["-bs", "--backend-sampling"], 0, Note("flint samples greedy decoding on the GPU and the rest on the CPU")),
-    // flint's `--grammar` takes a Lark file (llguidance's dialect), llama.cpp's a GBNF text.
+    // flint's `--grammar` takes a file (GBNF or Lark), llama.cpp's a GBNF text.
     e(&["--grammar"], 1, Map("--grammar")),
     e(&["-j", "--json-schema"], 1, Map("--json-schema")),
-    e(&["--grammar-file"], 1, Refuse(GRAMMAR)),
+    e(&["--grammar-file"], 1, Map("--grammar-file")),
     e(&["-jf", "--json-schema-file"], 1, Refuse(SCHEMA_FILE)),
     // Speculative decoding.
     e(&["-md", "--model-draft", "--spec-draft-model"], 1, Map("--model-draft")),

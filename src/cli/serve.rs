@@ -73,6 +73,27 @@ pub struct ServeArgs {
     /// 0 turns them off.
     #[arg(long = "sse-keepalive", default_value_t = 10)]
     pub sse_keepalive: u64,
+    /// Refuse request fields this server does not know (400 naming the field) instead of
+    /// ignoring them with a warning and an `X-Flint-Ignored` header.
+    #[arg(long = "strict-fields")]
+    pub strict_fields: bool,
+    /// How chat answers give reasoning: `auto` / `deepseek` split a `<think>…</think>` (the
+    /// template's or the model's own) out as `reasoning_content`; `none` leaves it in `content`.
+    /// A request's `reasoning_format` overrides it.
+    #[arg(long = "reasoning-format", default_value = "auto")]
+    pub reasoning_format: String,
+    /// Reasoning budget: -1 unbounded; 0 turns thinking off (the template variable
+    /// `enable_thinking` is false unless a request sets it).
+    #[arg(long = "reasoning-budget", default_value_t = -1, allow_hyphen_values = true)]
+    pub reasoning_budget: i64,
+    /// Template variables of every chat request, a JSON object (`{"enable_thinking": false}`);
+    /// a request's `chat_template_kwargs` overrides them key by key.
+    #[arg(long = "chat-template-kwargs", value_name = "JSON")]
+    pub chat_template_kwargs: Option<String>,
+    /// A constraint for requests that ask for none (`--grammar-file FILE` in GBNF or Lark,
+    /// `-j SCHEMA`, `--regex R`); a request's own constraint or tools replace it.
+    #[command(flatten)]
+    pub grammar: super::grammar_args::GrammarArgs,
     /// The chat template of /v1/chat/completions (default: the model's own).
     #[command(flatten)]
     pub template: super::prompt_args::TemplateArgs,
@@ -162,6 +183,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     };
     defaults.validate()?;
     let chat_template = args.template.source()?;
+    let chat = chat_defaults(args)?;
     server::run(ServeOptions {
         engine,
         host: args.host,
@@ -180,5 +202,48 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         keep_alive: (args.sse_keepalive > 0)
             .then(|| std::time::Duration::from_secs(args.sse_keepalive)),
         chat_template,
+        strict_fields: args.strict_fields,
+        chat,
+        default_grammar: args.grammar.spec()?,
+    })
+}
+
+/// `--reasoning-format`, `--reasoning-budget` and `--chat-template-kwargs` as chat defaults.
+fn chat_defaults(args: &ServeArgs) -> Result<server::request::ChatDefaults> {
+    let reasoning_none =
+        server::structured::reasoning_none(&args.reasoning_format).ok_or_else(|| {
+            Error::Usage(format!(
+                "--reasoning-format {}: it must be none, auto, deepseek or deepseek-legacy",
+                args.reasoning_format
+            ))
+        })?;
+    let mut template_kwargs = match &args.chat_template_kwargs {
+        None => serde_json::Map::new(),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "--chat-template-kwargs {text}: it must be a JSON object"
+                )))
+            }
+        },
+    };
+    match args.reasoning_budget {
+        -1 => {}
+        0 => {
+            template_kwargs
+                .entry("enable_thinking")
+                .or_insert(serde_json::Value::Bool(false));
+        }
+        n => {
+            return Err(Error::Usage(format!(
+                "--reasoning-budget {n}: only -1 (unbounded) and 0 (thinking off) are \
+                 supported; a request's max_reasoning_chars bounds reasoning in characters"
+            )))
+        }
+    }
+    Ok(server::request::ChatDefaults {
+        reasoning_none,
+        template_kwargs,
     })
 }

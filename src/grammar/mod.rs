@@ -12,6 +12,7 @@
 //! keyword it cannot honour is an error naming it, never unconstrained output.
 
 mod env;
+pub mod gbnf;
 mod llg;
 pub mod steps;
 

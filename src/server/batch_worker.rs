@@ -405,7 +405,7 @@ impl BatchRequest for Active<'_> {
         super::batch_recover::fault(&self.job, "FLINT_FAULT_STEP");
         self.first_token.get_or_insert_with(Instant::now);
         self.clock.token();
-        if self.tok.is_eog(token) {
+        if self.tok.is_eog(token) || self.job.stop_ids.contains(&token) {
             return Ok(Some(End::Eog));
         }
         self.st.generated.push(token);

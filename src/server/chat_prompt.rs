@@ -126,7 +126,8 @@ pub fn prepare(
         .encode_rendered(&chat)
         .map_err(|e| ApiError::invalid("messages", format!("cannot tokenize the messages: {e}")))?;
     let (grammar, reader) = plan(s, Some(source), chat.text(), true)?;
-    let reader = (reader.tools.is_some() || reader.thinking_open).then_some(reader);
+    let reader =
+        (reader.tools.is_some() || reader.thinking_open || reader.think_tags).then_some(reader);
     Ok(Prepared {
         ids,
         guide: compile(ready, s, grammar.as_ref())?,

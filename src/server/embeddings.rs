@@ -174,6 +174,10 @@ async fn handle(app: Arc<App>, headers: &HeaderMap, body: Body) -> Result<Respon
     let value = read_json(headers, body, app.timeouts.body).await?;
     let ready = app.ready()?;
     let req = parse(&value, ready.limits.n_vocab)?;
+    let pooling = ready
+        .pooling
+        .clone()
+        .map_err(|why| ApiError::invalid("input", format!("no embeddings here: {why}")))?;
     let tokenize = {
         let (ready, inputs) = (Arc::clone(&ready), req.inputs.clone());
         tokio::task::spawn_blocking(move || token_rows(&ready, &inputs))
@@ -185,7 +189,7 @@ async fn handle(app: Arc<App>, headers: &HeaderMap, body: Body) -> Result<Respon
     let mut n_tokens = 0usize;
     for (index, ids) in rows.into_iter().enumerate() {
         n_tokens += ids.len();
-        let v = embed_one(&app, ids).await?;
+        let v = embed_one(&app, ids, pooling).await?;
         if let Some(d) = req.dimensions.filter(|&d| d != v.len() as u64) {
             return Err(ApiError::invalid(
                 "dimensions",
@@ -251,7 +255,11 @@ fn token_rows(ready: &Ready, inputs: &[Input]) -> Result<Vec<Vec<u32>>, ApiError
 }
 
 /// Runs one input as an embedding job in the next free slot.
-async fn embed_one(app: &App, prompt: Vec<u32>) -> Result<Vec<f32>, ApiError> {
+async fn embed_one(
+    app: &App,
+    prompt: Vec<u32>,
+    pooling: super::embed_job::Pooling,
+) -> Result<Vec<f32>, ApiError> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (told, admitted) = tokio::sync::oneshot::channel();
     let (reply, vector) = tokio::sync::oneshot::channel();
@@ -268,6 +276,8 @@ async fn embed_one(app: &App, prompt: Vec<u32>) -> Result<Vec<f32>, ApiError> {
         embed: Some(reply),
         grammar: None,
         guide: None,
+        stop_ids: Vec::new(),
+        pooling,
     };
     enqueue(app, job, admitted, None).await?;
     if let Ok(v) = vector.await {

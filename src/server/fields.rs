@@ -1,13 +1,17 @@
-//! Every request field of OpenAI's chat and completions APIs and of llama-server's `/completion`,
-//! each marked honoured, accepted as metadata (harmless: it asks for nothing flint would have to
-//! do), or refused with the reason. A field in no row is refused as unknown: llama-server ignores
-//! such fields, flint does not, so a typo (`temprature`) surfaces instead of silently sampling
-//! with the default. A refused field given its "off" value (`mirostat: 0`, `typical_p: 1`,
-//! `n_probs: 0`, …) asks for nothing and is accepted, so front-ends that send every setting work.
+//! Every request field of OpenAI's chat and completions APIs, of llama-server's `/completion` and
+//! the sampling fields vLLM adds, each marked honoured, accepted as metadata (harmless: it asks
+//! for nothing flint would have to do), or refused with the reason. A field in no row (or one
+//! defined for another endpoint) is ignored, as llama-server and vLLM do, but said: one warning
+//! log line per request and an `X-Flint-Ignored: a, b` response header name them, so a typo
+//! (`temprature`) shows. `serve --strict-fields` refuses them instead (400 naming the field).
+//! A refused field given its "off" value (`mirostat: 0`, `typical_p: 1`, `n_probs: 0`, …) asks
+//! for nothing and is accepted, so front-ends that send every setting work.
 //!
 //! Sources: <https://platform.openai.com/docs/api-reference/chat/create>,
-//! <https://platform.openai.com/docs/api-reference/completions/create>, and llama.cpp's
-//! `tools/server/README.md` (<https://github.com/ggml-org/llama.cpp/tree/master/tools/server>).
+//! <https://platform.openai.com/docs/api-reference/completions/create>, llama.cpp's
+//! `tools/server/README.md` (<https://github.com/ggml-org/llama.cpp/tree/master/tools/server>),
+//! and vLLM's extra parameters of its OpenAI-compatible server
+//! (<https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html>).
 
 use serde_json::{Map, Value};
 
@@ -31,6 +35,8 @@ pub enum Off {
     Num(f64),
     /// `false`.
     False,
+    /// `true` (a field whose default is on).
+    True,
     /// An empty string, array or object, or `false`.
     Empty,
     /// One of these strings.
@@ -51,6 +57,7 @@ impl Off {
             Off::Null => false,
             Off::Num(x) => v.as_f64() == Some(x),
             Off::False => v == &Value::Bool(false),
+            Off::True => v == &Value::Bool(true),
             Off::Empty => match v {
                 Value::Bool(b) => !b,
                 Value::String(s) => s.is_empty(),
@@ -174,6 +181,47 @@ pub const FIELDS: &[Field] = &[
     ),
     // Tool calls are always read out of the text.
     f("parse_tool_calls", CHAT, M),
+    // vLLM's extra fields (its OpenAI-compatible server), where flint has the behaviour.
+    f("repetition_penalty", ALL, H),
+    f("stop_token_ids", ALL, H),
+    f("guided_json", ALL, H),
+    f("guided_regex", ALL, H),
+    f("guided_grammar", ALL, H),
+    f("guided_choice", ALL, H),
+    f("guided_decoding_backend", ALL, M),
+    f("spaces_between_special_tokens", ALL, M),
+    f(
+        "skip_special_tokens",
+        ALL,
+        no(
+            "control tokens are never written into the text",
+            Off::True,
+            "false",
+        ),
+    ),
+    f(
+        "min_tokens",
+        ALL,
+        no(
+            "end tokens cannot be banned for the first tokens only (ignore_eos bans them all)",
+            Off::Num(0.0),
+            "5",
+        ),
+    ),
+    f(
+        "include_stop_str_in_output",
+        ALL,
+        no(
+            "a matched stop string is never part of the text",
+            Off::False,
+            "true",
+        ),
+    ),
+    f(
+        "use_beam_search",
+        ALL,
+        no("beam search is not supported", Off::False, "true"),
+    ),
     // Samplers flint does not have.
     f("typical_p", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
     f("tfs_z", ALL, no(SAMPLER, Off::Num(1.0), "0.5")),
@@ -274,7 +322,11 @@ pub const FIELDS: &[Field] = &[
     f(
         "suffix",
         CMPL | LLAMA,
-        no("fill-in-the-middle is not supported", Off::Empty, r#""}""#),
+        no(
+            "fill-in-the-middle takes /infill (input_prefix, input_suffix)",
+            Off::Empty,
+            r#""}""#,
+        ),
     ),
     f(
         "lora",
@@ -286,16 +338,7 @@ pub const FIELDS: &[Field] = &[
         ),
     ),
     // Chat templates and reasoning.
-    f(
-        "reasoning_format",
-        CHAT,
-        no(
-            "reasoning is split out as `reasoning_content` whenever the template opens \
-             `<think>` (llama-server's `auto` / `deepseek`); other formats are not supported",
-            Off::Strs(&["auto", "deepseek"]),
-            r#""none""#,
-        ),
-    ),
+    f("reasoning_format", CHAT, H),
     f(
         "thinking_forced_open",
         CHAT,
@@ -372,26 +415,32 @@ pub fn find(name: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|f| f.name == name)
 }
 
-/// Refuses the first field of `o` that is unknown, not defined for `endpoint`, or refused and
-/// not off; the 400 names it in `param`.
-pub fn check(endpoint: Endpoint, o: &Map<String, Value>) -> Result<(), ApiError> {
+/// Holds the fields of `o` to the table: refuses the first that is refused and not off; a field
+/// that is unknown or not defined for `endpoint` is refused too when `strict`, and otherwise
+/// returned among the ignored (in the body's order). The 400 names the field in `param`.
+pub fn check(
+    endpoint: Endpoint,
+    o: &Map<String, Value>,
+    strict: bool,
+) -> Result<Vec<String>, ApiError> {
     let here = bit(endpoint);
+    let mut ignored = Vec::new();
     for (name, v) in o {
-        let Some(field) = find(name) else {
-            return Err(ApiError::invalid(
-                name,
+        let Some(field) = find(name).filter(|f| f.at & here != 0) else {
+            if !strict {
+                ignored.push(name.clone());
+                continue;
+            }
+            let why = if find(name).is_some() {
+                format!("`{name}` is not a field of this endpoint")
+            } else {
                 format!(
-                    "unknown field `{name}`: flint refuses fields it does not know rather than \
-                     ignore them (docs/SERVER.md lists every field)"
-                ),
-            ));
+                    "unknown field `{name}`: this server refuses fields it does not know \
+                     (--strict-fields) rather than ignore them (docs/SERVER.md lists every field)"
+                )
+            };
+            return Err(ApiError::invalid(name, why));
         };
-        if field.at & here == 0 {
-            return Err(ApiError::invalid(
-                name,
-                format!("`{name}` is not a field of this endpoint"),
-            ));
-        }
         if let Kind::Refused { reason, off, .. } = field.kind {
             if !off.holds(v) {
                 return Err(ApiError::invalid(
@@ -401,7 +450,28 @@ pub fn check(endpoint: Endpoint, o: &Map<String, Value>) -> Result<(), ApiError>
             }
         }
     }
-    Ok(())
+    Ok(ignored)
+}
+
+/// The `X-Flint-Ignored` header's value: the ignored fields, comma-separated (at most 1 KiB of
+/// names, then `…`; a name of other than ASCII graphic characters is written `?`).
+pub fn ignored_header(ignored: &[String]) -> String {
+    let mut out = String::new();
+    for name in ignored {
+        let clean: String = name
+            .chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+            .collect();
+        if out.len() + clean.len() > 1024 {
+            out.push_str(", …");
+            break;
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(&clean);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -428,16 +498,36 @@ mod tests {
     fn off_values_pass_and_others_are_named() {
         let ok = json!({"mirostat": 0, "typical_p": 1.0, "n_probs": 0, "tools": [],
                         "response_format": {"type": "text"}, "modalities": ["text"],
-                        "user": "u", "cache_prompt": true});
-        check(Endpoint::Chat, ok.as_object().unwrap()).unwrap();
-        for (k, v) in [
-            ("mirostat", json!(2)),
-            ("temprature", json!(0.5)),
-            ("echo", json!(true)),
+                        "user": "u", "cache_prompt": true, "skip_special_tokens": true});
+        for strict in [false, true] {
+            let ignored = check(Endpoint::Chat, ok.as_object().unwrap(), strict).unwrap();
+            assert!(ignored.is_empty(), "{ignored:?}");
+        }
+        for (k, v, strict) in [
+            ("mirostat", json!(2), false),
+            ("min_tokens", json!(3), false),
+            ("skip_special_tokens", json!(false), false),
+            ("temprature", json!(0.5), true),
+            ("echo", json!(true), true),
         ] {
             let o = json!({ k: v });
-            let e = check(Endpoint::Chat, o.as_object().unwrap()).unwrap_err();
+            let e = check(Endpoint::Chat, o.as_object().unwrap(), strict).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(k), "{e:?}");
         }
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_named_unless_strict() {
+        let o = json!({"temprature": 0.5, "messages": [], "echo": true, "top_a": 0.1});
+        let ignored = check(Endpoint::Chat, o.as_object().unwrap(), false).unwrap();
+        // In the body's order (serde_json's `preserve_order`).
+        assert_eq!(ignored, ["temprature", "echo", "top_a"]);
+        assert_eq!(ignored_header(&ignored), "temprature, echo, top_a");
+        let long: Vec<String> = (0..200).map(|i| format!("field_{i}\n")).collect();
+        let h = ignored_header(&long);
+        assert!(
+            h.len() < 1100 && h.ends_with(", …") && !h.contains('\n'),
+            "{h}"
+        );
     }
 }

@@ -44,6 +44,7 @@ pub fn router(app: Arc<App>, cors_origins: &[String]) -> crate::Result<Router> {
         .route("/v1/completions", post(completions))
         .route("/completions", post(completions))
         .route("/completion", post(llama_routes::completion))
+        .route("/infill", post(llama_routes::infill))
         .route("/tokenize", post(llama_routes::tokenize))
         .route("/detokenize", post(llama_routes::detokenize))
         .route("/apply-template", post(llama_routes::apply_template))
@@ -202,6 +203,19 @@ pub struct Submitted {
     pub n_ctx: u32,
     /// How to read a chat answer back (reasoning, tool calls); `None`: the text is the content.
     pub reader: Option<super::tools::parse::Reader>,
+    /// The body's ignored fields (the `X-Flint-Ignored` header).
+    pub ignored: Vec<String>,
+}
+
+/// Adds `X-Flint-Ignored` naming the request's ignored fields, if any.
+pub fn name_ignored(mut r: Response, ignored: &[String]) -> Response {
+    if ignored.is_empty() {
+        return r;
+    }
+    if let Ok(v) = header::HeaderValue::from_str(&super::fields::ignored_header(ignored)) {
+        r.headers_mut().insert("x-flint-ignored", v);
+    }
+    r
 }
 
 async fn generate(
@@ -222,11 +236,12 @@ async fn generate(
         include_usage: sub.include_usage,
         reader: sub.reader,
     };
-    if sub.stream {
-        Ok(response::stream(meta, sub.rx, app.timeouts.keep_alive))
+    let r = if sub.stream {
+        response::stream(meta, sub.rx, app.timeouts.keep_alive)
     } else {
-        response::collect(meta, sub.rx).await
-    }
+        response::collect(meta, sub.rx).await?
+    };
+    Ok(name_ignored(r, &sub.ignored))
 }
 
 /// `Err(429)` when the queue is full now (`Err(503)` when shutting down).
@@ -315,6 +330,8 @@ pub(super) async fn submit_request(
         include_usage,
         ignore_eos,
         mut logit_bias,
+        stop_ids,
+        ignored,
         ..
     } = req;
     // llama-server's `ignore_eos`: every end-of-generation token gets a -inf bias.
@@ -348,6 +365,8 @@ pub(super) async fn submit_request(
         embed: None,
         grammar,
         guide,
+        stop_ids,
+        pooling: Default::default(),
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),
@@ -361,6 +380,7 @@ pub(super) async fn submit_request(
         prompt_tokens,
         n_ctx: ready.limits.n_ctx,
         reader,
+        ignored,
     })
 }
 

@@ -46,23 +46,39 @@ fn flag(o: &Obj, key: &str, default: bool) -> Result<bool, ApiError> {
 
 /// `POST /completion`: llama-server's completion (request fields: [`super::fields`]).
 pub async fn completion(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    completion_or_infill(app, headers, body, false).await
+}
+
+/// `POST /infill`: llama-server's fill-in-the-middle ([`super::infill`]), answered as
+/// `/completion`.
+pub async fn infill(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    completion_or_infill(app, headers, body, true).await
+}
+
+async fn completion_or_infill(
+    app: Arc<App>,
+    headers: HeaderMap,
+    body: Body,
+    infill: bool,
+) -> Response {
     let run = async {
-        let value = read_json(&headers, body, app.timeouts.body).await?;
+        let mut value = read_json(&headers, body, app.timeouts.body).await?;
+        if infill {
+            let ready = app.ready()?;
+            value = super::infill::completion_body(&value, &ready.tok, ready.fim)?;
+        }
         let sub = submit(&app, Endpoint::LlamaCompletion, &value).await?;
         let meta = LlamaMeta {
             model: app.alias.clone(),
             prompt_tokens: sub.prompt_tokens,
             n_ctx: sub.n_ctx,
         };
-        if sub.stream {
-            Ok(llama_completion::stream(
-                meta,
-                sub.rx,
-                app.timeouts.keep_alive,
-            ))
+        let r = if sub.stream {
+            llama_completion::stream(meta, sub.rx, app.timeouts.keep_alive)
         } else {
-            llama_completion::collect(meta, sub.rx).await
-        }
+            llama_completion::collect(meta, sub.rx).await?
+        };
+        Ok(super::http::name_ignored(r, &sub.ignored))
     };
     run.await.unwrap_or_else(|e: ApiError| e.into_response())
 }

@@ -19,6 +19,7 @@ mod error;
 pub mod fields;
 mod histogram;
 mod http;
+mod infill;
 mod inflight;
 mod llama_completion;
 mod llama_routes;
@@ -79,6 +80,12 @@ pub struct ServeOptions {
     pub keep_alive: Option<Duration>,
     /// A chat template source replacing the model's (`--chat-template`).
     pub chat_template: Option<String>,
+    /// `--strict-fields`: refuse unknown request fields instead of ignoring them.
+    pub strict_fields: bool,
+    /// Chat defaults (`--reasoning-format`, `--chat-template-kwargs`, `--reasoning-budget 0`).
+    pub chat: request::ChatDefaults,
+    /// The constraint of requests that ask for none (`--grammar-file`, `-j`, `--regex`).
+    pub default_grammar: Option<crate::grammar::GrammarSpec>,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -218,6 +225,17 @@ fn load(app: Arc<App>, opts: ServeOptions) {
         engine.fwd.hp().n_vocab,
     );
     let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
+    let file = crate::gguf::GgufFile::open(&opts.engine.model)
+        .map_err(|e| format!("the model's metadata cannot be read: {e}"));
+    let pooling = file
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|f| embed_job::pooling_of(&f.gguf.metadata));
+    let fim = file
+        .as_ref()
+        .ok()
+        .and_then(|f| infill::fim_tokens(&f.gguf.metadata, &tok));
+    drop(file);
     let template = match tok.chat_template(opts.chat_template.as_deref()) {
         Ok(t) => Some(t),
         Err(e) => {
@@ -234,6 +252,9 @@ fn load(app: Arc<App>, opts: ServeOptions) {
         defaults: opts.defaults,
         seed: opts.seed,
         n_vocab,
+        strict_fields: opts.strict_fields,
+        chat: opts.chat.clone(),
+        default_grammar: opts.default_grammar.clone(),
     };
     let lost_app = Arc::clone(&app);
     let on_lost: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |why: String| {
@@ -280,6 +301,8 @@ fn load(app: Arc<App>, opts: ServeOptions) {
         model_path: opts.engine.model.display().to_string(),
         speculative: drafter,
         grammars: std::sync::OnceLock::new(),
+        pooling,
+        fim,
     });
 }
 

@@ -1,8 +1,9 @@
 //! Parsing and bounds of `/v1/chat/completions`, `/v1/completions` and llama-server's
 //! `/completion` request bodies. Fields are read one by one from the JSON value so every refusal
 //! names its field and value. Every field is first held to the table of
-//! [`super::fields`]: unknown fields and features flint does not have (`n` > 1, `logprobs`,
-//! tools, grammars, other samplers) are refused by name rather than silently dropped.
+//! [`super::fields`]: features flint does not have (`n` > 1, `logprobs`, other samplers) are
+//! refused by name rather than silently dropped; unknown fields are ignored and named (the
+//! `X-Flint-Ignored` header, a warning line), or refused under `--strict-fields`.
 
 use serde_json::{Map, Value};
 
@@ -57,7 +58,15 @@ pub struct GenRequest {
     pub parse_special: bool,
     /// `response_format`, `json_schema`, `grammar`, tools and template variables.
     pub structured: Structured,
+    /// vLLM's `stop_token_ids`: generating one of these ends the answer (it is not written).
+    pub stop_ids: Vec<u32>,
+    /// Fields the body held that flint does not know (or that belong to another endpoint),
+    /// ignored: the response names them in `X-Flint-Ignored`.
+    pub ignored: Vec<String>,
 }
+
+/// `stop_token_ids` at most.
+pub const MAX_STOP_IDS: usize = 64;
 
 /// What the server allows.
 #[derive(Debug, Clone)]
@@ -72,6 +81,23 @@ pub struct Limits {
     /// The seed of requests without one (`serve -s`); `None`: each takes the clock.
     pub seed: Option<u64>,
     pub n_vocab: u32,
+    /// `--strict-fields`: refuse unknown fields instead of ignoring them.
+    pub strict_fields: bool,
+    /// Chat defaults a request can override.
+    pub chat: ChatDefaults,
+    /// The constraint of requests that ask for none and make no tool calls (`serve
+    /// --grammar-file`, `-j`, `--regex`).
+    pub default_grammar: Option<crate::grammar::GrammarSpec>,
+}
+
+/// Serve-wide defaults of chat requests (`--reasoning-format`, `--chat-template-kwargs`,
+/// `--reasoning-budget 0`); a request's `reasoning_format` and `chat_template_kwargs` (key by
+/// key) override them.
+#[derive(Debug, Clone, Default)]
+pub struct ChatDefaults {
+    /// `reasoning_format` `none`: reasoning is left in `content`.
+    pub reasoning_none: bool,
+    pub template_kwargs: Map<String, Value>,
 }
 
 type Obj = Map<String, Value>;
@@ -142,8 +168,39 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         }
         Some(_) => return Err(ApiError::invalid("model", "`model` must be a string")),
     }
-    fields::check(endpoint, o)?;
-    let structured = structured::parse(endpoint, o)?;
+    let ignored = fields::check(endpoint, o, limits.strict_fields)?;
+    if !ignored.is_empty() {
+        tracing::warn!(
+            target: super::reqlog::TARGET,
+            "ignored field(s) this server does not know: {}",
+            fields::ignored_header(&ignored)
+        );
+    }
+    let mut structured = structured::parse(endpoint, o)?;
+    if endpoint == Endpoint::Chat {
+        structured.reasoning_none = match o.get("reasoning_format") {
+            None | Some(Value::Null) => limits.chat.reasoning_none,
+            Some(v) => v
+                .as_str()
+                .and_then(structured::reasoning_none)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "reasoning_format",
+                        format!(
+                            "`reasoning_format` is {v}: it must be \"none\", \"auto\", \
+                             \"deepseek\" or \"deepseek-legacy\""
+                        ),
+                    )
+                })?,
+        };
+        for (k, v) in &limits.chat.template_kwargs {
+            structured
+                .template_kwargs
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+    }
+    default_grammar(&mut structured, limits);
     if let Some(n) = integer(o, "n", i64::MIN, i64::MAX)? {
         if n != 1 {
             return Err(ApiError::invalid(
@@ -218,7 +275,59 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         include_usage,
         parse_special,
         structured,
+        stop_ids: stop_ids(o, limits.n_vocab)?,
+        ignored,
     })
+}
+
+/// vLLM's `stop_token_ids`: token ids of the vocabulary.
+fn stop_ids(o: &Obj, n_vocab: u32) -> Result<Vec<u32>, ApiError> {
+    let key = "stop_token_ids";
+    let list = match o.get(key) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) if a.len() <= MAX_STOP_IDS => a,
+        Some(Value::Array(a)) => {
+            return Err(ApiError::invalid(
+                key,
+                format!("{} stop token ids: at most {MAX_STOP_IDS}", a.len()),
+            ))
+        }
+        Some(_) => return Err(ApiError::invalid(key, "`stop_token_ids` must be an array")),
+    };
+    list.iter()
+        .map(|v| {
+            v.as_u64()
+                .filter(|&t| t < u64::from(n_vocab))
+                .map(|t| t as u32)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        key,
+                        format!("`stop_token_ids` holds {v}: ids are integers in [0, {n_vocab})"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The serve-wide constraint, for a request that asks for none and may make no call.
+fn default_grammar(s: &mut Structured, limits: &Limits) {
+    use crate::grammar::GrammarSpec;
+    let Some(spec) = &limits.default_grammar else {
+        return;
+    };
+    let calls = s
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.choice != super::tools::Choice::None);
+    if calls || s.json.is_some() || s.lark.is_some() || s.regex.is_some() {
+        return;
+    }
+    match spec {
+        GrammarSpec::JsonSchema(v) => s.json = Some(v.clone()),
+        GrammarSpec::Lark(l) => s.lark = Some(l.clone()),
+        GrammarSpec::Regex(r) => s.regex = Some(r.clone()),
+    }
+    s.field = "grammar";
 }
 
 fn refuse_logprobs(o: &Obj) -> Result<(), ApiError> {
@@ -269,7 +378,13 @@ fn sampling(o: &Obj, limits: &Limits) -> Result<Option<SamplerParams>, ApiError>
         temp: f("temperature", 0.0, 2.0, d.temp)?,
         top_p: d.top_p,
         min_p: f("min_p", 0.0, 1.0, d.min_p)?,
-        repeat_penalty: f("repeat_penalty", 0.0, 10.0, d.repeat_penalty)?,
+        // vLLM's `repetition_penalty` is the same multiplicative penalty.
+        repeat_penalty: f(
+            "repeat_penalty",
+            0.0,
+            10.0,
+            f("repetition_penalty", 0.0, 10.0, d.repeat_penalty)?,
+        )?,
         presence_penalty: f("presence_penalty", -2.0, 2.0, d.presence_penalty)?,
         frequency_penalty: f("frequency_penalty", -2.0, 2.0, d.frequency_penalty)?,
         top_k: integer(o, "top_k", 0, i64::from(limits.n_vocab))?.map_or(d.top_k, |k| k as u32),

@@ -68,6 +68,10 @@ pub struct Job {
     /// That grammar compiled for the model when the request was prepared (the worker compiles
     /// `grammar` itself only when this is `None`).
     pub guide: Option<crate::grammar::steps::Guide>,
+    /// Tokens that end the answer like an end-of-generation token (`stop_token_ids`).
+    pub stop_ids: Vec<u32>,
+    /// How an embedding job pools its rows (the model's `{arch}.pooling_type`).
+    pub pooling: super::embed_job::Pooling,
 }
 
 /// Where an embedding job's vector goes.
@@ -295,6 +299,8 @@ mod tests {
             embed: None,
             grammar: None,
             guide: None,
+            stop_ids: Vec::new(),
+            pooling: Default::default(),
         };
         (job, rx)
     }

@@ -36,6 +36,11 @@ pub struct Ready {
     pub speculative: bool,
     /// The model's grammar compiler, built by the first request with a grammar (or why not).
     pub grammars: OnceLock<Result<crate::grammar::Grammars, String>>,
+    /// How `/v1/embeddings` pools (the model's `{arch}.pooling_type`); the reason it refuses
+    /// when the type is one it cannot answer (`none`, `rank`).
+    pub pooling: Result<super::embed_job::Pooling, String>,
+    /// The model's fill-in-the-middle tokens (`/infill`); `None`: it has none.
+    pub fim: Option<super::infill::Fim>,
 }
 
 impl Ready {

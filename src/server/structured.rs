@@ -1,5 +1,6 @@
 //! Structured output of a request: `response_format` (`text`, `json_object`, `json_schema`),
-//! llama-server's `json_schema` and `grammar`, and the tools (see [`super::tools`]) become one
+//! llama-server's `json_schema` and `grammar` (GBNF, converted by [`crate::grammar::gbnf`], or
+//! Lark), vLLM's `guided_json` / `guided_regex` / `guided_grammar` / `guided_choice`, and the tools (see [`super::tools`]) become one
 //! [`GrammarSpec`] for the engine, and a [`Reader`] that turns the generated text back into
 //! the answer. Every grammar is compiled once, for the model, on the blocking thread that
 //! prepares the request ([`super::state::Ready::compile`]) and handed on to the worker, so a
@@ -22,8 +23,10 @@ use crate::grammar::GrammarSpec;
 pub struct Structured {
     /// A JSON schema for the whole answer (`{"type": "object"}` for `json_object`).
     pub json: Option<Value>,
-    /// A Lark grammar (`grammar` starting with `%llguidance`).
+    /// A Lark grammar (`grammar` in llguidance's dialect, or GBNF converted to it).
     pub lark: Option<String>,
+    /// A regular expression for the whole answer (`guided_regex`, `guided_choice`).
+    pub regex: Option<String>,
     pub tools: Option<ToolSetup>,
     /// `chat_template_kwargs`: extra variables of the chat template.
     pub template_kwargs: Map<String, Value>,
@@ -32,6 +35,9 @@ pub struct Structured {
     /// `max_reasoning_chars` (flint's): the reasoning of an open `<think>` is cut to this many
     /// characters by the grammar, which then asks for `</think>`.
     pub max_reasoning: Option<u64>,
+    /// `reasoning_format: "none"`: reasoning stays in `content` as generated (llama-server's
+    /// `none`); otherwise it is split out as `reasoning_content` (`auto`, `deepseek`).
+    pub reasoning_none: bool,
 }
 
 type Obj = Map<String, Value>;
@@ -57,22 +63,71 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
             ))
         }
     }
-    match o.get("grammar") {
+    let key = "guided_json";
+    match o.get(key) {
         None | Some(Value::Null) => {}
-        Some(Value::String(g)) if g.trim().is_empty() => {}
-        Some(Value::String(g)) if g.trim_start().starts_with("%llguidance") => {
-            s.lark = Some(g.clone());
-            asked.push("grammar");
+        Some(v @ (Value::Object(_) | Value::Bool(true))) => {
+            s.json = Some(v.clone());
+            asked.push(key);
         }
-        Some(Value::String(_)) => {
+        // vLLM takes the schema as JSON text too.
+        Some(Value::String(t)) => {
+            let v: Value = serde_json::from_str(t)
+                .map_err(|e| ApiError::invalid(key, format!("`guided_json` is not JSON: {e}")))?;
+            s.json = Some(v);
+            asked.push(key);
+        }
+        Some(_) => {
             return Err(ApiError::invalid(
-                "grammar",
-                "GBNF grammars are not supported: send a JSON schema (`response_format` or \
-                 `json_schema`), or a Lark grammar in llguidance's dialect that starts with \
-                 `%llguidance {}`",
+                key,
+                format!("`{key}` must be a JSON schema object"),
             ))
         }
-        Some(_) => return Err(ApiError::invalid("grammar", "`grammar` must be a string")),
+    }
+    for key in ["grammar", "guided_grammar"] {
+        match o.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(g)) if g.trim().is_empty() => {}
+            Some(Value::String(g)) => {
+                let lark = crate::grammar::gbnf::to_lark(g).map_err(|e| {
+                    ApiError::invalid(key, format!("`{key}` cannot be converted: {e}"))
+                })?;
+                s.lark = Some(lark);
+                asked.push(key);
+            }
+            Some(_) => return Err(ApiError::invalid(key, format!("`{key}` must be a string"))),
+        }
+    }
+    match o.get("guided_regex") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(r)) => {
+            s.regex = Some(r.clone());
+            asked.push("guided_regex");
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "guided_regex",
+                "`guided_regex` must be a string",
+            ))
+        }
+    }
+    match o.get("guided_choice") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {
+            let alts: Vec<String> = a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(regex_literal)
+                .collect();
+            s.regex = Some(format!("(?:{})", alts.join("|")));
+            asked.push("guided_choice");
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "guided_choice",
+                "`guided_choice` must be a non-empty array of strings",
+            ))
+        }
     }
     if asked.len() > 1 {
         return Err(ApiError::invalid(
@@ -139,6 +194,28 @@ pub fn parse(endpoint: Endpoint, o: &Obj) -> Result<Structured, ApiError> {
         };
     // The constraint is compiled once, for the model, when the request is prepared.
     Ok(s)
+}
+
+/// llama-server's reasoning formats: `Some(true)` for `none` (reasoning left in the content),
+/// `Some(false)` for `auto`, `deepseek` and `deepseek-legacy` (split out), `None` otherwise.
+pub fn reasoning_none(format: &str) -> Option<bool> {
+    match format {
+        "none" => Some(true),
+        "auto" | "deepseek" | "deepseek-legacy" => Some(false),
+        _ => None,
+    }
+}
+
+/// `text` as a regex matching itself (ASCII punctuation escaped).
+fn regex_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `response_format`: `None` for text, the schema otherwise.
@@ -240,7 +317,8 @@ pub fn plan(
             .clone()
             .filter(|t| t.choice != Choice::None)
             .map(|t| (format, t)),
-        thinking_open: open,
+        thinking_open: open && !s.reasoning_none,
+        think_tags: chat && !s.reasoning_none,
     };
     let spec = if let Some(t) = &s.tools {
         grammar::tools(t, format, think).map(GrammarSpec::Lark)
@@ -252,6 +330,8 @@ pub fn plan(
         })
     } else if s.lark.is_some() {
         s.lark.clone().map(GrammarSpec::Lark)
+    } else if s.regex.is_some() {
+        s.regex.clone().map(GrammarSpec::Regex)
     } else if open && s.max_reasoning.is_some() {
         Some(GrammarSpec::Lark(grammar::free_answer(think)))
     } else {

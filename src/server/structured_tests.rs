@@ -54,9 +54,42 @@ fn response_formats_become_schemas_held_by_llguidance() {
 }
 
 #[test]
+fn gbnf_and_vllm_guides_constrain() {
+    let s = body(json!({"json_schema": {"type": "integer"}})).unwrap();
+    assert_eq!(s.field, "json_schema");
+    let s = body(json!({"grammar": "root ::= (\"yes\" | \"no\") [.!]"})).unwrap();
+    let spec = plan(&s, None, "", false).unwrap().0.unwrap();
+    assert_eq!(accepts(&spec, "yes!"), Ok(true));
+    assert_eq!(accepts(&spec, "yes"), Ok(false));
+    let s = body(json!({"guided_choice": ["a.b", "c|d"]})).unwrap();
+    let spec = plan(&s, None, "", false).unwrap().0.unwrap();
+    assert_eq!(accepts(&spec, "c|d"), Ok(true));
+    assert_eq!(accepts(&spec, "axb"), Ok(false));
+    let s = body(json!({"guided_json": "{\"type\": \"integer\"}"})).unwrap();
+    let spec = plan(&s, None, "", false).unwrap().0.unwrap();
+    assert_eq!(accepts(&spec, "12"), Ok(true));
+    assert_eq!(accepts(&spec, "\"12\""), Ok(false));
+    let s = body(json!({"guided_regex": "[0-9]{3}"})).unwrap();
+    let spec = plan(&s, None, "", false).unwrap().0.unwrap();
+    assert_eq!(accepts(&spec, "123"), Ok(true));
+    assert_eq!(accepts(&spec, "1234"), Ok(false));
+}
+
+#[test]
 fn refusals_name_their_field() {
     for (v, param) in [
-        (json!({"grammar": "root ::= \"a\""}), "grammar"),
+        (json!({"grammar": "root ::= <think> \"a\""}), "grammar"),
+        (
+            json!({"guided_grammar": "root ::= missing"}),
+            "guided_grammar",
+        ),
+        (json!({"guided_json": "{not json"}), "guided_json"),
+        (json!({"guided_regex": "(ab"}), "guided_regex"),
+        (json!({"guided_choice": []}), "guided_choice"),
+        (
+            json!({"guided_regex": "a", "grammar": "root ::= \"a\""}),
+            "guided_regex",
+        ),
         (
             json!({"response_format": {"type": "xml"}}),
             "response_format",

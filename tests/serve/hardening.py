@@ -94,7 +94,7 @@ def bad_params(slot_ctx, model):
     c.append(("chat tools code_interpreter", CHAT, chat(tools=[{"type": "code_interpreter"}]), "tools"))
     named = {"type": "function", "function": {"name": "g"}}
     c.append(("chat tool_choice unknown", CHAT, chat(tools=[tool], tool_choice=named), "tool_choice"))
-    c.append(("chat grammar GBNF", CHAT, chat(grammar='root ::= "a"'), "grammar"))
+    c.append(("chat grammar GBNF token reference", CHAT, chat(grammar='root ::= <think> "a"'), "grammar"))
     c.append(("chat messages missing", CHAT, {"max_tokens": 1}, "messages"))
     c.append(("chat messages='hi'", CHAT, chat(messages="hi"), "messages"))
     c.append(("chat content=5", CHAT, chat(messages=[{"role": "user", "content": 5}]), None))

@@ -5,7 +5,7 @@ package, with answers held to their schemas by Python's `jsonschema`.
 
 surface (holds without a constraint engine): `tool_choice: "none"` answers in text; a multi-turn
   agent loop (an assistant message with `tool_calls`, then `tool` results) is accepted; a
-  schema llguidance cannot compile, a GBNF `grammar`, a named `tool_choice` naming no tool and
+  schema llguidance cannot compile, a GBNF `grammar` with a token reference, a named `tool_choice` naming no tool and
   a JSON format combined with tools are 400s naming their field.
 engine (NEEDS THE ENGINE: output constrained by the grammar): under `tool_choice: "required"`
   and named, with `parallel_tool_calls: false`, every answer has `finish_reason: "tool_calls"`
@@ -90,7 +90,7 @@ def surface(client):
         "json_schema": {"name": "bad", "schema": {"type": "string", "format": "no-such-format"}},
     })
     check("format" in msg, f"the refusal names the keyword: {msg}")
-    refused(client, "grammar", extra_body={"grammar": 'root ::= "a"'})
+    refused(client, "grammar", extra_body={"grammar": 'root ::= <think> "a"'})
     refused(client, "tool_choice", tools=TOOLS,
             tool_choice={"type": "function", "function": {"name": "nope"}})
     refused(client, "response_format", tools=TOOLS, response_format={"type": "json_object"})

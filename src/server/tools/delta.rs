@@ -1,19 +1,19 @@
 //! Streaming a [`Reader`]'s reading as OpenAI chat deltas: only what extends what was sent
-//! goes out: new reasoning, new content, a new call (its first delta carries `index`, `id`,
-//! `type` and the name, with empty arguments), then its arguments as string fragments. Nothing
-//! sent is ever taken back; a reading that does not extend what was sent (text no grammar
-//! held) sends nothing more for that part.
+//! goes out: new reasoning, new content, and each call once its text has ended (its first delta
+//! carries `index`, `id`, `type` and the name, with empty arguments, the next its arguments): a
+//! call cut by `max_tokens` is never sent. Nothing sent is ever taken back; a reading that does
+//! not extend what was sent (text no grammar held) sends nothing more for that part.
 //!
 //! The reading is incremental, as [`Reader::parse`] of the whole text so far would give it
-//! (partial): markers (`</think>`, `<tool_call>`) are looked for only in the new text (and the
-//! few bytes before it a marker may straddle), reasoning and content are sent as byte ranges of
-//! the text, and calls that ended are kept: only the call being generated is read again from
-//! its start. The work of a response is linear in its text but for that call.
+//! (partial): markers (`<think>`, `</think>`, `<tool_call>`) are looked for only in the new
+//! text (and the few bytes before it a marker may straddle), reasoning and content are sent as
+//! byte ranges of the text, and calls that ended are kept: only the call being generated is
+//! read again from its start. The work of a response is linear in its text but for that call.
 
 use serde_json::{json, Value};
 
 use super::parse::{
-    calls_after_marker, json_call, safe_len, Call, Parsed, Reader, CALL, THINK_END,
+    calls_after_marker, json_call, safe_len, Call, Parsed, Reader, CALL, THINK_END, THINK_START,
 };
 use super::Format;
 
@@ -24,8 +24,12 @@ pub struct Streamer {
     text: String,
     /// Calls sent (name and the arguments sent); reasoning and content are `sent_*` bytes.
     sent: Parsed,
-    /// Bytes of reasoning sent (`text[..sent_reasoning]`).
+    /// Where the reasoning starts: 0, or past a `<think>` the model opened itself.
+    reason_at: usize,
+    /// Bytes of reasoning sent (`text[reason_at..sent_reasoning]`).
     sent_reasoning: usize,
+    /// The answer may still open with `<think>` (`think_tags`, not yet decided).
+    may_think: bool,
     /// Bytes of content sent (from the body's start).
     sent_content: usize,
     /// Where `</think>` and `<tool_call>` are looked for from.
@@ -73,11 +77,14 @@ fn floor(s: &str, mut i: usize) -> usize {
 impl Streamer {
     pub fn new(reader: Reader, id_prefix: String) -> Streamer {
         let body = (!reader.thinking_open).then_some(Body { at: 0, fixed: true });
+        let may_think = !reader.thinking_open && reader.think_tags;
         Streamer {
             reader,
             text: String::new(),
             sent: Parsed::default(),
+            reason_at: 0,
             sent_reasoning: 0,
+            may_think,
             sent_content: 0,
             scan: 0,
             body,
@@ -100,6 +107,22 @@ impl Streamer {
         self.text.push_str(piece);
         self.work += piece.len();
         let mut out = Vec::new();
+        if self.may_think {
+            let t = self.text.trim_start();
+            self.work += t.len().min(THINK_START.len());
+            if t.starts_with(THINK_START) {
+                // The model opened its reasoning itself.
+                self.may_think = false;
+                self.reason_at = self.text.len() - t.len() + THINK_START.len();
+                self.sent_reasoning = self.reason_at;
+                self.body = None;
+            } else if THINK_START.starts_with(t) {
+                // It may still become `<think>`.
+                return out;
+            } else {
+                self.may_think = false;
+            }
+        }
         if self.body.is_none() {
             self.reasoning(old, &mut out);
         }
@@ -136,7 +159,10 @@ impl Streamer {
 
     /// While reasoning: the reasoning up to `</think>` (or what cannot be part of one).
     fn reasoning(&mut self, old: usize, out: &mut Vec<Value>) {
-        let from = floor(&self.text, old.saturating_sub(THINK_END.len() - 1));
+        let from = floor(
+            &self.text,
+            old.saturating_sub(THINK_END.len() - 1).max(self.reason_at),
+        );
         self.work += self.text.len() - from;
         let end = match self.text[from..].find(THINK_END) {
             Some(i) => {
@@ -146,7 +172,7 @@ impl Streamer {
                 });
                 from + i
             }
-            None => safe_len(&self.text, THINK_END),
+            None => safe_len(&self.text, THINK_END).max(self.reason_at),
         };
         if end > self.sent_reasoning {
             out.push(json!({"reasoning_content": &self.text[self.sent_reasoning..end]}));
@@ -225,7 +251,7 @@ impl Streamer {
     /// The last deltas, once the generation ended, and the whole reading.
     pub fn finish(&mut self) -> (Vec<Value>, Parsed) {
         let now = self.reader.parse(&self.text, false);
-        self.sent.reasoning = self.text[..self.sent_reasoning].to_string();
+        self.sent.reasoning = self.text[self.reason_at..self.sent_reasoning].to_string();
         self.sent.content = match self.body {
             Some(b) if b.fixed => self.text[b.at..b.at + self.sent_content].to_string(),
             _ => String::new(),
@@ -246,7 +272,8 @@ impl Streamer {
 
     /// The deltas of `calls` (calls `first..` of the reading) past what was sent.
     fn diff_calls(&mut self, first: usize, calls: &[Call], out: &mut Vec<Value>) {
-        for (i, call) in (first..).zip(calls) {
+        // Calls only once ended: one cut at the end is dropped (see `parse`).
+        for (i, call) in (first..).zip(calls).take_while(|(_, c)| c.done) {
             if i == self.sent.calls.len() {
                 out.push(json!({"tool_calls": [{
                     "index": i,

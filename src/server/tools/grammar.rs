@@ -70,11 +70,12 @@ pub fn tools(setup: &ToolSetup, format: Format, think: Think) -> Option<String> 
         Format::Hermes => hermes(&mut g, &callable),
         _ => llama3(&mut g, &callable),
     }
-    // Calls after the first, when parallel: separated by whitespace, as the templates join them.
+    // Calls after the first, when parallel (at most `MAX_PARALLEL_CALLS` in all): separated by
+    // whitespace, as the templates join them.
     let many = if setup.parallel && format != Format::Llama3 {
-        "(WS? call)*"
+        format!("(WS? call){{0,{}}}", super::MAX_PARALLEL_CALLS - 1)
     } else {
-        ""
+        String::new()
     };
     let top = match (required, format) {
         (true, _) => format!("calls: call {many}\n"),
@@ -214,11 +215,20 @@ fn raw_string(g: &mut String, schema: &Value, rule: &str) -> String {
     "str_value".to_string()
 }
 
-/// One call object: `{"name": NAME, KEY: ARGUMENTS}`, nothing else.
+/// One call object: `{"name": NAME, KEY: ARGUMENTS}`, nothing else. The arguments take no
+/// property the tool does not declare unless its schema sets `additionalProperties` (llama.cpp's
+/// schema converter reads an absent `additionalProperties` so too): a small model otherwise
+/// invents properties until `max_tokens`.
 fn call_schema(t: &Tool, key: &str) -> Value {
+    let mut args = t.parameters.clone();
+    if let Some(o) = args.as_object_mut() {
+        if o.contains_key("properties") || o.get("type") == Some(&json!("object")) {
+            o.entry("additionalProperties").or_insert(json!(false));
+        }
+    }
     json!({
         "type": "object",
-        "properties": {"name": {"const": t.name}, key: t.parameters},
+        "properties": {"name": {"const": t.name}, key: args},
         "required": ["name", key],
         "additionalProperties": false,
     })
@@ -254,9 +264,11 @@ fn llama3(g: &mut String, callable: &[&Tool]) {
 pub fn generic_envelope(callable: &[&Tool], required: bool, parallel: bool) -> Value {
     let mut calls =
         json!({"type": "array", "items": any_call(callable, "arguments"), "minItems": 1});
-    if !parallel {
-        calls["maxItems"] = json!(1);
-    }
+    calls["maxItems"] = json!(if parallel {
+        super::MAX_PARALLEL_CALLS
+    } else {
+        1
+    });
     let with_calls = json!({"type": "object", "properties": {"tool_calls": calls},
                             "required": ["tool_calls"], "additionalProperties": false});
     if required {

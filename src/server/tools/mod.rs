@@ -76,7 +76,8 @@ pub struct ToolSetup {
     /// The names the model may call (`tool_choice` named or `allowed_tools` narrow it).
     pub allowed: Vec<String>,
     pub choice: Choice,
-    /// `parallel_tool_calls` (default true, as OpenAI's).
+    /// `parallel_tool_calls` (default false, as llama-server's: a small model otherwise
+    /// repeats calls; OpenAI's default is true). Never with a named `tool_choice`.
     pub parallel: bool,
 }
 
@@ -93,6 +94,10 @@ impl ToolSetup {
         self.tools.iter().find(|t| t.name == name)
     }
 }
+
+/// Calls in one answer at most when `parallel_tool_calls` is true (the grammar's bound: a
+/// model cannot repeat calls until `max_tokens`).
+pub const MAX_PARALLEL_CALLS: usize = 8;
 
 /// The tool-call formats flint writes and reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +222,9 @@ pub fn parse(o: &Obj) -> Result<Option<ToolSetup>, ApiError> {
         }
     };
     let all: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+    let named = o
+        .get("tool_choice")
+        .is_some_and(|c| c.get("type").and_then(Value::as_str) == Some("function"));
     let (choice, allowed) = match o.get("tool_choice") {
         None | Some(Value::Null) => (Choice::Auto, all),
         Some(Value::String(s)) => match s.as_str() {
@@ -293,8 +301,9 @@ pub fn parse(o: &Obj) -> Result<Option<ToolSetup>, ApiError> {
         }
     };
     let parallel = match o.get("parallel_tool_calls") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
+        None | Some(Value::Null) => false,
+        // A named function is called exactly once.
+        Some(Value::Bool(b)) => *b && !named,
         Some(_) => {
             return Err(ApiError::invalid(
                 "parallel_tool_calls",
@@ -330,6 +339,8 @@ pub fn parse(o: &Obj) -> Result<Option<ToolSetup>, ApiError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_end;
 #[cfg(test)]
 mod tests_loop;
 #[cfg(test)]

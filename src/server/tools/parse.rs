@@ -6,6 +6,10 @@
 //! or trailing whitespace is held back, so that the reading of a longer prefix only ever
 //! extends the reading of a shorter one (what [`super::delta`] streams). Text the grammar
 //! forbids (a model run without one) is read as far as it makes sense and never panics.
+//!
+//! A call cut by `max_tokens` never reaches `content`: a whole reading keeps the calls that
+//! ended and drops the one that did not, in every format (the generic envelope's complete
+//! array items are read out of its cut JSON).
 
 use serde_json::Value;
 
@@ -36,8 +40,12 @@ pub struct Reader {
     pub tools: Option<(Format, ToolSetup)>,
     /// The prompt ends inside an open `<think>`.
     pub thinking_open: bool,
+    /// A `<think>…</think>` the model opens itself at the start of its answer is reasoning too
+    /// (`reasoning_format` other than `none`).
+    pub think_tags: bool,
 }
 
+pub(super) const THINK_START: &str = "<think>";
 pub(super) const THINK_END: &str = "</think>";
 pub(super) const CALL: &str = "<tool_call>";
 const CALL_END: &str = "</tool_call>";
@@ -68,8 +76,19 @@ impl Reader {
     pub fn parse(&self, text: &str, partial: bool) -> Parsed {
         let mut out = Parsed::default();
         let mut rest = text;
-        if self.thinking_open {
-            let (thought, after) = until(text, THINK_END, partial);
+        let mut open = self.thinking_open;
+        if !open && self.think_tags {
+            let t = text.trim_start();
+            if let Some(after) = t.strip_prefix(THINK_START) {
+                rest = after;
+                open = true;
+            } else if partial && THINK_START.starts_with(t) {
+                // It may still become `<think>`.
+                return out;
+            }
+        }
+        if open {
+            let (thought, after) = until(rest, THINK_END, partial);
             out.reasoning = thought.to_string();
             match after {
                 Some(a) => rest = a.trim_start(),
@@ -102,6 +121,9 @@ impl Reader {
                     generic(rest, &mut out);
                 }
             }
+        }
+        if !partial {
+            out.calls.retain(|c| c.done);
         }
         out
     }
@@ -210,11 +232,7 @@ fn xml_call<'a>(s: &'a str, partial: bool, setup: &ToolSetup) -> Option<(Call, O
             let (_, after) = until(a.trim_start(), CALL_END, partial);
             return Some((call, after.or(Some(""))));
         } else {
-            // Partial markup (or text the grammar forbids): nothing more to read yet.
-            if !partial {
-                call.arguments.push('}');
-                call.done = true;
-            }
+            // Partial markup, a cut call, or text the grammar forbids: not ended.
             return Some((call, None));
         }
     }
@@ -320,25 +338,82 @@ pub(super) fn json_call<'a>(s: &'a str, partial: bool, key: &str) -> Option<(Cal
     }
 }
 
-/// The generic envelope, read whole.
+/// The generic envelope, read whole; a cut one (`max_tokens`) gives its complete calls, or the
+/// part of its `response` string that was written, never the envelope's text.
 fn generic(s: &str, out: &mut Parsed) {
     let Ok(v) = serde_json::from_str::<Value>(s.trim()) else {
-        out.content = s.to_string();
+        generic_cut(s.trim_start(), out);
         return;
     };
     if let Some(list) = v.get("tool_calls").and_then(Value::as_array) {
         for c in list {
-            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
-            let args = c.get("arguments").cloned().unwrap_or(Value::Null);
-            out.calls.push(Call {
-                name: name.to_string(),
-                arguments: args.to_string(),
-                done: true,
-            });
+            out.calls.push(generic_call(c));
         }
     } else if let Some(r) = v.get("response").and_then(Value::as_str) {
         out.content = r.to_string();
     } else {
         out.content = s.to_string();
     }
+}
+
+fn generic_call(c: &Value) -> Call {
+    let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+    let args = c.get("arguments").cloned().unwrap_or(Value::Null);
+    Call {
+        name: name.to_string(),
+        arguments: args.to_string(),
+        done: true,
+    }
+}
+
+/// A generic envelope that does not parse: `{"tool_calls": [ITEM, ITEM, …` (the items that
+/// ended), `{"response": "…` (the string so far), or other text (the content as written).
+fn generic_cut(s: &str, out: &mut Parsed) {
+    let Some(body) = s.strip_prefix('{').map(str::trim_start) else {
+        out.content = s.to_string();
+        return;
+    };
+    let value_of = |key: &str| -> Option<&str> {
+        let rest = body.strip_prefix(key)?.trim_start().strip_prefix(':')?;
+        Some(rest.trim_start())
+    };
+    if let Some(list) = value_of("\"tool_calls\"") {
+        let mut rest = list.strip_prefix('[').unwrap_or("").trim_start();
+        while let Some(end) = rest
+            .starts_with('{')
+            .then(|| json_value_end(rest))
+            .flatten()
+        {
+            let Ok(item) = serde_json::from_str::<Value>(&rest[..end]) else {
+                break;
+            };
+            out.calls.push(generic_call(&item));
+            rest = rest[end..].trim_start();
+            rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+        }
+    } else if let Some(r) = value_of("\"response\"") {
+        out.content = string_prefix(r);
+    } else {
+        out.content = s.to_string();
+    }
+}
+
+/// The text of a JSON string literal cut short (`"ab\ncd` gives `ab\ncd`, decoded), up to its
+/// last whole escape.
+fn string_prefix(s: &str) -> String {
+    let Some(body) = s.strip_prefix('"') else {
+        return String::new();
+    };
+    let mut end = body.len();
+    while end > 0 {
+        let candidate = format!("\"{}\"", &body[..end]);
+        if let Ok(text) = serde_json::from_str::<String>(&candidate) {
+            return text;
+        }
+        end -= 1;
+        while end > 0 && !body.is_char_boundary(end) {
+            end -= 1;
+        }
+    }
+    String::new()
 }

@@ -192,6 +192,7 @@ fn calls_are_read_back_whole_and_streamed_without_retraction() {
     let xml = Reader {
         tools: Some((Format::QwenXml, setup(Choice::Auto, true))),
         thinking_open: true,
+        think_tags: false,
     };
     let text = format!("Plan: call it.\n</think>\n\nOne moment.\n\n{XML_CALL}\n{XML_SWAPPED}");
     let whole = xml.parse(&text, false);
@@ -209,6 +210,7 @@ fn calls_are_read_back_whole_and_streamed_without_retraction() {
     let hermes = Reader {
         tools: Some((Format::Hermes, setup(Choice::Auto, true))),
         thinking_open: false,
+        think_tags: false,
     };
     let h = hermes.parse(&format!("{HERMES_CALL}\n{HERMES_CALL}"), false);
     assert_eq!(h.calls.len(), 2);
@@ -216,12 +218,14 @@ fn calls_are_read_back_whole_and_streamed_without_retraction() {
     let llama = Reader {
         tools: Some((Format::Llama3, setup(Choice::Auto, true))),
         thinking_open: false,
+        think_tags: false,
     };
     let l = llama.parse(r#"{"name": "now", "parameters": {}}"#, false);
     assert_eq!((l.calls[0].name.as_str(), args(&l, 0)), ("now", json!({})));
     let generic = Reader {
         tools: Some((Format::Generic, setup(Choice::Auto, true))),
         thinking_open: false,
+        think_tags: false,
     };
     let g = generic.parse(
         r#"{"tool_calls": [{"name": "now", "arguments": {"a": 1}}]}"#,

@@ -63,6 +63,7 @@ fn the_preset_template_renders_calls_the_grammar_takes_back() {
     let reader = Reader {
         tools: Some((Format::QwenXml, s)),
         thinking_open: false,
+        think_tags: false,
     };
     let p = reader.parse(calls, false);
     assert_eq!(p.calls.len(), 2);
@@ -88,21 +89,23 @@ fn weather() -> Value {
 fn choices_follow_openai_spellings() {
     let t = json!([weather(), {"type": "function", "function": {"name": "now"}}]);
     let s = req(json!({"tools": t})).unwrap().unwrap();
+    // llama-server's default: one call.
     assert_eq!(
         (s.choice.clone(), s.allowed.len(), s.parallel),
-        (Choice::Auto, 2, true)
+        (Choice::Auto, 2, false)
     );
     let s = req(json!({"tools": t, "tool_choice": "required", "parallel_tool_calls": false}))
         .unwrap()
         .unwrap();
     assert_eq!((s.choice, s.parallel), (Choice::Required, false));
     let named = json!({"type": "function", "function": {"name": "now"}});
-    let s = req(json!({"tools": t, "tool_choice": named}))
+    let s = req(json!({"tools": t, "tool_choice": named, "parallel_tool_calls": true}))
         .unwrap()
         .unwrap();
+    // A named function is called exactly once, parallel or not.
     assert_eq!(
-        (s.choice, s.allowed),
-        (Choice::Required, vec!["now".to_string()])
+        (s.choice, s.allowed, s.parallel),
+        (Choice::Required, vec!["now".to_string()], false)
     );
     let allowed = json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto",
         "tools": [{"type": "function", "function": {"name": "get_weather"}}]}});
@@ -189,6 +192,7 @@ fn random_walks_under_the_grammars_read_back_as_valid_calls() {
             let reader = Reader {
                 tools: Some((format, s.clone())),
                 thinking_open: open,
+                think_tags: false,
             };
             for seed in 0..12 {
                 let text = random_walk(&g, seed, 4000)

@@ -35,7 +35,8 @@ fn reread(reader: &Reader, pieces: &[&str]) -> Vec<Value> {
                 sent.content = now.content.clone();
             }
         }
-        for (i, call) in now.calls.iter().enumerate() {
+        // Calls only once ended (a cut one is never sent).
+        for (i, call) in now.calls.iter().enumerate().take_while(|(_, c)| c.done) {
             if i == sent.calls.len() {
                 out.push(
                     json!({"tool_calls": [{"index": i, "id": call_id("call_x", i),
@@ -85,10 +86,11 @@ fn streamed(reader: &Reader, pieces: &[&str]) -> (Vec<Value>, usize) {
 
 fn readers() -> Vec<Reader> {
     let mut out = Vec::new();
-    for thinking_open in [false, true] {
+    for (thinking_open, think_tags) in [(false, false), (true, false), (false, true)] {
         out.push(Reader {
             tools: None,
             thinking_open,
+            think_tags,
         });
         for f in [
             Format::QwenXml,
@@ -99,6 +101,7 @@ fn readers() -> Vec<Reader> {
             out.push(Reader {
                 tools: Some((f, setup(Choice::Auto, true))),
                 thinking_open,
+                think_tags,
             });
         }
     }
@@ -114,6 +117,10 @@ fn the_streamer_sends_what_rereading_sent() {
         r#"  </think>{"tool_calls": [{"name": "now", "arguments": {}}]}"#.to_string(),
         "Déjà vu – naïve 🙂 text\n\n  with trailing space  ".to_string(),
         format!("{XML_CALL}{XML_CALL}<tool_call>\n<function=now>\n"),
+        format!(" \n<think>Plan </thi it.</think>\n\nOne moment.\n{HERMES_CALL}\n{XML_CALL}"),
+        "<think>only reasoning, cut".to_string(),
+        "<thin".to_string(),
+        "<thinking about it".to_string(),
         String::new(),
     ];
     for reader in readers() {
@@ -145,6 +152,7 @@ fn the_streamer_reads_each_byte_a_bounded_number_of_times() {
     let reader = Reader {
         tools: Some((Format::QwenXml, setup(Choice::Auto, true))),
         thinking_open: true,
+        think_tags: false,
     };
     let work = |n: usize| {
         let text = long_answer(n);
