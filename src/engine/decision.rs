@@ -52,10 +52,8 @@ impl Decision {
             step_secs: m.step_secs.clone(),
             deep: m.deep,
             fixed,
-            history: History {
-                probe: false,
-                ..m.history.clone()
-            },
+            // A load that probes (the cost cache's verdict) drafts its first request.
+            history: m.history.clone(),
             config: BypassConfig::default(),
             curve,
         })
@@ -71,9 +69,14 @@ impl Decision {
     }
 
     /// A new request's verdict (counted: a request left out brings the next probe nearer).
+    /// While a probe is pending (its request has not ended), requests draft.
     pub fn admit(&mut self) -> Admit {
         let profile = self.profile();
-        let verdict = verdict::decide(&profile, &self.history, self.config);
+        let verdict = if self.history.probe {
+            Verdict::Load
+        } else {
+            verdict::decide(&profile, &self.history, self.config)
+        };
         let charged = profile.charged(self.history.observed.as_ref());
         let draft = Admit::Draft(Some(BypassConfig {
             costs: charged.is_valid().then_some(charged),
