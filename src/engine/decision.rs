@@ -42,6 +42,9 @@ pub struct Decision {
     config: BypassConfig,
     /// Seconds of a batched step of B rows (index B − 1), where measured.
     curve: Option<Vec<f64>>,
+    /// Requests admitted so far: the first drafts (the cost cache's verdict before the load
+    /// decided to load the drafter; its bypass probes), later ones as the verdict says.
+    admitted: u64,
 }
 
 impl Decision {
@@ -56,6 +59,7 @@ impl Decision {
             history: m.history.clone(),
             config: BypassConfig::default(),
             curve,
+            admitted: 0,
         })
     }
 
@@ -69,10 +73,13 @@ impl Decision {
     }
 
     /// A new request's verdict (counted: a request left out brings the next probe nearer).
-    /// While a probe is pending (its request has not ended), requests draft.
+    /// The load's first request drafts (the verdict before the load chose to load the
+    /// drafter), as do requests while a probe is pending (its request has not ended).
     pub fn admit(&mut self) -> Admit {
         let profile = self.profile();
-        let verdict = if self.history.probe {
+        let first = self.admitted == 0;
+        self.admitted += 1;
+        let verdict = if self.history.probe || first {
             Verdict::Load
         } else {
             verdict::decide(&profile, &self.history, self.config)
