@@ -132,6 +132,14 @@ impl Engine {
                     None => Dspark::load(&ctx, f, fwd.hp(), fwd.weights(), &cfg, &mut alloc)?,
                     Some(first) => first.sibling(&ctx, &cfg, &mut alloc)?,
                 };
+                if d.p_min > 0.0 && !dspark.meta.has_confidence {
+                    return Err(Error::Usage(format!(
+                        "--spec-draft-p-min {} needs a confidence head, and {} has none: \
+                         set --spec-draft-p-min 0",
+                        d.p_min,
+                        d.model.display()
+                    )));
+                }
                 fwd.set_taps(&ctx, seq, &dspark.meta.target_layers, dspark.taps_buffer())?;
                 dspark.warm(&ctx)?;
                 let weights = dspark.allocations.iter().map(|(n, b)| {
