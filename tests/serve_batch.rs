@@ -110,7 +110,11 @@ fn eight_concurrent_greedy_requests_get_their_text_alone() {
     harness::dspark_init(&harness::model(), &draft);
     let mut args = SLOTS.to_vec();
     // Every slot drafts (the drafter decision would leave a random drafter out).
-    args.extend(["-md", draft.to_str().expect("utf-8 path"), "--spec-no-bypass"]);
+    args.extend([
+        "-md",
+        draft.to_str().expect("utf-8 path"),
+        "--spec-no-bypass",
+    ]);
     let s = Server::start(&args);
     assert!(s.log().contains("batched steps"), "{}", s.log());
     let got = concurrent(&s.addr);

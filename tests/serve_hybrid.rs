@@ -81,7 +81,11 @@ fn four_hybrid_slots_give_each_request_its_text_alone_plain_and_with_drafters() 
     harness::dspark_init(&model, &draft);
     let mut args = SLOTS.to_vec();
     // Every slot drafts (the drafter decision would leave a random drafter out).
-    args.extend(["-md", draft.to_str().expect("utf-8 path"), "--spec-no-bypass"]);
+    args.extend([
+        "-md",
+        draft.to_str().expect("utf-8 path"),
+        "--spec-no-bypass",
+    ]);
     let s = Server::start_model(&model, &args, &[]);
     check("with a drafter per slot", &want, &concurrent(&s.addr));
     let (_, m) = http(&s.addr, "GET", "/metrics", &[], None).expect("metrics");

@@ -119,37 +119,7 @@ impl Engine {
                 buffers: memory::batch::drafter_buffers(shape, dp, &params, &plan.limits),
                 ..plan.clone()
             };
-            for seq in 0..n_seq as usize {
-                let mut alloc = Allocator::new(&ctx, &one);
-                let cfg = DrafterConfig {
-                    ctx_rows: dp.window.unwrap_or(params.n_ctx),
-                    inject_chunk: dp.inject_chunk,
-                    type_k: dp.type_k,
-                    type_v: dp.type_v,
-                };
-                // The first slot's drafter uploads the weights; the others share them.
-                let mut dspark = match drafters.first() {
-                    None => Dspark::load(&ctx, f, fwd.hp(), fwd.weights(), &cfg, &mut alloc)?,
-                    Some(first) => first.sibling(&ctx, &cfg, &mut alloc)?,
-                };
-                if d.p_min > 0.0 && !dspark.meta.has_confidence {
-                    return Err(Error::Usage(format!(
-                        "--spec-draft-p-min {} needs a confidence head, and {} has none: \
-                         set --spec-draft-p-min 0",
-                        d.p_min,
-                        d.model.display()
-                    )));
-                }
-                fwd.set_taps(&ctx, seq, &dspark.meta.target_layers, dspark.taps_buffer())?;
-                dspark.warm(&ctx)?;
-                let weights = dspark.allocations.iter().map(|(n, b)| {
-                    let n = n.strip_prefix("drafter.").unwrap_or(n);
-                    (format!("drafter.{n}"), *b)
-                });
-                let records = weights.chain(alloc.records.drain(..));
-                allocated.extend(records.map(|(n, b)| (slot_name(seq, &n), b)));
-                drafters.push(dspark);
-            }
+            drafters = load_drafters(&ctx, f, d, dp, &params, &one, &mut fwd, &mut allocated)?;
             // Several sequences: the batched step curve (seconds of B rows) weighs drafting at
             // each step's occupancy, and the schedule places their verifies over it; one
             // sequence measures its policy as a single request does.
@@ -267,6 +237,55 @@ impl Engine {
             seq,
         }
     }
+}
+
+/// One drafter per sequence of `fwd`, each with its own K/V cache, staging and passes from
+/// plan `one` (the first uploads the weights, the others share them), the target's taps of
+/// each sequence pointed at its drafter's staging; their buffers join `allocated` under
+/// `slot{s}.`. A confidence threshold without a confidence head is refused.
+#[allow(clippy::too_many_arguments)]
+fn load_drafters(
+    ctx: &GpuContext,
+    f: &crate::gguf::GgufFile,
+    d: &super::DraftOptions,
+    dp: &crate::memory::DraftParams,
+    params: &RunParams,
+    one: &Plan,
+    fwd: &mut BatchForward,
+    allocated: &mut Vec<(String, u64)>,
+) -> Result<Vec<Dspark>> {
+    let mut drafters: Vec<Dspark> = Vec::new();
+    for seq in 0..fwd.n_seq() {
+        let mut alloc = Allocator::new(ctx, one);
+        let cfg = DrafterConfig {
+            ctx_rows: dp.window.unwrap_or(params.n_ctx),
+            inject_chunk: dp.inject_chunk,
+            type_k: dp.type_k,
+            type_v: dp.type_v,
+        };
+        let mut dspark = match drafters.first() {
+            None => Dspark::load(ctx, f, fwd.hp(), fwd.weights(), &cfg, &mut alloc)?,
+            Some(first) => first.sibling(ctx, &cfg, &mut alloc)?,
+        };
+        if d.p_min > 0.0 && !dspark.meta.has_confidence {
+            return Err(Error::Usage(format!(
+                "--spec-draft-p-min {} needs a confidence head, and {} has none: \
+                 set --spec-draft-p-min 0",
+                d.p_min,
+                d.model.display()
+            )));
+        }
+        fwd.set_taps(ctx, seq, &dspark.meta.target_layers, dspark.taps_buffer())?;
+        dspark.warm(ctx)?;
+        let weights = dspark.allocations.iter().map(|(n, b)| {
+            let n = n.strip_prefix("drafter.").unwrap_or(n);
+            (format!("drafter.{n}"), *b)
+        });
+        let records = weights.chain(alloc.records.drain(..));
+        allocated.extend(records.map(|(n, b)| (slot_name(seq, &n), b)));
+        drafters.push(dspark);
+    }
+    Ok(drafters)
 }
 
 /// The run parameters of `n_seq` sequences of `n_ctx` rows each: what the load plans and

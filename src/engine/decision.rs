@@ -76,9 +76,9 @@ impl Decision {
     /// The load's first request drafts (the verdict before the load chose to load the
     /// drafter), as do requests while a probe is pending (its request has not ended).
     pub fn admit(&mut self) -> Admit {
-        let profile = self.profile();
         let first = self.admitted == 0;
         self.admitted += 1;
+        let profile = self.profile();
         let verdict = if self.history.probe || first {
             Verdict::Load
         } else {
