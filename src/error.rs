@@ -37,8 +37,10 @@ pub enum Error {
     Sampling(#[from] crate::sampling::SamplerError),
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
-    #[error(transparent)]
-    BenchPrompts(#[from] crate::bench::speculative::PromptsError),
+    /// A file of outside data a command reads that is not what it must be (a benchmark's
+    /// prompt set): the message names the file, the line and what is wrong.
+    #[error("{0}")]
+    BadInputFile(String),
     #[error(transparent)]
     DrafterInit(#[from] crate::model::drafter_init::InitError),
     #[error(transparent)]
@@ -81,7 +83,7 @@ impl Error {
             | Error::Quant(_)
             | Error::Hparams(_)
             | Error::Tokenizer(_)
-            | Error::BenchPrompts(_) => 3,
+            | Error::BadInputFile(_) => 3,
             Error::Gpu(_) => 4,
             Error::DrafterInit(e) => match e {
                 crate::model::drafter_init::InitError::Hparams(_)

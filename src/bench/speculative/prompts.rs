@@ -164,6 +164,14 @@ pub fn categories<'a>(cats: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     out
 }
 
+/// A prompt set that cannot be read is a bad input file (exit code 3); the crate's error names
+/// no bench type.
+impl From<PromptsError> for crate::Error {
+    fn from(e: PromptsError) -> Self {
+        crate::Error::BadInputFile(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
