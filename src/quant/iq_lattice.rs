@@ -8,7 +8,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+use super::iq1_grid::IQ1S_GRID;
+use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 use super::{f16_le, for_each_block};
 use crate::gguf::GgmlType;
 

@@ -7,7 +7,7 @@
 //! [`float`] (F32, F16, BF16, F64, I8, I16, I32), [`legacy`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
 //! [`kquants`] (Q2_K, Q3_K, Q6_K, Q8_K), [`kquants_min`] (Q4_K, Q5_K), [`ternary`] (Q1_0,
 //! Q2_0 in both layouts, PQ2_0, TQ1_0, TQ2_0), [`iq4`] (IQ4_NL, IQ4_XS, MXFP4) and [`iq_lattice`]
-//! (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; grids in `iq_grids`).
+//! (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; grids in `iq_grids` and `iq1_grid`).
 //! Test vectors from gguf-py: `scripts/gen_quant_vectors.py`, `tests/quant_vectors.rs`.
 //!
 //! The decoders never index with a computed position: blocks are `#[repr(C)]` structs of byte
@@ -22,6 +22,7 @@
 mod float;
 mod iq4;
 #[rustfmt::skip]
+mod iq1_grid;
 mod iq_grids;
 mod iq_lattice;
 mod kquants;
