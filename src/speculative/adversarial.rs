@@ -53,10 +53,6 @@ impl Drafter for Adversary {
     fn next_position(&self) -> u32 {
         self.next
     }
-    fn max_inject(&self) -> u32 {
-        // No staging: any number of rows.
-        u32::MAX
-    }
     fn inject(&mut self, _ctx: &GpuContext, n: u32, start: u32) -> Result<()> {
         if start != self.next {
             return Err(crate::Error::Usage(format!(

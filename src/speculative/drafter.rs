@@ -17,8 +17,6 @@ pub trait Drafter {
     fn has_confidence(&self) -> bool;
     /// The next target position whose tap row the drafter expects.
     fn next_position(&self) -> u32;
-    /// Most rows one injection takes (the tap staging's rows, `U`).
-    fn max_inject(&self) -> u32;
     /// Rows `0..n` of the tap staging were computed by the target for positions
     /// `start..start + n` and are committed: inject them.
     fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()>;
@@ -60,9 +58,6 @@ impl Drafter for super::dspark::Dspark {
     }
     fn next_position(&self) -> u32 {
         super::dspark::Dspark::next_position(self)
-    }
-    fn max_inject(&self) -> u32 {
-        self.inject_chunk()
     }
     fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()> {
         super::dspark::Dspark::inject(self, ctx, n, start)
