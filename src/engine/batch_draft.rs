@@ -142,15 +142,7 @@ pub(super) fn draft_all<R: BatchRequest>(
             Err(e) => failed.push((pl.i, e)),
         }
     }
-    let lens: Vec<usize> = match &spec.policy {
-        VerifyPolicy::Fixed => confs.iter().map(Vec::len).collect(),
-        VerifyPolicy::Threshold(p) => confs.iter().map(|c| threshold_len(c, *p)).collect(),
-        VerifyPolicy::Schedule(sps) => {
-            let refs: Vec<&[f32]> = confs.iter().map(Vec::as_slice).collect();
-            confidence_schedule(&refs, sps).lens
-        }
-    };
-    for (&k, len) in who.iter().zip(lens) {
+    for (&k, len) in who.iter().zip(verify_lens(&spec.policy, &confs)) {
         let pl = &mut plans[k];
         pl.drafts.truncate(len);
         pl.dists.truncate(len * n_vocab);
@@ -160,6 +152,19 @@ pub(super) fn draft_all<R: BatchRequest>(
         }
         pl.tokens.extend_from_slice(&pl.drafts);
         pl.n_logits = pl.tokens.len() as u32;
+    }
+}
+
+/// The verify length of each drafting request from its drafts' confidences: all of them
+/// (fixed), up to the first below the threshold, or Algorithm 1 over every request together.
+fn verify_lens(policy: &VerifyPolicy, confs: &[Vec<f32>]) -> Vec<usize> {
+    match policy {
+        VerifyPolicy::Fixed => confs.iter().map(Vec::len).collect(),
+        VerifyPolicy::Threshold(p) => confs.iter().map(|c| threshold_len(c, *p)).collect(),
+        VerifyPolicy::Schedule(sps) => {
+            let refs: Vec<&[f32]> = confs.iter().map(Vec::as_slice).collect();
+            confidence_schedule(&refs, sps).lens
+        }
     }
 }
 
