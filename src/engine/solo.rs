@@ -105,8 +105,9 @@ pub fn generate(
         has_drafter,
     );
     st.guide = grammar.take();
-    let tok = eng.tok.clone();
-    let eog = |t: u32| tok.is_eog(t);
+    // The end-of-generation ids (sorted), not a copy of the tokenizer, per request.
+    let eog_ids = eng.tok.eog_ids().to_vec();
+    let eog = |t: u32| eog_ids.binary_search(&t).is_ok();
     let mut solo = Solo {
         st,
         n_predict,
