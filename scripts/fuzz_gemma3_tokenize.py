@@ -8,7 +8,7 @@ model of gen_gemma3_chat.py and by `flint tokenize --raw`; mismatches are printe
 
     ~/ggufenv/bin/python scripts/fuzz_gemma3_tokenize.py SEED COUNT   (MAXN=pieces per string)
 
-Needs target/tmp/gemma3/gemma3_vocab.gguf (cargo test --release --test tokenizer_gemma3 makes
+Needs target/tmp/gemma3/gemma3_vocab.gguf (cargo test --release --test all_cli tokenizer_gemma3:: makes
 it), target/release/flint, gguf-py, numpy and llama.cpp's binaries.
 """
 import json, os, pathlib, random, shutil, subprocess, sys, tempfile, time, urllib.request

@@ -4,7 +4,7 @@
 //! tokens, drafts and acceptances of the single-request speculative loop on their prompt alone;
 //! the failed request's sequence, reset, serves a new request exactly as well.
 
-mod common;
+use crate::common;
 
 use common::batch::Req;
 use flint::engine::batch_run::{settle, step, Ended, SeqState};

@@ -4,7 +4,7 @@
 //! through the single-sequence engine (a different attention path for decode rows: split-KV and
 //! reduce on GPUs, and the stacked q | k | v RoPE epilogue). Held for f16 and q8_0 caches.
 
-mod common;
+use crate::common;
 
 use flint::engine::batching::{plan_step, Work};
 use flint::engine::{Engine, EngineOptions};

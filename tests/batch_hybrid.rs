@@ -9,7 +9,7 @@
 //!   comes back to its checkpoint when the prompt diverges after it, and starts over when the
 //!   prompt diverges before it: the tokens are the solo run's each time.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

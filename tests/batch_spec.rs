@@ -4,7 +4,7 @@
 //! loop on each prompt alone: the same tokens, and the same drafts verified and accepted (the
 //! per-slot drafts are the same computation, so a difference means a slot saw another's rows).
 
-mod common;
+use crate::common;
 
 use common::batch::Req;
 use flint::engine::batch_run::{settle, step, Ended, SeqState};

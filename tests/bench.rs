@@ -3,7 +3,7 @@
 //! sqlite3 (csv, sql; a missing python3 or module fails them, naming what to install). Never
 //! asserts on speed.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! summary rows must be the sums of the prompt rows. Also the JSONL reader's errors and the
 //! command line's refusals. Never asserts on speed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

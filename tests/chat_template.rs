@@ -4,7 +4,7 @@
 //! that exercises the Python string/dict methods. Plus literal expectations derived by reading
 //! the templates, the override file, and template errors.
 
-mod common;
+use crate::common;
 
 use flint::gguf::{Gguf, GgufFile, GgufWriter, MetaArray, MetaValue};
 use flint::tokenizer::{

@@ -3,7 +3,7 @@
 //! malformed files: one clear error line and a non-zero exit code other than 101; and on files of
 //! the 1-bit and ternary types, with the layout found for each type id 42 (Q2_0) tensor.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -7,7 +7,7 @@
 //! llama.cpp fixture of a ChatML string is checked here too). Chats without special-token text
 //! tokenize exactly as the rendered template parsed whole. Then the same through `flint serve`.
 
-mod common;
+use crate::common;
 
 #[path = "serve/client.rs"]
 #[allow(dead_code)]

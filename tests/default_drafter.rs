@@ -4,7 +4,7 @@
 //! a random drafter gets, which is about zero); `flint generate` with no `-m` speculates with
 //! it and `--no-spec` turns it off, with the same greedy tokens. Never asserts on speed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -17,7 +17,7 @@
 //! constants below; each bound is about 3× the measurement. Greedy tokens: identical wherever
 //! llama.cpp's top-2 margin is at least 0.05.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -22,7 +22,7 @@
 //! measurement (in the constant's comment). Greedy tokens: identical wherever llama.cpp's top-2
 //! margin is at least 0.05.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

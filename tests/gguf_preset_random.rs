@@ -5,7 +5,7 @@
 //! file. Its random drafter loads against it in the drafter oracle. The tiny `qwen35` presets
 //! load in the hybrid oracle and run to finite logits.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Reliability checklist A5: writer → reader equality over 100 random files (up to 256 keys and
 //! 256 tensors, every value type, custom alignment), read from a file, a memory map and a slice.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use flint::gguf::{GgmlType, Gguf, GgufFile, GgufWriter, MetaArray, MetaValue, ALL_TYPES};

@@ -3,7 +3,7 @@
 //! every step succeeds, and the report carries the fields docs/GPU.md describes, with figures
 //! that are numbers (their size is not checked: this is not a benchmark).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

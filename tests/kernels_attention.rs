@@ -6,7 +6,7 @@
 //! `tests/kernels_attention_fused.rs`.
 //! GPU tests fail, never skip, without an adapter; every test asserts no uncaptured wgpu error.
 
-mod common;
+use crate::common;
 
 use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, ctx, nmse};
 use common::Rng;

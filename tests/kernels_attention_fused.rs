@@ -6,7 +6,7 @@
 //! chunks), head dims 64 and 128, in every feature context. Oracle NMSE of the fused path:
 //! `tests/kernels_attention.rs`. Also: the planner's decode partials formula.
 
-mod common;
+use crate::common;
 
 use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, read_f32, upload_f32};
 use common::Rng;

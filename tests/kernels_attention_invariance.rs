@@ -4,7 +4,7 @@
 //! visible keys. Also: a dispatch built once and re-aimed with `set_step` (what a model's
 //! decode loop does) gives the same bits as a fresh call. Every feature context, every KV type.
 
-mod common;
+use crate::common;
 
 use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, read_f32, upload_f32};
 use common::Rng;

@@ -5,7 +5,7 @@
 //! call are left as they were, and a call past the bound rows is refused. Causal, over 600 keys
 //! (three 256-key splits), GQA 9/3 with head dim 64, f16 and q8_0 caches.
 
-mod common;
+use crate::common;
 
 use common::gpu::{assert_bits_eq, assert_clean, ctx, read_f32, upload_f32};
 use common::Rng;

@@ -10,7 +10,7 @@
 //! new position: f16 within 2 ulps of the element's RoPE pair norm (two roundings; measured
 //! worst 0.84).
 
-mod common;
+use crate::common;
 
 use flint::gpu::buffers::read_back;
 use flint::kernels::attention::{

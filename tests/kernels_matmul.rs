@@ -4,7 +4,7 @@
 //! past a lowered binding limit, exact device sizes, typed errors. Batch invariance lives in
 //! `kernels_matmul_invariance.rs`. GPU tests fail, never skip, without an adapter.
 
-mod common;
+use crate::common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 

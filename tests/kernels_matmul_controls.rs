@@ -11,7 +11,7 @@
 //! test prints every figure next to the old bound (5e-4): the single-quant defect and, at
 //! the larger K, the dropped block stay under it, which is why the bound was tightened.
 
-mod common;
+use crate::common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 

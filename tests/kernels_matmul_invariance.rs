@@ -7,7 +7,7 @@
 //! agree bit for bit). The M = 512 result is also checked
 //! against the CPU oracle, so a kernel that is invariant but wrong still fails.
 
-mod common;
+use crate::common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 

@@ -8,7 +8,7 @@
 //! one (x4 from an original context of 16; its cos/sin scale is not 1). Bad shapes and NEOX
 //! pairs are typed errors.
 
-mod common;
+use crate::common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 

@@ -5,7 +5,7 @@
 //! errors. Also the paired GLU (`GLU_PAIRED`, `MatmulIo::paired`): gate and up rows stacked
 //! in blocks, one dispatch, the bits of the gate matmul, the up matmul and `glu.wgsl`.
 
-mod common;
+use crate::common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 

@@ -10,7 +10,7 @@
 //! same bits. Every test checks that wgpu recorded no uncaptured error. `--nocapture` prints
 //! every case's figure and each test's worst.
 
-mod common;
+use crate::common;
 
 use common::gpu::{all_feature_contexts, assert_bits_eq, assert_clean, ctx, max_abs, nmse};
 use common::Rng;

@@ -5,7 +5,7 @@
 //! not multiples of the workgroup size, with a plain RoPE table and a YaRN one (x4 from an
 //! original context of 16, so most positions are past it; the cos/sin scale is not 1).
 
-mod common;
+use crate::common;
 
 use common::gpu::{assert_bits_eq, assert_clean, ctx, read_f32, upload_bytes, upload_f32};
 use common::Rng;

@@ -2,7 +2,7 @@
 //! vocabulary sizes (49152, 151936), tiny rows, and inputs built with ties across lanes,
 //! workgroups and lists so that "value descending, ties to the lower id" is really exercised.
 
-mod common;
+use crate::common;
 
 use common::gpu::{assert_clean, ctx};
 use common::Rng;

@@ -7,7 +7,7 @@
 //! Then a mat-vec over the same weight (edge scales included) is held to the CPU oracle (the
 //! matmul bound of kernels_matmul_data.rs) where every value is finite.
 
-mod common;
+use crate::common;
 #[path = "kernels_matmul_data.rs"]
 mod data;
 

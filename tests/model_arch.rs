@@ -3,7 +3,7 @@
 //! random models written with the GGUF writer: a 6-token prefill then 3 decode steps, logits
 //! within NMSE [`LOGITS_NMSE`] (measured).
 
-mod common;
+use crate::common;
 
 use flint::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
 use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};

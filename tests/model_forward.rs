@@ -2,7 +2,7 @@
 //! float reference fixture (weights dequantized exactly, f32 activations and KV: what a float
 //! runtime should match, see tests/data/fixtures/README.md).
 
-mod common;
+use crate::common;
 
 use flint::gguf::GgufFile;
 use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};

@@ -18,7 +18,7 @@
 //! never committed. No gcc, or no pip / PyPI on the first run, FAILS the test (the message says
 //! what to install); it never skips.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

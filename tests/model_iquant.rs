@@ -11,7 +11,7 @@
 //! creates is held to the memory plan's byte count. The same check runs on files written by
 //! gguf-py's own GGUFWriter (scripts/gen_iquant_model.py), one per type.
 
-mod common;
+use crate::common;
 
 use flint::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
 use flint::memory::Owner;

@@ -21,7 +21,7 @@
 //!   its scale, 1e-3 as in `tests/model_forward.rs` (measured worst 1.0e-4, attention layers:
 //!   f16 K/V rounding).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

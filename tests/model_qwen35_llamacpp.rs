@@ -13,7 +13,7 @@
 //! there; measured 0.19, bound 0.4. Greedy tokens: identical wherever llama.cpp's top-2 margin
 //! is at least 0.1 (F32) or 0.5 (Q1_0); the near-ties are counted and printed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

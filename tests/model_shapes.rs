@@ -7,7 +7,7 @@
 //! drafter. All on the GGUF header, no device; one case goes through `flint generate`, which
 //! must refuse the file before running it.
 
-mod common;
+use crate::common;
 
 use flint::gguf::{GgmlType, Gguf, GgufError, GgufFile, GgufWriter, MetaValue};
 use flint::model::drafter_init::{random_drafter, InitOptions};

@@ -5,7 +5,7 @@
 //! model), a truncated body, HTTP 500, an interrupted transfer resumed with a Range request or
 //! restarted; never a half-written file under a model's final name.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

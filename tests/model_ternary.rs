@@ -6,7 +6,7 @@
 //! dequantizers are held bit for bit to ggml's in tests/quant_vectors.rs), and its greedy tokens
 //! to the oracle's except where the oracle's own top-2 margin is a near-tie.
 
-mod common;
+use crate::common;
 
 use flint::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
 use flint::reference::forward::RefModel;

@@ -9,7 +9,7 @@
 //! bit with a cos/sin scale of exactly 1. Both metadata readers agree on every YaRN key and its
 //! default, and refuse unknown scaling types (`longrope`) naming the value.
 
-mod common;
+use crate::common;
 
 use flint::gguf::{GgmlType, Gguf, GgufFile, GgufWriter, MetaValue};
 use flint::memory::{self, Budget, DeviceLimits, RunParams, TargetShape};

@@ -3,7 +3,7 @@
 //! sequence's step run alone, on `qwen3moe-tiny-q8_0` with random weights. The rows route to
 //! different experts (checked on the CPU oracle: the 8 rows' expert sets differ in every layer).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -17,7 +17,7 @@
 //!   time, as 16 + 8 × 1, or as 3 steps of 8 rows (rows that route to different experts: the
 //!   fixtures' expert sets change from token to token, README).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

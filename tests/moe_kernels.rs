@@ -9,7 +9,7 @@
 //! - each row run alone (a 1-row block) gives bits identical to the same row in the batch of 8,
 //!   whose rows route to other experts (checked: more than one expert set in the batch).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

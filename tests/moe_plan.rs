@@ -4,7 +4,7 @@
 //! qwen35moe with its shared expert), and expert tensors split past the binding limit only at
 //! expert boundaries, with the planner charging exactly those splits.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

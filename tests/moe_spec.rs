@@ -5,7 +5,7 @@
 //! route to different experts; the MoE block computes each row alone, so the batch cannot
 //! change a row (tests/moe_forward.rs checks the bits).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

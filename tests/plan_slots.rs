@@ -3,7 +3,7 @@
 //! and (with `-md`) its drafter (`Engine::load`). The plan's JSON is held buffer by buffer
 //! (names and bytes) to the loader's allocation record, with and without a drafter.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! 6.66 GiB, 26.90 B parameters), which checks the dimensions and the block types together;
 //! `flint info` reads all four, and `flint plan` plans the 8B ones at `-c 32768` on 8 GiB.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -7,7 +7,7 @@
 //!   reduce workgroups; on a CPU driver's own estimate, the fused kernel alone,
 //!   `n_kv_heads · ceil(group / 8)` (its serial variant there: `ceil(n_head / 8)`).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

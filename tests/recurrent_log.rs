@@ -6,7 +6,7 @@
 //! shows in the first rows of the long step (the decay wipes it out before the last), which
 //! the attention of the last row reads.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

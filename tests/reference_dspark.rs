@@ -3,7 +3,7 @@
 //! on a tiny synthetic target and on SmolLM2-135M (`bash models/fetch.sh` first), and the
 //! loader's typed errors for drafters that do not fit their target.
 
-mod common;
+use crate::common;
 
 use common::dspark::{
     i32s, init, load, meta, rewrite, tensor_f32, tiny_target, zeros_f32, TINY_D, TINY_LAYERS,

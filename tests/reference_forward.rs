@@ -5,7 +5,7 @@
 //! activations, quantized caches. (Tiny synthetic qwen2 / qwen3 / llama-3 models: the unit tests
 //! in `src/reference/forward/tests.rs`.)
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

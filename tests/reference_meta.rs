@@ -7,7 +7,7 @@
 
 #[path = "reference_meta/agree.rs"]
 mod agree;
-mod common;
+use crate::common;
 #[path = "reference_meta/files.rs"]
 mod files;
 

@@ -11,7 +11,7 @@
 //! A random drafter on a random target has its drafts rejected (none of 242 accepted here, 8 rebases);
 //! accepting and rejecting within one run on a hybrid target is `tests/spec_qwen35.rs`'s.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

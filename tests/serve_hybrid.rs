@@ -6,7 +6,7 @@
 #[allow(dead_code)]
 #[path = "serve/client.rs"]
 mod client;
-mod common;
+use crate::common;
 #[allow(dead_code)]
 #[path = "serve/harness.rs"]
 mod harness;

@@ -1,6 +1,6 @@
 //! docs/SHADERS.md stays true: its generated table lists every registered (shader, variant)
 //! with its bindings, and every shader file. `FLINT_WRITE_SHADER_DOC=1 cargo test --release
-//! --test shaders_doc` rewrites the table after a change.
+//! --test all_kernels shaders_doc` rewrites the table after a change.
 
 use std::collections::BTreeMap;
 
@@ -86,7 +86,7 @@ fn shader_doc_table_is_current() {
         std::fs::write(path, new).unwrap();
         return;
     }
-    assert_eq!(current, want, "docs/SHADERS.md is stale: run FLINT_WRITE_SHADER_DOC=1 cargo test --release --test shaders_doc");
+    assert_eq!(current, want, "docs/SHADERS.md is stale: run FLINT_WRITE_SHADER_DOC=1 cargo test --release --test all_kernels shaders_doc");
     for (name, _) in SHADER_SOURCES {
         assert!(
             doc.contains(name),

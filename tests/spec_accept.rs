@@ -5,7 +5,7 @@
 //! homogeneity), and the first draft is accepted at the analytic rate `Σ min(p_t, p_d)`.
 //! 20,000 draws per case, fixed seeds, fail at p < 0.001.
 
-mod common;
+use crate::common;
 
 use common::stats::{chi_square, p_value};
 use flint::sampling::{Sampler, SamplerParams, Xoshiro256StarStar};

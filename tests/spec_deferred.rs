@@ -14,7 +14,7 @@
 //!   every committed row; it starts from staging row 0 whatever a failed one left, and a
 //!   drafter without a staging limit of its own is held to the target's.
 
-mod common;
+use crate::common;
 
 use common::gpu::assert_bits_eq;
 use flint::engine::{DraftOptions, Engine, EngineOptions};

@@ -7,7 +7,7 @@
 //! Also: the host-sampled path chains the same tokens as the device argmax; a position-window
 //! rebase re-stages exactly the kept rows; loading refuses drafters that do not fit the target.
 
-mod common;
+use crate::common;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::{GgmlType, GgufFile};

@@ -11,7 +11,7 @@
 //! FLINT_SPEC_TOKENS=128` (docs/DSPARK.md gives its figures); `FLINT_SPEC_GAMMAS=7,16` picks
 //! block sizes.
 
-mod common;
+use crate::common;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;

@@ -5,7 +5,7 @@
 //! drafters refused at load with errors naming the values, by both the device loader and the
 //! oracle.
 
-mod common;
+use crate::common;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::{GgmlType, GgufFile, MetaArray, MetaValue};

@@ -4,7 +4,7 @@
 //! drafter whose taps read the residual entering DeltaNet and attention layers alike, and a
 //! chat-style second turn reuses the cached prefix only where the state belongs to it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

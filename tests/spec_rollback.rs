@@ -10,7 +10,7 @@
 //!
 //! Scale: `FLINT_SPEC_ROLLBACK_TOKENS` (default 8) new tokens per sequential generation.
 
-mod common;
+use crate::common;
 
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use flint::gguf::GgufFile;

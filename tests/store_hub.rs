@@ -16,7 +16,7 @@
 //!   target/tmp once; no pip or PyPI FAILS the test): fetched shard by shard, and the joined
 //!   load's logits equal the unsplit file's bit for bit.
 
-mod common;
+use crate::common;
 #[path = "hub/server.rs"]
 mod server;
 

@@ -3,7 +3,7 @@
 //! and the detokenized text (tests/data/tokenizer/README.md says where the fixtures come from).
 //! Also: metadata flags, streaming detokenization, long inputs.
 
-mod common;
+use crate::common;
 
 use flint::gguf::GgufFile;
 use flint::tokenizer::{DecodeOptions, ModelKind, TokenId, Tokenizer};

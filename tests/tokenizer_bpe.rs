@@ -2,7 +2,7 @@
 //! merge order by rank, merges naming unknown strings, Llama 3's ignore_merges, control tokens,
 //! llama.cpp's clean-up pass, and typed errors (never panics) for malformed metadata.
 
-mod common;
+use crate::common;
 
 use flint::gguf::{Gguf, GgufWriter, MetaArray, MetaValue};
 use flint::tokenizer::{TokenId, TokenType, Tokenizer, TokenizerError};

@@ -2,9 +2,9 @@
 //! same values from the real model, the shipped drafter, tiny backbones in every key variant
 //! and random drafters in both formats; the shipped models also against their model cards.
 
+use super::files::{backbone, tokens};
 use crate::common;
 use crate::common::dspark::{init, tiny_target};
-use crate::files::{backbone, tokens};
 use flint::gguf::{GgmlType, Gguf, GgufFile, MetaValue};
 use flint::model::drafter_init::InitOptions;
 use flint::model::{DrafterMeta, Hparams};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::client::http;
+use super::client::http;
 
 /// The line the server prints to stderr once its socket is bound.
 const LISTENING: &str = "flint serve: listening on http://";
