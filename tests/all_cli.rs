@@ -4,6 +4,8 @@
 //! the test build ten times larger (and slower to link) than one per area.
 
 mod common;
+#[path = "common/vocab_gguf.rs"]
+mod vocab_gguf;
 
 mod architecture;
 mod bench;

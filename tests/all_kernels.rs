@@ -4,6 +4,8 @@
 //! the test build ten times larger (and slower to link) than one per area.
 
 mod common;
+#[path = "kernels_matmul_data.rs"]
+mod data;
 
 mod gpu_check;
 mod gpu_dequant;

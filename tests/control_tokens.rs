@@ -9,12 +9,8 @@
 
 use crate::common;
 
-#[path = "serve/client.rs"]
-#[allow(dead_code)]
-mod client;
-#[path = "serve/harness.rs"]
-#[allow(dead_code)]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use flint::gguf::GgufFile;
 use flint::tokenizer::{ChatMessage, ChatTemplate, TokenId, TokenType, Tokenizer};

@@ -101,10 +101,10 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     // steps, a draft 1.09: not even a probe cycle that accepts all of this drafter's few
     // drafts pays) leave the drafter out; GPU-like ones (verify 1.1 steps) keep it, and so do
     // --spec-no-bypass and FLINT_REMEASURE.
-    let adapter = engine.ctx.info().clone();
+    let opened = flint::engine::open(&options(&d)).unwrap();
     drop(engine);
     set_costs(&files[0], 0.0586, 0.0639, 0.1131);
-    let why = unpaying_drafter(&options(&d), &adapter).expect("lavapipe's costs: left out");
+    let why = unpaying_drafter(&options(&d), &opened).expect("lavapipe's costs: left out");
     let text = why.to_string();
     assert!(
         text.contains("cannot pay") && text.contains(" rows "),
@@ -112,40 +112,40 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     );
     let mut forced = options(&d);
     forced.draft.as_mut().unwrap().bypass = false;
-    assert_eq!(unpaying_drafter(&forced, &adapter), None);
+    assert_eq!(unpaying_drafter(&forced, &opened), None);
     std::env::set_var("FLINT_REMEASURE", "1");
-    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    assert_eq!(unpaying_drafter(&options(&d), &opened), None);
     std::env::remove_var("FLINT_REMEASURE");
     set_costs(&files[0], 0.010, 0.002, 0.011);
-    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    assert_eq!(unpaying_drafter(&options(&d), &opened), None);
     // Costs where accepting every draft would pay, judged on the acceptance earlier runs saw:
     // 44 tokens in 40 cycles over 3 runs (τ 1.18 with the prior; 1.88 breaks even) leave the
     // drafter out, 200 in 40 (τ 4.5) keep it; one run, or under 32 cycles, does not decide.
     set_costs(&files[0], 0.0586, 0.030, 0.080);
-    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    assert_eq!(unpaying_drafter(&options(&d), &opened), None);
     set_observed(&files[0], 40, 44, 3);
-    let why = unpaying_drafter(&options(&d), &adapter).expect("poor acceptance: left out");
+    let why = unpaying_drafter(&options(&d), &opened).expect("poor acceptance: left out");
     assert_eq!(why.observed.map(|o| (o.cycles, o.runs)), Some((40.0, 3)));
     assert!(why.to_string().contains("the last 3 runs"), "{why}");
     set_observed(&files[0], 40, 200, 3);
-    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    assert_eq!(unpaying_drafter(&options(&d), &opened), None);
     set_observed(&files[0], 40, 44, 1);
     assert_eq!(
-        unpaying_drafter(&options(&d), &adapter),
+        unpaying_drafter(&options(&d), &opened),
         None,
         "one run decides nothing"
     );
     set_observed(&files[0], 20, 22, 3);
-    assert_eq!(unpaying_drafter(&options(&d), &adapter), None);
+    assert_eq!(unpaying_drafter(&options(&d), &opened), None);
     // Each run left out is counted; the 8th loads the drafter as a probe, its costs dropped
     // (measured again by that load).
     set_observed(&files[0], 40, 44, 3);
     let left_out = read_entry(&files[0])["left_out"].as_u64().unwrap();
     assert_eq!(left_out, 2, "the runs left out so far");
     for _ in left_out..7 {
-        assert!(unpaying_drafter(&options(&d), &adapter).is_some());
+        assert!(unpaying_drafter(&options(&d), &opened).is_some());
     }
-    assert_eq!(unpaying_drafter(&options(&d), &adapter), None, "a probe");
+    assert_eq!(unpaying_drafter(&options(&d), &opened), None, "a probe");
     let v = read_entry(&files[0]);
     assert_eq!(v["probe"], true, "{v}");
     assert_eq!(v["left_out"], 0, "{v}");
@@ -187,7 +187,7 @@ fn measurements_are_stored_reused_and_remeasured_when_stale() {
     // The key holds what changes the costs: the cache types, the ubatch, the drafter's cache
     // types and injection chunk.
     let path = |o: &EngineOptions| {
-        let c = CostCache::for_adapter(&adapter, &common::model_path(), o, 7).unwrap();
+        let c = CostCache::for_adapter(opened.ctx.info(), &common::model_path(), o, 7).unwrap();
         c.path().to_path_buf()
     };
     let base = path(&options(&d));

@@ -5,8 +5,7 @@
 //! `kernels_matmul_invariance.rs`. GPU tests fail, never skip, without an adapter.
 
 use crate::common;
-#[path = "kernels_matmul_data.rs"]
-mod data;
+use crate::data;
 
 use common::gpu::{assert_clean, ctx, ctx_with, nmse};
 use data::{assert_bits, assert_matmul_nmse, min_k, random_f32, random_weight, Rng};

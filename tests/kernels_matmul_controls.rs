@@ -12,8 +12,7 @@
 //! the larger K, the dropped block stay under it, which is why the bound was tightened.
 
 use crate::common;
-#[path = "kernels_matmul_data.rs"]
-mod data;
+use crate::data;
 
 use common::gpu::{assert_clean, ctx, ctx_features, nmse};
 use data::{min_k, random_f32, random_weight, MATMUL_NMSE};

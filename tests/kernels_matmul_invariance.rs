@@ -8,8 +8,7 @@
 //! against the CPU oracle, so a kernel that is invariant but wrong still fails.
 
 use crate::common;
-#[path = "kernels_matmul_data.rs"]
-mod data;
+use crate::data;
 
 use common::gpu::{assert_clean, ctx_features, nmse, read_f32, upload_f32, zeros_f32};
 use data::{assert_bits, assert_matmul_nmse, min_k, random_f32, random_weight};

@@ -9,8 +9,7 @@
 //! pairs are typed errors.
 
 use crate::common;
-#[path = "kernels_matmul_data.rs"]
-mod data;
+use crate::data;
 
 use common::gpu::{assert_bits_eq, assert_clean, ctx_features, read_f32, upload_bytes, upload_f32};
 use data::{random_f32, random_weight};

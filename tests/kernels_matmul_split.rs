@@ -6,8 +6,7 @@
 //! in blocks, one dispatch, the bits of the gate matmul, the up matmul and `glu.wgsl`.
 
 use crate::common;
-#[path = "kernels_matmul_data.rs"]
-mod data;
+use crate::data;
 
 use common::gpu::{assert_clean, ctx_features, read_f32, upload_f32, zeros_f32};
 use data::{assert_bits, random_f32, random_weight};

@@ -8,8 +8,7 @@
 //! matmul bound of kernels_matmul_data.rs) where every value is finite.
 
 use crate::common;
-#[path = "kernels_matmul_data.rs"]
-mod data;
+use crate::data;
 
 use std::fs;
 use std::path::Path;

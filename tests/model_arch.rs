@@ -153,7 +153,7 @@ fn check(t: Tiny) {
         n_ubatch: 16,
         ..RunParams::default()
     };
-    let plan = memory::plan(
+    let plan = memory::forward_plan(
         TargetShape {
             hp: &hp,
             tensors: &file.tensors,

@@ -50,7 +50,7 @@ fn setup(params: RunParams) -> Setup {
 fn setup_with(ctx: flint::gpu::GpuContext, params: RunParams, rope_in_qkv: bool) -> Setup {
     let file = GgufFile::open(&common::model_path()).unwrap();
     let hp = Hparams::from_gguf(&file).unwrap();
-    let plan = memory::plan(
+    let plan = memory::forward_plan(
         TargetShape {
             hp: &hp,
             tensors: &file.tensors,

@@ -251,7 +251,7 @@ fn the_hybrid_allocates_exactly_its_plan() {
         tensors: &file.tensors,
     };
     let budget = Budget::resolve(None, Some(&ctx));
-    let plan = memory::plan(
+    let plan = memory::forward_plan(
         target,
         None,
         &params,

@@ -175,7 +175,7 @@ fn gpu_logits(file: &GgufFile, kv: GgmlType) -> (Vec<Vec<f32>>, bool) {
         type_v: kv,
         ..RunParams::default()
     };
-    let plan = memory::plan(
+    let plan = memory::forward_plan(
         TargetShape {
             hp: &hp,
             tensors: &file.tensors,
@@ -341,7 +341,7 @@ fn no_yarn_keys_keep_the_plain_table() {
             n_ubatch: 16,
             ..RunParams::default()
         };
-        let plan = memory::plan(
+        let plan = memory::forward_plan(
             TargetShape {
                 hp: &hp,
                 tensors: &file.tensors,

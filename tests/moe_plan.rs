@@ -25,7 +25,7 @@ fn check_allocations(name: &str) {
         tensors: &file.tensors,
     };
     let budget = Budget::resolve(None, Some(&ctx));
-    let plan = memory::plan(
+    let plan = memory::forward_plan(
         shape,
         None,
         &params,

@@ -1,4 +1,4 @@
-//! `flint plan -np N` plans exactly what `flint serve -np N` allocates on a dense model: one set
+//! `flint plan -np N` plans exactly what `flint serve -np N` allocates (N = 1 and 4): one set
 //! of activations for every slot's rows, the target's weights once, and per slot its K/V caches
 //! and (with `-md`) its drafter (`Engine::load`). The plan's JSON is held buffer by buffer
 //! (names and bytes) to the loader's allocation record, with and without a drafter.
@@ -15,11 +15,10 @@ use flint::gguf::GgufFile;
 use flint::model::drafter_init::{random_drafter, InitOptions};
 use serde_json::Value;
 
-const SLOTS: u32 = 4;
 const CTX: u32 = 1024;
 
 /// `flint plan … --json`'s buffers, name → bytes.
-fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
+fn planned(model: &Path, drafter: Option<&Path>, slots: u32) -> BTreeMap<String, u64> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flint"));
     cmd.arg("plan").arg("-m").arg(model);
     if let Some(d) = drafter {
@@ -29,9 +28,9 @@ fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
         // `-c` is the total over the slots, as `flint serve` takes it.
         .args([
             "-c",
-            &(CTX * SLOTS).to_string(),
+            &(CTX * slots).to_string(),
             "-np",
-            &SLOTS.to_string(),
+            &slots.to_string(),
             "--json",
         ])
         .env("XDG_RUNTIME_DIR", std::env::temp_dir())
@@ -57,7 +56,7 @@ fn planned(model: &Path, drafter: Option<&Path>) -> BTreeMap<String, u64> {
 /// What the server's loader allocates, name → bytes: the shared weights once, every slot's own
 /// buffers (slots after the first prefixed `slot{i}.`). A stacked weight recorded as `a+b+c`
 /// is held to the sum of its parts' plans.
-fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
+fn allocated(model: &Path, drafter: Option<&Path>, slots: u32) -> Vec<(String, u64)> {
     let eng = Engine::load(
         &EngineOptions {
             model: model.to_path_buf(),
@@ -65,19 +64,20 @@ fn allocated(model: &Path, drafter: Option<&Path>) -> Vec<(String, u64)> {
             draft: drafter.map(|d| DraftOptions::new(d.to_path_buf())),
             ..EngineOptions::default()
         },
-        SLOTS,
+        slots,
     )
     .unwrap();
-    assert_eq!(eng.drafters.len(), if drafter.is_some() { 4 } else { 0 });
+    let drafters = if drafter.is_some() { slots } else { 0 };
+    assert_eq!(eng.drafters.len(), drafters as usize);
     let mut out = eng.fwd.weights().allocations.clone();
     out.extend(eng.allocated.iter().cloned());
     out
 }
 
-fn check(model: &Path, drafter: Option<&Path>) {
-    let plan = planned(model, drafter);
+fn check(model: &Path, drafter: Option<&Path>, slots: u32) {
+    let plan = planned(model, drafter, slots);
     let mut seen = std::collections::HashSet::new();
-    for (name, bytes) in allocated(model, drafter) {
+    for (name, bytes) in allocated(model, drafter, slots) {
         let (prefix, rest) = match name.split_once('.') {
             Some((p, r)) if p.starts_with("slot") => (format!("{p}."), r.to_string()),
             _ => (String::new(), name.clone()),
@@ -105,7 +105,14 @@ fn check(model: &Path, drafter: Option<&Path>) {
 
 #[test]
 fn plan_np_4_is_what_four_server_slots_allocate() {
-    check(&common::model_path(), None);
+    check(&common::model_path(), None, 4);
+}
+
+/// `flint plan` without `-np` is what `generate`, `chat`, `bench` and `serve -np 1` allocate:
+/// the engine's one-sequence batch, not a plan of its own.
+#[test]
+fn plan_np_1_is_what_one_sequence_allocates() {
+    check(&common::model_path(), None, 1);
 }
 
 #[test]
@@ -117,5 +124,6 @@ fn with_a_drafter_too() {
         .unwrap()
         .write_file(&d)
         .unwrap();
-    check(&common::model_path(), Some(&d));
+    check(&common::model_path(), Some(&d), 4);
+    check(&common::model_path(), Some(&d), 1);
 }

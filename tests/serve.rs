@@ -7,10 +7,8 @@
 //! fails the tests. Times (a refusal, an exit, a slot release, a 429) are printed, not asserted:
 //! only the liveness bound `harness::LIVENESS`, which a hang alone would pass, fails a test.
 
-#[path = "serve/client.rs"]
-mod client;
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use std::time::{Duration, Instant};
 

@@ -5,12 +5,7 @@
 //! `openai` client), token counting, and refusals of tool use, images and thinking in
 //! Anthropic's error shape.
 
-#[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::time::Duration;
 

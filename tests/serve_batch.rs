@@ -3,12 +3,8 @@
 //! counts the same request gets alone, one at a time: the 8 slots run batched steps, without a
 //! drafter and with one per slot (every drafting slot's verify rows in the same forward).
 
-#[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use client::http;
 use harness::{serial, Server};

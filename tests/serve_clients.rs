@@ -14,14 +14,9 @@
 //!   no envelope reaches `content`.
 
 #[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
 #[path = "common/gbnf_check.rs"]
 mod gbnf_check;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -8,12 +8,8 @@
 //! state after the output norm, before the LM head), L2-normalised: cosine ≥ [`MIN_COSINE`].
 //! Both the turn-taking worker (one slot) and the batched worker (two slots) are checked.
 
-#[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use std::time::Duration;
 

@@ -7,13 +7,10 @@
 //! The reference texts are the same server's answers to each stream alone, which tests/serve.rs
 //! and tests/serve_batch.rs hold to the single-request engine (and it to the CPU oracle).
 
-#[path = "serve/client.rs"]
-mod client;
+use crate::client;
 #[path = "serve/faults.rs"]
 mod faults;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::Path;
 use std::thread;

@@ -14,11 +14,8 @@
 //! The statuses are the HTTP rules of OpenAI's API and llama-server's (403, 415, 400); no
 //! figure of flint's own is an expected value here.
 
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

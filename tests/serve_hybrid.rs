@@ -3,13 +3,9 @@
 //! (every slot's recurrent state in the same batched steps), then again on slots that hold other
 //! prompts' rows, and with a drafter per slot (rejected drafts roll each slot's state back).
 
-#[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
+use crate::client;
 use crate::common;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::harness;
 
 use client::http;
 use harness::{serial, Server};

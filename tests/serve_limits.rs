@@ -5,11 +5,8 @@
 //! request holding the slot goes on. The deadlines are set to a few seconds; the times are
 //! printed, and only [`LIVENESS`], which a hang alone would pass, fails a test.
 
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -15,12 +15,8 @@
 //! - `/props`, CORS preflight and headers (the Fetch standard's), and a `: keep-alive` comment on
 //!   a stream held in the queue.
 
-#[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use std::io::{BufRead, Read};
 use std::net::TcpStream;

@@ -8,12 +8,8 @@
 //! `--log-format json --log-file` must write request lines that parse as JSON with those fields,
 //! the same in the file as on stderr.
 
-#[path = "serve/client.rs"]
-#[allow(dead_code)]
-mod client;
-#[path = "serve/harness.rs"]
-#[allow(dead_code)]
-mod harness;
+use crate::client;
+use crate::harness;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

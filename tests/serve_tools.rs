@@ -8,12 +8,7 @@
 //! They only assume the contract: the output matches the grammar the request asked for.
 //! - `the_request_surface_holds`: fields, refusals and a multi-turn loop.
 
-#[allow(dead_code)]
-#[path = "serve/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -33,8 +33,7 @@ const END_OF_TURN: TokenId = 106;
 /// control type and end of generation by its text.
 const CLOSE_S: TokenId = 212;
 
-#[path = "common/vocab_gguf.rs"]
-mod vocab_gguf;
+use crate::vocab_gguf;
 
 /// The vocab GGUF, built once per target dir.
 fn gguf_path() -> &'static Path {

@@ -34,8 +34,7 @@ const VISION_PAD: TokenId = 248_055;
 /// The last of the 33 special tokens (`<|audio_pad|>`); the rest up to N_VOCAB is padding.
 const LAST_SPECIAL: TokenId = 248_076;
 
-#[path = "common/vocab_gguf.rs"]
-mod vocab_gguf;
+use crate::vocab_gguf;
 
 /// The vocab GGUF, built once per target dir.
 fn gguf_path() -> &'static Path {

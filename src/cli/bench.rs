@@ -5,10 +5,9 @@
 use std::path::PathBuf;
 
 use crate::bench::{self, compare, output, ModelDesc, RunConfig, SessionInfo};
-use crate::engine::Engine;
 use crate::engine::{DraftOptions, EngineOptions, DEFAULT_MODEL};
-use crate::gguf::{GgmlType, GgufFile};
-use crate::model::Hparams;
+use crate::engine::{Engine, Opened};
+use crate::gguf::GgmlType;
 use crate::{Error, Result};
 
 /// Arguments of `flint bench` (llama-bench's names).
@@ -175,8 +174,15 @@ pub(super) fn engine_options(
     })
 }
 
+/// Opens the model and the device ([`crate::engine::open`], which refuses a `-m` that is not a
+/// model) and prints the device line.
+pub(super) fn open(opts: &EngineOptions) -> Result<Opened> {
+    let o = crate::engine::open(opts)?;
+    super::announce::device(&o.ctx);
+    Ok(o)
+}
+
 pub fn run(args: &BenchArgs) -> Result<()> {
-    super::model_check::prepare(&args.model, args.device)?;
     let format = output::Format::parse(&args.output)?;
     if !args.npl.is_empty() {
         return batched(args, format);
@@ -209,11 +215,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => None,
     };
     let gpu_mem = gpu_mem(args)?;
-    let desc = {
-        let file = GgufFile::open(&args.model)?;
-        let hp = Hparams::from_gguf(&file.gguf)?;
-        ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings)
-    };
     let sps_rows = args.sps.iter().copied().max().unwrap_or(1).max(1);
     let sps_ctx = args.n_depth.first().copied().unwrap_or(0) + sps_rows;
     let n_ctx = tests
@@ -226,7 +227,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         verify_rows: sps_rows,
         ..engine_options(args, n_ctx, gpu_mem)?
     };
-    let mut engine = Engine::load(&opts, 1)?;
+    let opened = open(&opts)?;
+    let (hp, gguf) = (&opened.hp, &opened.file.gguf);
+    let desc = ModelDesc::from_gguf(gguf, hp.arch.name(), hp.tied_embeddings);
+    let mut engine = Engine::from_opened(opened, &opts, 1)?;
     let config = RunConfig {
         model_filename: args.model.display().to_string(),
         n_batch: args.n_batch,
@@ -303,7 +307,7 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
         draft,
         ..engine_options(args, n_ctx, gpu_mem(args)?)?
     };
-    let mut eng = Engine::load(&opts, seqs)?;
+    let mut eng = Engine::from_opened(open(&opts)?, &opts, seqs)?;
     if args.profile {
         return profile_batched(args, &mut eng);
     }

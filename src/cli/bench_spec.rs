@@ -9,9 +9,6 @@ use crate::bench::speculative::{self, prompts, rows, Mode, SpecBenchOptions};
 use crate::bench::{output, ModelDesc};
 use crate::engine::Engine;
 use crate::engine::{DraftOptions, EngineOptions};
-use crate::gguf::GgufFile;
-use crate::model::Hparams;
-use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
 use super::bench::{engine_options, gpu_mem, BenchArgs};
@@ -41,26 +38,24 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         ));
     }
     let list = prompts::load(&args.spec_prompts)?;
-    let (desc, prepared, templated) = {
-        let file = GgufFile::open(&args.model)?;
-        let hp = Hparams::from_gguf(&file.gguf)?;
-        let tok = Tokenizer::from_gguf(&file.gguf)?;
-        let template = args.template.source()?;
-        let template = template.as_deref();
-        let prepared = speculative::prepare(&tok, &list, opts.chat_template, template)?;
-        let templated = speculative::uses_chat_template(&tok, opts.chat_template, template);
-        let desc = ModelDesc::from_gguf(&file.gguf, hp.arch.name(), hp.tied_embeddings);
-        (desc, prepared, templated)
-    };
     let mut d = DraftOptions::new(draft.to_path_buf());
     d.n_max = args.spec_n_max.unwrap_or(0);
     d.bypass = false;
-    let n_ctx = speculative::ctx_needed(&prepared, opts.n_predict);
-    let eopts = EngineOptions {
+    // The context is set once the prompts are tokenized, before the load plans it.
+    let mut eopts = EngineOptions {
         draft: Some(d),
-        ..engine_options(args, n_ctx, gpu_mem(args)?)?
+        ..engine_options(args, 1, gpu_mem(args)?)?
     };
-    let mut engine = Engine::load(&eopts, 1)?;
+    let opened = super::bench::open(&eopts)?;
+    let template = args.template.source()?;
+    let template = template.as_deref();
+    let tok = &opened.tok;
+    let prepared = speculative::prepare(tok, &list, opts.chat_template, template)?;
+    let templated = speculative::uses_chat_template(tok, opts.chat_template, template);
+    let (hp, gguf) = (&opened.hp, &opened.file.gguf);
+    let desc = ModelDesc::from_gguf(gguf, hp.arch.name(), hp.tied_embeddings);
+    eopts.n_ctx = speculative::ctx_needed(&prepared, opts.n_predict);
+    let mut engine = Engine::from_opened(opened, &eopts, 1)?;
     let session = rows::SpecSession::from_engine(
         &engine,
         &desc.model_type,

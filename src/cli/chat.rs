@@ -47,7 +47,8 @@ pub fn run(args: &ChatArgs) -> Result<()> {
     let override_src = args.opts.template.source()?;
     let system = args.opts.system()?;
     let grammar = args.opts.grammar.spec()?;
-    let mut engine = Engine::load(&super::generate::prepare(&args.model)?, 1)?;
+    let (opts, opened) = super::generate::prepare(&args.model)?;
+    let mut engine = Engine::from_opened(opened, &opts, 1)?;
     let n_vocab = engine.fwd.hp().n_vocab;
     let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let template = engine.tok.chat_template(override_src.as_deref())?;

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::engine::Engine;
 use crate::engine::{cost_cache, solo, EngineOptions, GenStats, DEFAULT_MODEL};
+use crate::engine::{Engine, Opened};
 use crate::gguf::GgmlType;
 use crate::memory::budget::BudgetSource;
 use crate::memory::context::MIN_DEFAULT_CTX;
@@ -208,58 +208,53 @@ pub fn stats_line(s: &GenStats) -> String {
     line
 }
 
-/// The engine options of `generate` and `chat`, after the model check and the device line
-/// (`model_check::prepare`): without the drafter when the costs an earlier run measured on
-/// this device show it cannot pay (`cost_cache::unpaying_drafter`), which one stderr line says.
-pub fn prepare(args: &ModelArgs) -> Result<EngineOptions> {
-    super::model_check::check_model(&args.model)?;
-    // The device line, with the adapter kept for the cost cache's key.
-    let adapter = crate::gpu::adapters::selected_adapter(args.device)
-        .ok()
-        .flatten();
-    if let Some(a) = &adapter {
-        eprintln!("{}", crate::gpu::adapters::device_line(a));
-        if let Some(note) = crate::gpu::adapters::gl_note(a) {
-            eprintln!("{note}");
-        }
-    }
+/// The engine options of `generate` and `chat` with the model and the device open
+/// ([`crate::engine::open`], which refuses a `-m` that is not a model) and the context settled:
+/// without the drafter when the costs an earlier run measured on this device show it cannot
+/// pay (`cost_cache::unpaying_drafter`), which one stderr line says.
+pub fn prepare(args: &ModelArgs) -> Result<(EngineOptions, Opened)> {
     let mut opts = args.engine_options()?;
-    settle_ctx(&mut opts, args.n_ctx, 1)?;
-    if let Some(a) = &adapter {
-        if let Some(why) = cost_cache::unpaying_drafter(&opts, a) {
-            eprintln!(
-                "flint: {why}: running without the drafter (every {}th run tries it again; \
-                 FLINT_REMEASURE=1 measures and decides now, --spec-no-bypass forces it)",
-                cost_cache::PROBE_EVERY
-            );
-            opts.draft = None;
-        }
+    let mut opened = crate::engine::open(&opts)?;
+    super::announce::device(&opened.ctx);
+    settle_ctx(&mut opts, &opened, args.n_ctx, 1)?;
+    if let Some(why) = cost_cache::unpaying_drafter(&opts, &opened) {
+        eprintln!(
+            "flint: {why}: running without the drafter (every {}th run tries it again; \
+             FLINT_REMEASURE=1 measures and decides now, --spec-no-bypass forces it)",
+            cost_cache::PROBE_EVERY
+        );
+        opts.draft = None;
+        opened = opened.without_drafter();
     }
-    Ok(opts)
+    Ok((opts, opened))
 }
 
 /// Without `-c` (`explicit`), sets `opts.n_ctx` to each of `n_slots` slots' share of the
-/// context that fits ([`crate::engine::fit`]) and says so in one stderr line; with it, each
-/// slot's share of `-c`, never changed: a plan that does not fit is refused naming what would. A
-/// line also says when the budget is the stated default because the driver tells nothing.
-pub fn settle_ctx(opts: &mut EngineOptions, explicit: Option<u32>, n_slots: u32) -> Result<()> {
-    let budget = match explicit {
+/// context that fits ([`crate::engine::fit`], the plan the load allocates) and says so in one
+/// stderr line; with it, each slot's share of `-c`, never changed: a plan that does not fit is
+/// refused naming what would. A line also says when the budget is the stated default because
+/// the driver tells nothing.
+pub fn settle_ctx(
+    opts: &mut EngineOptions,
+    opened: &Opened,
+    explicit: Option<u32>,
+    n_slots: u32,
+) -> Result<()> {
+    match explicit {
         Some(c) => {
             opts.n_ctx = c / n_slots.max(1);
-            crate::engine::fit::refuse_unless_fits(opts, n_slots)?;
-            crate::engine::fit::budget_and_limits(opts).0
+            crate::engine::fit::refuse_unless_fits(opened, opts, n_slots)?;
         }
         None => {
-            let (choice, budget) = crate::engine::fit::fit_ctx(opts, n_slots)?;
+            let choice = crate::engine::fit::fit_ctx(opened, opts, n_slots);
             opts.n_ctx = choice.per_slot;
-            if let Some(line) = choice.line(&budget) {
+            if let Some(line) = choice.line(&opened.budget) {
                 eprintln!("flint: {line}");
             }
-            budget
         }
-    };
-    if budget.source == BudgetSource::Default {
-        eprintln!("flint: {}", default_budget_note(&budget));
+    }
+    if opened.budget.source == BudgetSource::Default {
+        eprintln!("flint: {}", default_budget_note(&opened.budget));
     }
     Ok(())
 }
@@ -280,7 +275,8 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let system = args.opts.system()?;
     let template_src = args.opts.template.source()?;
     let grammar = args.opts.grammar.spec()?;
-    let mut engine = Engine::load(&prepare(&args.model)?, 1)?;
+    let (opts, opened) = prepare(&args.model)?;
+    let mut engine = Engine::from_opened(opened, &opts, 1)?;
     let n_vocab = engine.fwd.hp().n_vocab;
     let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let mut guide = super::grammar_args::guide(&grammars, &grammar)?;

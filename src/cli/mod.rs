@@ -1,6 +1,7 @@
 //! The command line: clap definitions and dispatch. One file per subcommand; `main.rs` only
 //! parses, calls [`run`] and maps errors to exit codes.
 
+mod announce;
 pub mod bench;
 pub mod bench_spec;
 pub mod chat;
@@ -13,7 +14,6 @@ pub mod hub_args;
 pub mod info;
 pub mod llama_args;
 pub mod llama_table;
-mod model_check;
 pub mod models;
 pub mod plan;
 pub mod prompt_args;

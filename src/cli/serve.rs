@@ -156,8 +156,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         }
     }
     let mut engine = args.model.engine_options_with(false)?;
-    super::model_check::prepare(&args.model.model, args.model.device)?;
-    super::generate::settle_ctx(&mut engine, args.model.n_ctx, args.n_parallel)?;
+    let opened = crate::engine::open(&engine)?;
+    super::announce::device(&opened.ctx);
+    super::generate::settle_ctx(&mut engine, &opened, args.model.n_ctx, args.n_parallel)?;
     let per_slot = engine.n_ctx;
     if let Some(d) = &mut engine.draft {
         d.ctx = d.ctx.map(|c| c.min(per_slot));
@@ -184,28 +185,31 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     defaults.validate()?;
     let chat_template = args.template.source()?;
     let chat = chat_defaults(args)?;
-    server::run(ServeOptions {
-        engine,
-        host: args.host,
-        port: args.port,
-        n_slots: args.n_parallel,
-        max_queue: args.queue,
-        keys,
-        insecure: args.insecure,
-        allowed_hosts: args.allowed_hosts.clone(),
-        alias,
-        defaults,
-        conn,
-        queue_timeout,
-        seed: m.seed,
-        cors_origins: args.cors_origin.clone(),
-        keep_alive: (args.sse_keepalive > 0)
-            .then(|| std::time::Duration::from_secs(args.sse_keepalive)),
-        chat_template,
-        strict_fields: args.strict_fields,
-        chat,
-        default_grammar: args.grammar.spec()?,
-    })
+    server::run(
+        ServeOptions {
+            engine,
+            host: args.host,
+            port: args.port,
+            n_slots: args.n_parallel,
+            max_queue: args.queue,
+            keys,
+            insecure: args.insecure,
+            allowed_hosts: args.allowed_hosts.clone(),
+            alias,
+            defaults,
+            conn,
+            queue_timeout,
+            seed: m.seed,
+            cors_origins: args.cors_origin.clone(),
+            keep_alive: (args.sse_keepalive > 0)
+                .then(|| std::time::Duration::from_secs(args.sse_keepalive)),
+            chat_template,
+            strict_fields: args.strict_fields,
+            chat,
+            default_grammar: args.grammar.spec()?,
+        },
+        opened,
+    )
 }
 
 /// `--reasoning-format`, `--reasoning-budget` and `--chat-template-kwargs` as chat defaults.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::gpu::GpuContext;
-use crate::memory::{self, Budget, DeviceLimits, Plan, RunParams, TargetShape};
+use crate::memory::{self, Budget, DeviceLimits, Plan, RunParams};
 use crate::model::forward::batch::{BatchForward, Segment};
 use crate::model::forward::Allocator;
 use crate::model::weights;
@@ -18,11 +18,12 @@ use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
 use super::compile_progress::CompileProgress;
-use super::cost_cache::{CostCache, Measured};
+use super::cost_cache::CostCache;
 use super::decision::Decision;
 use super::measure::spec_options;
+use super::open::{open, Opened};
 use super::verdict;
-use super::{draft_params, refuse_unless_fits, resolve_model, EngineOptions, Opened};
+use super::{draft_params, refuse_unless_fits, EngineOptions};
 use crate::memory::batch::slot_name;
 use crate::memory::DrafterShape;
 use crate::model::forward::BatchSeq;
@@ -43,6 +44,8 @@ pub struct Engine {
     pub allocated: Vec<(String, u64)>,
     /// Bytes of the model file.
     pub model_bytes: u64,
+    /// The model file's metadata (pooling, infill tokens), kept when the file is closed.
+    pub metadata: crate::gguf::Metadata,
     /// What the plan was made for (sequences, rows, cache types, the drafter's shape).
     params: RunParams,
     /// One drafter per sequence (empty without `-md`), and how to speculate with them. The
@@ -63,40 +66,30 @@ impl Engine {
     /// `n_seq` sequences of `opts.n_ctx` rows each; steps of at most [`memory::batch::max_rows`]
     /// rows; with `opts.draft`, a drafter per sequence.
     pub fn load(opts: &EngineOptions, n_seq: u32) -> Result<Engine> {
-        if n_seq == 0 {
-            return Err(Error::Usage("-np must be at least 1".into()));
+        Engine::from_opened(open(opts)?, opts, n_seq)
+    }
+
+    /// [`Engine::load`] from what [`open`] made (the file the context was fitted with): plan →
+    /// refuse with the numbers if it does not fit → upload weights (the GGUF map is dropped
+    /// after) → build the forward → the drafters.
+    pub fn from_opened(o: Opened, opts: &EngineOptions, n_seq: u32) -> Result<Engine> {
+        if n_seq == 0 || opts.n_ctx == 0 || opts.n_ubatch == 0 {
+            return Err(Error::Usage("-c, -ub and -np must be at least 1".into()));
         }
-        let model_path = resolve_model(&opts.model)?;
+        let params = run_params(opts, o.drafter_meta(), n_seq, opts.n_ctx)?;
+        let plan = memory::plan(o.target(), o.drafter_shape(), &params, o.budget, o.limits);
+        refuse_unless_fits(&plan)?;
         let Opened {
             ctx,
+            model_path,
             file,
             hp,
             tok,
-            dfile,
-            dmeta,
-        } = Opened::new(opts, &model_path)?;
-        let params = run_params(opts, dmeta.as_ref(), n_seq, opts.n_ctx)?;
-        let dshape = dmeta
-            .as_ref()
-            .zip(dfile.as_ref())
-            .map(|(meta, f)| DrafterShape {
-                meta,
-                tensors: &f.tensors,
-            });
-        // The batched plan whatever the sequences (`memory::plan` gives it for `-np` > 1).
-        let target = TargetShape {
-            hp: &hp,
-            tensors: &file.tensors,
-        };
-        let limits = DeviceLimits::from_context(&ctx);
-        let plan = Plan {
-            buffers: memory::batch::buffers(target, dshape, &params, &limits),
-            budget: Budget::resolve(opts.gpu_mem, Some(&ctx)),
-            limits,
-        };
-        refuse_unless_fits(&plan)?;
+            drafter,
+            ..
+        } = o;
         let w = weights::load(&ctx, &file, &hp, opts.progress)?;
-        let model_bytes = file.file_len();
+        let (model_bytes, metadata) = (file.file_len(), file.gguf.metadata.clone());
         drop(file);
         let compiling = CompileProgress::start(&ctx, opts.progress);
         let mut alloc = Allocator::new(&ctx, &plan);
@@ -108,56 +101,27 @@ impl Engine {
         fwd.warm(&ctx, &shapes)?;
         let mut allocated = std::mem::take(&mut alloc.records);
         drop(alloc);
-        let (mut drafters, mut spec): (Vec<Dspark>, _) = (Vec::new(), None);
-        let (mut cache, mut stored, mut measured) =
-            (None, Measured::default(), Measured::default());
-        let mut decision = None;
-        if let (Some(d), Some(f), Some(dp), Some(shape)) =
-            (&opts.draft, &dfile, &params.draft, dshape)
-        {
-            let one = Plan {
-                buffers: memory::batch::drafter_buffers(shape, dp, &params, &plan.limits),
-                ..plan.clone()
-            };
-            drafters = load_drafters(&ctx, f, d, dp, &params, &one, &mut fwd, &mut allocated)?;
-            // Several sequences: the batched step curve (seconds of B rows) weighs drafting at
-            // each step's occupancy, and the schedule places their verifies over it; one
-            // sequence measures its policy as a single request does.
-            let curve = if n_seq > 1 && (d.schedule || d.bypass) {
-                let rows = memory::batch::logit_rows(&params);
-                Some(batch_sps(&ctx, &mut fwd, rows)?)
-            } else {
-                None
-            };
-            let policy = match &curve {
-                Some(c) if d.schedule => Some(VerifyPolicy::Schedule(SpsProfile::from_secs(c)?)),
-                _ => None,
-            };
-            // Measurements an earlier run made for this device, model and drafter.
-            cache = CostCache::new(&ctx, &model_path, opts, dp.n_draft);
-            stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
-            measured = stored.clone();
-            let first = drafters
-                .first_mut()
-                .ok_or_else(|| Error::Usage("no drafter".into()))?;
-            let mut seq0 = BatchSeq {
-                fwd: &mut fwd,
-                seq: 0,
-            };
-            let n = dp.n_draft;
-            let s = spec_options(&ctx, &mut seq0, first, d, n, policy, &mut measured)?;
-            if s.bypass.is_some() {
-                let fixed = matches!(s.policy, VerifyPolicy::Fixed);
-                decision = Decision::new(&measured, fixed, curve);
+        let speculation = match (&opts.draft, &drafter) {
+            (Some(d), Some((f, meta))) => {
+                let shape = DrafterShape {
+                    meta,
+                    tensors: &f.tensors,
+                };
+                let load = DrafterLoad {
+                    ctx: &ctx,
+                    file: f,
+                    shape,
+                    opts,
+                    d,
+                    params: &params,
+                    budget: plan.budget,
+                    limits: plan.limits,
+                    model_path: &model_path,
+                };
+                load.run(&mut fwd, &mut allocated)?
             }
-            spec = Some(s);
-        }
-        // Every measurement taken at this load was already stored: nothing was measured.
-        let used = stored.step_secs.is_some() || stored.costs.is_some();
-        let cached = cache.is_some() && used && measured == stored;
-        if let (Some(c), false) = (&cache, cached) {
-            c.store(&measured);
-        }
+            _ => Speculation::default(),
+        };
         compiling.finish(&ctx)?;
         Ok(Engine {
             ctx,
@@ -166,16 +130,18 @@ impl Engine {
             plan,
             model_path,
             model_bytes,
+            metadata,
             params,
             allocated,
-            costs_cached: cached && spec.is_some(),
-            drafters: drafters
+            costs_cached: speculation.costs_cached,
+            drafters: speculation
+                .drafters
                 .into_iter()
                 .map(|d| Box::new(d) as Box<dyn Drafter + Send>)
                 .collect(),
-            spec,
-            cost_cache: cache,
-            decision,
+            spec: speculation.spec,
+            cost_cache: speculation.cache,
+            decision: speculation.decision,
         })
     }
 
@@ -236,6 +202,92 @@ impl Engine {
             fwd: &mut self.fwd,
             seq,
         }
+    }
+}
+
+/// What a load with a drafter adds: the drafters, how to speculate, the cost cache and the
+/// drafter decision.
+#[derive(Default)]
+struct Speculation {
+    drafters: Vec<Dspark>,
+    spec: Option<SpecOptions>,
+    cache: Option<CostCache>,
+    decision: Option<Decision>,
+    costs_cached: bool,
+}
+
+/// The drafter part of a load.
+struct DrafterLoad<'a> {
+    ctx: &'a GpuContext,
+    file: &'a crate::gguf::GgufFile,
+    shape: DrafterShape<'a>,
+    opts: &'a EngineOptions,
+    d: &'a super::DraftOptions,
+    params: &'a RunParams,
+    budget: Budget,
+    limits: DeviceLimits,
+    model_path: &'a std::path::Path,
+}
+
+impl DrafterLoad<'_> {
+    /// A drafter per sequence of `fwd`, the load-time measurements (or an earlier run's, from
+    /// the cost cache) and the decision they make.
+    fn run(
+        &self,
+        fwd: &mut BatchForward,
+        allocated: &mut Vec<(String, u64)>,
+    ) -> Result<Speculation> {
+        let (ctx, d, params) = (self.ctx, self.d, self.params);
+        let dp = params
+            .draft
+            .as_ref()
+            .ok_or_else(|| Error::Usage("no drafter parameters".into()))?;
+        let one = Plan {
+            buffers: memory::batch::drafter_buffers(self.shape, dp, params, &self.limits),
+            budget: self.budget,
+            limits: self.limits,
+        };
+        let mut drafters = load_drafters(ctx, self.file, d, dp, params, &one, fwd, allocated)?;
+        let n_seq = fwd.n_seq();
+        // Several sequences: the batched step curve (seconds of B rows) weighs drafting at
+        // each step's occupancy, and the schedule places their verifies over it; one
+        // sequence measures its policy as a single request does.
+        let curve = if n_seq > 1 && (d.schedule || d.bypass) {
+            let rows = memory::batch::logit_rows(params);
+            Some(batch_sps(ctx, fwd, rows)?)
+        } else {
+            None
+        };
+        let policy = match &curve {
+            Some(c) if d.schedule => Some(VerifyPolicy::Schedule(SpsProfile::from_secs(c)?)),
+            _ => None,
+        };
+        // Measurements an earlier run made for this device, model and drafter.
+        let cache = CostCache::new(ctx, self.model_path, self.opts, dp.n_draft);
+        let stored = cache.as_ref().map(CostCache::load).unwrap_or_default();
+        let mut measured = stored.clone();
+        let first = drafters
+            .first_mut()
+            .ok_or_else(|| Error::Usage("no drafter".into()))?;
+        let mut seq0 = BatchSeq { fwd, seq: 0 };
+        let s = spec_options(ctx, &mut seq0, first, d, dp.n_draft, policy, &mut measured)?;
+        let decision = match s.bypass {
+            Some(_) => Decision::new(&measured, matches!(s.policy, VerifyPolicy::Fixed), curve),
+            None => None,
+        };
+        // Every measurement taken at this load was already stored: nothing was measured.
+        let used = stored.step_secs.is_some() || stored.costs.is_some();
+        let cached = cache.is_some() && used && measured == stored;
+        if let (Some(c), false) = (&cache, cached) {
+            c.store(&measured);
+        }
+        Ok(Speculation {
+            drafters,
+            spec: Some(s),
+            cache,
+            decision,
+            costs_cached: cached,
+        })
     }
 }
 

@@ -23,9 +23,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::gguf::GgufFile;
 use crate::gpu::{AdapterSummary, GpuContext};
-use crate::model::DrafterMeta;
 use crate::speculative::bypass::{BypassConfig, CycleCosts};
 
 pub use super::verdict::PROBE_EVERY;
@@ -294,22 +292,19 @@ impl std::fmt::Display for Unpaying {
     }
 }
 
-/// Whether `opts`' drafter should be left out on adapter `a` ([`decide`]: it cannot pay at the
+/// Whether `opts`' drafter should be left out on the device `o` opened ([`decide`]: it cannot pay at the
 /// costs an earlier run measured for this device, model, drafter and settings, in the best
 /// case or at the acceptance earlier runs showed): then loading it (its weights, caches and
 /// pipelines) only costs start-up time. Counts the runs it leaves out; every
 /// [`super::verdict::PROBE_EVERY`]th it loads the drafter instead as a probe (its costs
 /// measured again at the load, its acceptance deciding anew). `None` (load it) without a
 /// drafter, with the bypass off (`--spec-no-bypass`), without stored costs (the load measures
-/// them; `FLINT_REMEASURE` too, which also starts the history afresh) or on a probe. Reads the
-/// drafter's header only.
-pub fn unpaying_drafter(opts: &EngineOptions, a: &AdapterSummary) -> Option<UnpayingDrafter> {
+/// them; `FLINT_REMEASURE` too, which also starts the history afresh) or on a probe.
+pub fn unpaying_drafter(opts: &EngineOptions, o: &super::Opened) -> Option<UnpayingDrafter> {
     let d = opts.draft.as_ref().filter(|d| d.bypass)?;
-    let model = super::resolve_model(&opts.model).ok()?;
-    let file = GgufFile::open(&d.model).ok()?;
-    let meta = DrafterMeta::from_gguf(&file).ok()?;
-    let n_draft = draft_params(d, &meta, opts.n_ctx).ok()?.n_draft;
-    let cache = CostCache::for_adapter(a, &model, opts, n_draft)?;
+    let meta = o.drafter_meta()?;
+    let n_draft = draft_params(d, meta, opts.n_ctx).ok()?.n_draft;
+    let cache = CostCache::new(&o.ctx, &o.model_path, opts, n_draft)?;
     let mut m = cache.load();
     let costs = m
         .costs

@@ -11,16 +11,14 @@
 //! it does not fit → upload weights (the GGUF map is dropped after upload) → build the forward.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::gguf::{GgmlType, GgufFile};
-use crate::gpu::{DeviceOptions, GpuContext};
+use crate::gguf::GgmlType;
 use crate::memory::Plan;
-use crate::model::{shapes, DrafterMeta, Hparams};
 
 pub mod batch;
 pub use batch::Engine;
+pub use open::{open, Opened};
 mod batch_draft;
 mod batch_grammar;
 pub mod batch_run;
@@ -31,9 +29,9 @@ pub mod decision;
 mod draft;
 pub mod fit;
 mod measure;
+pub mod open;
 pub mod solo;
 pub mod verdict;
-use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 pub use draft::{draft_params, DraftOptions};
 
@@ -147,54 +145,6 @@ pub fn default_drafter_path() -> Result<PathBuf> {
         return Ok(path);
     }
     Ok(crate::store::ensure(DEFAULT_DRAFTER_NAME, false)?)
-}
-
-/// What a load starts from: the device, the model file with its hyperparameters and
-/// tokenizer, and the drafter file with its metadata (`opts.draft`).
-pub(crate) struct Opened {
-    pub ctx: Arc<GpuContext>,
-    pub file: GgufFile,
-    pub hp: Hparams,
-    pub tok: Tokenizer,
-    pub dfile: Option<GgufFile>,
-    pub dmeta: Option<DrafterMeta>,
-}
-
-impl Opened {
-    pub(crate) fn new(opts: &EngineOptions, model_path: &Path) -> Result<Opened> {
-        if opts.n_ctx == 0 || opts.n_ubatch == 0 {
-            return Err(Error::Usage("-c and -ub must be at least 1".into()));
-        }
-        let ctx = Arc::new(GpuContext::new(&DeviceOptions {
-            index: opts.device,
-            ..DeviceOptions::default()
-        })?);
-        let file = GgufFile::open(model_path)?;
-        let hp = Hparams::from_gguf(&file)?;
-        // Every weight held to the hyperparameters before the plan reads its bytes.
-        shapes::check_shapes(&file, &hp)?;
-        let tok = Tokenizer::from_gguf(&file)?;
-        let dfile = match &opts.draft {
-            Some(d) => Some(GgufFile::open(&d.model)?),
-            None => None,
-        };
-        let dmeta = match &dfile {
-            Some(f) => {
-                let meta = DrafterMeta::from_gguf(f)?;
-                shapes::check_drafter_shapes(f, &meta)?;
-                Some(meta)
-            }
-            None => None,
-        };
-        Ok(Opened {
-            ctx,
-            file,
-            hp,
-            tok,
-            dfile,
-            dmeta,
-        })
-    }
 }
 
 /// Refuses a plan that does not fit, with its numbers, before anything is allocated.

@@ -1,7 +1,7 @@
-//! The plan of a batched server (`flint serve -np N` on a dense model): every active request's
-//! rows go through one forward per step, so the activation scratch exists once, sized for the
-//! row budget (`-ub`, and at least every slot's verify rows), and each slot has only its own
-//! K/V caches and, with DSpark, its own drafter (`drafter.*` for slot 0, `slot{s}.drafter.*`).
+//! The plan of every run (`flint serve -np N`; `generate`, `chat` and `bench` are `-np 1`):
+//! every active request's rows go through one forward per step, so the activation scratch
+//! exists once, sized for the row budget (`-ub`, and at least every slot's verify rows), and
+//! each slot has only its own K/V caches and, with DSpark, its own drafter (`drafter.*` for slot 0, `slot{s}.drafter.*`).
 //!
 //! Buffers beside the target's weights:
 //! ```text
@@ -17,12 +17,6 @@
 use super::layout::{f32s, words};
 use super::{target, DeviceLimits, DraftParams, DrafterShape, Kind, Owner, PlannedBuffer};
 use super::{RunParams, TargetShape};
-
-/// Whether `-np n_seq` runs batched steps: several slots, whatever the model (a hybrid's
-/// recurrent state and its checkpoint are per slot, as K/V caches are).
-pub fn batched(n_seq: u32) -> bool {
-    n_seq > 1
-}
 
 /// Rows of one sequence's verify step: `n_draft + 1` with a drafter, else 1; at least
 /// `p.verify_rows` (`flint bench --sps`).

@@ -317,9 +317,10 @@ pub struct DrafterShape<'a> {
     pub tensors: &'a [crate::gguf::TensorInfo],
 }
 
-/// Plan every buffer of a run. `-np N` (`p.n_seq`) plans N server slots exactly as `flint serve
-/// -np N` allocates them: batched ([`batch`]: one set of activations for every slot's rows, a
-/// K/V cache, a recurrent state with its checkpoint (hybrids) and a drafter per slot).
+/// Plan every buffer of a run of `p.n_seq` sequences (`-np`, 1 included) exactly as the engine
+/// allocates them ([`batch`]: one set of activations for every sequence's rows, the weights
+/// once, and per sequence a K/V cache, a hybrid's recurrent state with its checkpoint, and a
+/// drafter). `flint plan`, the context fit and the load all plan with it.
 pub fn plan(
     target: TargetShape<'_>,
     drafter: Option<DrafterShape<'_>>,
@@ -327,13 +328,22 @@ pub fn plan(
     budget: Budget,
     limits: DeviceLimits,
 ) -> Plan {
-    if batch::batched(p.n_seq) {
-        return Plan {
-            buffers: batch::buffers(target, drafter, p, &limits),
-            budget,
-            limits,
-        };
+    Plan {
+        buffers: batch::buffers(target, drafter, p, &limits),
+        budget,
+        limits,
     }
+}
+
+/// The plan of one single-sequence [`crate::model::forward::Forward`] (and its drafter): the
+/// forward the CPU-oracle tests drive row by row, which no command runs.
+pub fn forward_plan(
+    target: TargetShape<'_>,
+    drafter: Option<DrafterShape<'_>>,
+    p: &RunParams,
+    budget: Budget,
+    limits: DeviceLimits,
+) -> Plan {
     let mut buffers = target::buffers(target.hp, target.tensors, p, &limits);
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         buffers.extend(drafter::buffers(d.meta, d.tensors, p, dp, &limits));

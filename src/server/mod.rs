@@ -39,8 +39,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::Engine;
 use crate::engine::EngineOptions;
+use crate::engine::{Engine, Opened};
 use crate::sampling::SamplerParams;
 use crate::{Error, Result};
 
@@ -96,7 +96,7 @@ const FATAL_GRACE: Duration = Duration::from_secs(2);
 const EXIT_WORKER_FAILED: i32 = 70;
 
 /// Run the server until SIGINT / SIGTERM.
-pub fn run(opts: ServeOptions) -> Result<()> {
+pub fn run(opts: ServeOptions, opened: Opened) -> Result<()> {
     if !opts.host.is_loopback() && opts.keys.is_empty() && !opts.insecure {
         return Err(Error::Usage(format!(
             "refusing to serve on {} without an API key: pass --api-key or --api-key-file, \
@@ -117,10 +117,10 @@ pub fn run(opts: ServeOptions) -> Result<()> {
         let _rt = rt.enter();
         Signals::new()?
     };
-    rt.block_on(serve(opts, signals))
+    rt.block_on(serve(opts, opened, signals))
 }
 
-async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
+async fn serve(opts: ServeOptions, opened: Opened, signals: Signals) -> Result<()> {
     let addr = SocketAddr::new(opts.host, opts.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -157,7 +157,7 @@ async fn serve(opts: ServeOptions, signals: Signals) -> Result<()> {
     ));
     let limits = opts.conn;
     let router = http::router(app.clone(), &opts.cors_origins)?;
-    spawn_loader(Arc::clone(&app), opts);
+    spawn_loader(Arc::clone(&app), opts, opened);
     let stop = Arc::new(tokio::sync::Notify::new());
     let signal = {
         let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
@@ -190,9 +190,10 @@ fn key_tail(k: &str) -> String {
 
 /// Load the slots on a thread; the server answers 503 meanwhile. A model that fails to load
 /// ends the process with the error's exit code; a loader that panics, with 70 and the message.
-fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
+fn spawn_loader(app: Arc<App>, opts: ServeOptions, opened: Opened) {
     std::thread::spawn(move || {
-        let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(app, opts)));
+        let guarded =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(app, opts, opened)));
         if let Err(panic) = guarded {
             tracing::error!(
                 target: TARGET,
@@ -205,13 +206,13 @@ fn spawn_loader(app: Arc<App>, opts: ServeOptions) {
 }
 
 /// The loader thread's work: the engine, the worker, then ready.
-fn load(app: Arc<App>, opts: ServeOptions) {
+fn load(app: Arc<App>, opts: ServeOptions, opened: Opened) {
     #[cfg(feature = "fault")]
     if std::env::var("FLINT_FAULT").is_ok_and(|v| v == "loader") {
         panic!("injected fault: loader");
     }
     // One batched engine for every slot (`-np 1` included), one worker.
-    let engine = match Engine::load(&opts.engine, opts.n_slots) {
+    let engine = match Engine::from_opened(opened, &opts.engine, opts.n_slots) {
         Ok(e) => e,
         Err(e) => {
             tracing::error!(target: TARGET, "loading the model failed: {e}");
@@ -225,17 +226,8 @@ fn load(app: Arc<App>, opts: ServeOptions) {
         engine.fwd.hp().n_vocab,
     );
     let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
-    let file = crate::gguf::GgufFile::open(&opts.engine.model)
-        .map_err(|e| format!("the model's metadata cannot be read: {e}"));
-    let pooling = file
-        .as_ref()
-        .map_err(Clone::clone)
-        .and_then(|f| embed_job::pooling_of(&f.gguf.metadata));
-    let fim = file
-        .as_ref()
-        .ok()
-        .and_then(|f| infill::fim_tokens(&f.gguf.metadata, &tok));
-    drop(file);
+    let pooling = embed_job::pooling_of(&engine.metadata);
+    let fim = infill::fim_tokens(&engine.metadata, &tok);
     let template = match tok.chat_template(opts.chat_template.as_deref()) {
         Ok(t) => Some(t),
         Err(e) => {

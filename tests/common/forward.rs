@@ -19,7 +19,7 @@ pub fn params(n_ctx: u32, n_ubatch: u32) -> RunParams {
 /// The plan of `file` under `params` on `ctx`; panics (naming the misfit) if it does not fit.
 pub fn plan(ctx: &GpuContext, file: &GgufFile, params: &RunParams) -> memory::Plan {
     let hp = Hparams::from_gguf(file).expect("hyperparameters");
-    let plan = memory::plan(
+    let plan = memory::forward_plan(
         TargetShape {
             hp: &hp,
             tensors: &file.tensors,
