@@ -1,7 +1,8 @@
 //! The module dependency order of docs/ARCHITECTURE.md holds: no file under `src/` names a
 //! module to the right of its own (`crate::x` paths outside comments), `model::forward` counted
 //! as its own layer after `memory`. The order is read from the page's `<!-- order: … -->`
-//! comment, so the documented order and the code cannot drift apart.
+//! comment, so the documented order and the code cannot drift apart. And the commands, the
+//! server and the benches reach no engine internals (`.fwd`).
 
 use std::path::{Path, PathBuf};
 
@@ -101,4 +102,36 @@ fn no_module_imports_one_to_its_right() {
         }
     }
     assert!(bad.is_empty(), "imports to the right:\n{}", bad.join("\n"));
+}
+
+/// The commands, the server and the benches drive the engine through its methods
+/// (`engine/rows.rs`, `Engine::step`, `Engine::prefill`, …), never through its forward: a
+/// `.fwd` outside comments under `src/cli`, `src/server` or `src/bench` fails.
+#[test]
+fn callers_do_not_reach_through_the_engine() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut bad = Vec::new();
+    for dir in ["cli", "server", "bench"] {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                let hit = code.match_indices(".fwd").any(|(at, _)| {
+                    let next = code[at + 4..].chars().next();
+                    !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if hit {
+                    let rel = f.strip_prefix(&src).unwrap();
+                    bad.push(format!("{}:{}: {}", rel.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "reaches through the engine:\n{}",
+        bad.join("\n")
+    );
 }

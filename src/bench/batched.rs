@@ -135,7 +135,7 @@ fn run_once(eng: &mut Engine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64
         })
         .collect();
     for s in &seqs {
-        eng.fwd.reset(s.st.seq)?;
+        eng.reset(s.st.seq)?;
         if let Some(d) = eng.drafters.get_mut(s.st.seq) {
             d.reset();
         }
@@ -190,11 +190,11 @@ pub fn measure(
     reps: u32,
 ) -> Result<Vec<BatchedRow>> {
     let (seqs, ctx) = needs(npp, ntg, npl)?;
-    if eng.fwd.n_seq() < seqs as usize || eng.fwd.capacity() < ctx {
+    if eng.n_seq() < seqs as usize || eng.capacity() < ctx {
         return Err(Error::Usage(format!(
             "the engine holds {} sequences of {} rows; the tests need {seqs} of {ctx}",
-            eng.fwd.n_seq(),
-            eng.fwd.capacity()
+            eng.n_seq(),
+            eng.capacity()
         )));
     }
     // Warm-up: the first test once, untimed (kernels, dispatch sets).

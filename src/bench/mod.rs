@@ -222,9 +222,9 @@ impl TokenRng {
 pub fn fill_depth(engine: &mut Engine, depth: u32, rng: &mut TokenRng) -> Result<()> {
     engine.reset(0)?;
     if depth > 0 {
-        let tokens = rng.tokens(depth, engine.fwd.hp().n_vocab);
+        let tokens = rng.tokens(depth, engine.hp().n_vocab);
         engine.prefill(0, &tokens)?;
-        engine.fwd.argmax(&engine.ctx)?;
+        engine.argmax()?;
     }
     Ok(())
 }
@@ -232,7 +232,7 @@ pub fn fill_depth(engine: &mut Engine, depth: u32, rng: &mut TokenRng) -> Result
 /// One run of a test: reset, fill the depth (untimed), then the timed prompt and generation.
 /// Returns the nanoseconds of the timed part.
 pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Result<u64> {
-    let n_vocab = engine.fwd.hp().n_vocab;
+    let n_vocab = engine.hp().n_vocab;
     fill_depth(engine, spec.n_depth, rng)?;
     let prompt = rng.tokens(spec.n_prompt, n_vocab);
     let first = rng.next(n_vocab);
@@ -240,14 +240,13 @@ pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Res
     if !prompt.is_empty() {
         engine.prefill(0, &prompt)?;
         // Reading the argmax waits for the device (llama-bench's llama_synchronize).
-        engine.fwd.argmax(&engine.ctx)?;
+        engine.argmax()?;
     }
     let mut token = first;
     for _ in 0..spec.n_gen {
         engine.prefill(0, &[token])?;
         token = engine
-            .fwd
-            .argmax(&engine.ctx)?
+            .argmax()?
             .first()
             .copied()
             .ok_or_else(|| Error::Usage("no logits".into()))?;
@@ -364,7 +363,7 @@ fn kernel_choice(engine: &Engine, type_k: &str) -> String {
     let family = Family::for_context(ctx).describe();
     let ty = GgmlType::from_name(type_k).and_then(|t| KvType::from_ggml(t).ok());
     let attn = match ty {
-        Some(ty) => serial::describe(ctx, ty, engine.fwd.hp().head_dim),
+        Some(ty) => serial::describe(ctx, ty, engine.hp().head_dim),
         None => format!("attention over a {type_k} cache"),
     };
     format!("{family}; {attn}")

@@ -144,19 +144,19 @@ fn time_list(
 /// states hold whatever the buffers hold, which changes no dispatch's shape or work, so a 32k
 /// depth profiles in seconds even on a CPU driver.
 pub fn profile_batched(eng: &mut Engine, b: u32, depth: u32, reps: u32) -> Result<StepProfile> {
-    let n_vocab = eng.fwd.hp().n_vocab;
+    let n_vocab = eng.hp().n_vocab;
     let mut rng = super::TokenRng::new(0x9A0F);
     let tokens = rng.tokens(b, n_vocab);
     let seqs = b as usize;
-    if seqs > eng.fwd.n_seq() {
+    if seqs > eng.n_seq() {
         return Err(Error::Usage(format!(
             "--profile -npl {b}: the engine has {} sequences",
-            eng.fwd.n_seq()
+            eng.n_seq()
         )));
     }
     for seq in 0..seqs {
-        eng.fwd.reset(seq)?;
-        eng.fwd.assume_rows(seq, depth)?;
+        eng.reset(seq)?;
+        eng.assume_rows(seq, depth)?;
     }
     let segs: Vec<Segment<'_>> = (0..seqs)
         .map(|seq| Segment {
@@ -166,19 +166,19 @@ pub fn profile_batched(eng: &mut Engine, b: u32, depth: u32, reps: u32) -> Resul
         })
         .collect();
     let (s0, r0) = eng.ctx.counters().get();
-    eng.fwd.step(&eng.ctx, &segs)?;
-    eng.fwd.argmax(&eng.ctx)?;
+    eng.step(&segs)?;
+    eng.argmax()?;
     let (s1, r1) = eng.ctx.counters().get();
     for seq in 0..seqs {
-        eng.fwd.reset(seq)?;
-        eng.fwd.assume_rows(seq, depth)?;
+        eng.reset(seq)?;
+        eng.assume_rows(seq, depth)?;
     }
     let ctx = std::sync::Arc::clone(&eng.ctx);
-    let list = eng.fwd.record_step(&ctx, &segs)?;
+    let list = eng.record_step(&segs)?;
     let (whole, kernels, n_dispatches) = time_list(&ctx, &list, reps)?;
     drop(list);
     for seq in 0..seqs {
-        eng.fwd.reset(seq)?;
+        eng.reset(seq)?;
     }
     Ok(StepProfile {
         rows: b,
@@ -203,7 +203,7 @@ pub fn profile_step(
     depth: u32,
     reps: u32,
 ) -> Result<StepProfile> {
-    let n_vocab = engine.fwd.hp().n_vocab;
+    let n_vocab = engine.hp().n_vocab;
     let mut rng = super::TokenRng::new(0x9A0F);
     super::fill_depth(engine, depth, &mut rng)?;
     let tokens = rng.tokens(rows, n_vocab);
@@ -213,14 +213,14 @@ pub fn profile_step(
         n_logits: logit_rows,
     };
     // A real step: how many submits and readbacks a token costs.
-    engine.fwd.checkpoint(0)?;
+    engine.checkpoint(0)?;
     let (s0, r0) = engine.ctx.counters().get();
-    engine.fwd.step(&engine.ctx, std::slice::from_ref(&seg))?;
-    engine.fwd.argmax(&engine.ctx)?;
+    engine.step(std::slice::from_ref(&seg))?;
+    engine.argmax()?;
     let (s1, r1) = engine.ctx.counters().get();
-    engine.fwd.truncate(0, depth)?;
+    engine.truncate(0, depth)?;
     let ctx = std::sync::Arc::clone(&engine.ctx);
-    let list = engine.fwd.record_step(&ctx, std::slice::from_ref(&seg))?;
+    let list = engine.record_step(std::slice::from_ref(&seg))?;
     let (whole, kernels, n_dispatches) = time_list(&ctx, &list, reps)?;
     drop(list);
     // The repeated submits ran the step's recurrent layers again and again (hybrid models):

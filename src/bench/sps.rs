@@ -68,7 +68,7 @@ impl SpsCurve {
 pub fn measure(engine: &mut Engine, batches: &[u32], depth: u32, rounds: u32) -> Result<SpsCurve> {
     let batches = batch_list(batches)?;
     let max_b = batches.iter().copied().max().unwrap_or(1);
-    let limit = crate::memory::batch::logit_rows(engine.params()).min(engine.fwd.max_rows());
+    let limit = crate::memory::batch::logit_rows(engine.params()).min(engine.max_rows());
     if max_b > limit {
         return Err(Error::Usage(format!(
             "--sps {max_b}: this engine computes logits of at most {limit} rows per step"

@@ -353,7 +353,7 @@ fn sps(args: &BenchArgs, format: output::Format, engine: &mut Engine) -> Result<
 /// B, every row's logits, the step SPS(B) times), kernel by kernel.
 fn profile(args: &BenchArgs, engine: &mut Engine) -> Result<()> {
     let depth = args.n_depth.first().copied().unwrap_or(0);
-    let max_rows = engine.fwd.max_rows();
+    let max_rows = engine.max_rows();
     let (rows, logit_rows) = if args.sps.is_empty() {
         let prefill = args.n_prompt.iter().copied().find(|&p| p > 0);
         (prefill.unwrap_or(512).min(max_rows), 1)

@@ -49,7 +49,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
     let grammar = args.opts.grammar.spec()?;
     let (opts, opened) = super::generate::prepare(&args.model)?;
     let mut engine = Engine::from_opened(opened, &opts, 1)?;
-    let n_vocab = engine.fwd.hp().n_vocab;
+    let n_vocab = engine.hp().n_vocab;
     let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let template = engine.tok.chat_template(override_src.as_deref())?;
     let mut stops = args.opts.stops();
@@ -118,7 +118,7 @@ pub fn run(args: &ChatArgs) -> Result<()> {
                 eprintln!("[{}]", spec.summary(stats.generated_tokens));
             }
         }
-        let in_cache = engine.fwd.kv().len(0)?;
+        let in_cache = engine.rows(0)?;
         solo::note_cached(&mut cached, &ids[keep..], &reply_ids, in_cache);
         let reply = tok.decode(&reply_ids, false)?;
         history.push(ChatMessage::new("assistant", reply));

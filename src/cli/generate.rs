@@ -277,7 +277,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let grammar = args.opts.grammar.spec()?;
     let (opts, opened) = prepare(&args.model)?;
     let mut engine = Engine::from_opened(opened, &opts, 1)?;
-    let n_vocab = engine.fwd.hp().n_vocab;
+    let n_vocab = engine.hp().n_vocab;
     let grammars = super::grammar_args::grammars(&engine.tok, n_vocab, &grammar)?;
     let mut guide = super::grammar_args::guide(&grammars, &grammar)?;
     let mut sampler = args.model.sampler(n_vocab)?;

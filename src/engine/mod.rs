@@ -30,6 +30,7 @@ mod draft;
 pub mod fit;
 mod measure;
 pub mod open;
+mod rows;
 pub mod solo;
 pub mod verdict;
 use crate::{Error, Result};

@@ -53,7 +53,7 @@ pub fn after_panic<'t>(
     why: &str,
     shared: &'t Shared,
 ) {
-    eng.fwd.clear_mask();
+    eng.clear_mask();
     let lone = group.len() == 1;
     tracing::error!(target: TARGET, requests = group.len(), "{why}");
     for mut a in std::mem::take(group) {
@@ -79,10 +79,8 @@ fn rebuild(
         c.clear();
     }
     shared.metrics.set_kv_used(seq, 0);
-    eng.fwd.reset(seq)?;
-    if let Some(d) = eng.drafters.get_mut(seq) {
-        d.reset();
-    }
+    // The slot's cache and its drafter's.
+    eng.reset(seq)?;
     let st = &mut a.st;
     let done = st.generated.len();
     // (The prompt already holds what an earlier rebuild moved into it.)
@@ -126,11 +124,8 @@ pub fn lost(
         c.clear();
     }
     shared.metrics.set_kv_used(seq, 0);
-    eng.fwd.clear_mask();
-    let _ = eng.fwd.reset(seq);
-    if let Some(d) = eng.drafters.get_mut(seq) {
-        d.reset();
-    }
+    eng.clear_mask();
+    let _ = eng.reset(seq);
     shared.slots.release(seq);
 }
 

@@ -93,7 +93,7 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// The worker's loop; `Err` when it cannot go on.
 fn serve(mut eng: Engine, shared: &Shared) -> std::result::Result<(), String> {
     let tok = eng.tok.clone();
-    let n_seq = eng.fwd.n_seq();
+    let n_seq = eng.n_seq();
     // Token ids whose K/V rows each slot's cache holds, in order.
     let mut cached: Vec<Vec<u32>> = vec![Vec::new(); n_seq];
     let mut active: Vec<Active<'_>> = Vec::new();
@@ -200,10 +200,8 @@ pub(super) fn fail(
         c.clear();
     }
     shared.metrics.set_kv_used(seq, 0);
-    let _ = eng.fwd.reset(seq);
-    if let Some(d) = eng.drafters.get_mut(seq) {
-        d.reset();
-    }
+    // The slot's cache and its drafter's.
+    let _ = eng.reset(seq);
     shared.slots.release(seq);
 }
 
@@ -242,7 +240,7 @@ fn retire(
                 fail(eng, cached, a, &e.to_string(), shared);
                 return;
             }
-            let run = eng.fwd.kv().len(a.st.seq).ok();
+            let run = eng.rows(a.st.seq).ok();
             // What its drafting showed feeds the drafter decision, as `generate`'s does.
             if let (Some(p), Some(end_row)) = (&a.st.pending, run) {
                 eng.record_acceptance(&p.spec, a.st.generated.len(), end_row);
@@ -325,7 +323,7 @@ fn admit_one<'t>(
     let ids = &job.prompt;
     let common = slot_ids.iter().zip(ids).take_while(|(a, b)| a == b).count();
     let mut keep = common.min(ids.len().saturating_sub(1));
-    let sampler = match job.sampler(eng.fwd.hp().n_vocab) {
+    let sampler = match job.sampler(eng.hp().n_vocab) {
         Ok(s) => s,
         Err(e) => return refuse(job, clock, e.to_string()),
     };
@@ -339,7 +337,7 @@ fn admit_one<'t>(
         },
     };
     // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to.
-    if !eng.fwd.can_truncate(seq, keep as u32) {
+    if !eng.can_truncate(seq, keep as u32) {
         keep = 0;
     }
     let drafter = match eng.drafters.get_mut(seq) {
@@ -361,7 +359,7 @@ fn admit_one<'t>(
         }
         None => false,
     };
-    if let Err(e) = eng.fwd.truncate(seq, keep as u32) {
+    if let Err(e) = eng.truncate(seq, keep as u32) {
         return refuse(job, clock, e.to_string());
     }
     slot_ids.truncate(keep);
@@ -513,7 +511,7 @@ fn compile_job(
         return Ok(None);
     };
     if grammars.is_none() {
-        *grammars = Some(Grammars::new(&eng.tok, eng.fwd.hp().n_vocab)?);
+        *grammars = Some(Grammars::new(&eng.tok, eng.hp().n_vocab)?);
     }
     match grammars {
         Some(g) => Ok(Some(Guide::new(Box::new(g.compile(spec)?)))),

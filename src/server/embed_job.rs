@@ -120,33 +120,26 @@ pub fn on_batch(eng: &mut Engine, seq: usize, ids: &[u32], kind: Pooling) -> Res
     if ids.is_empty() {
         return Err(no_rows());
     }
-    reset_seq(eng, seq)?;
+    eng.reset(seq)?;
     let run = |eng: &mut Engine| -> Result<Vec<f32>> {
-        let mut pool = Pool::new(eng.fwd.hp().n_embd as usize, kind);
-        let ub = eng.fwd.max_rows().min(eng.fwd.tap_capacity(seq)).max(1) as usize;
+        let mut pool = Pool::new(eng.hp().n_embd as usize, kind);
+        let ub = eng.max_rows().min(eng.tap_capacity(seq)).max(1) as usize;
         for chunk in ids.chunks(ub) {
-            eng.fwd.set_tap_row(seq, 0)?;
+            eng.set_tap_row(seq, 0)?;
             eng.step(&[Segment {
                 seq,
                 tokens: chunk,
                 n_logits: 0,
             }])?;
             // One segment: its rows are the step's rows from 0.
-            pool.add(&eng.fwd.hidden(&eng.ctx, 0, chunk.len() as u32)?);
+            pool.add(&eng.hidden(0, chunk.len() as u32)?);
         }
         Ok(pool.finish())
     };
     let out = run(eng);
-    reset_seq(eng, seq)?;
+    // The slot's cache and its drafter's.
+    eng.reset(seq)?;
     out
-}
-
-fn reset_seq(eng: &mut Engine, seq: usize) -> Result<()> {
-    eng.fwd.reset(seq)?;
-    if let Some(d) = eng.drafters.get_mut(seq) {
-        d.reset();
-    }
-    Ok(())
 }
 
 /// Runs an embedding job in free slot `seq` at once, as steps of its own between the others'
@@ -177,7 +170,7 @@ pub fn serve_batched(
     };
     if let Some(why) = why {
         Metrics::inc(&shared.metrics.errors);
-        let _ = eng.fwd.reset(seq);
+        let _ = eng.reset(seq);
         let _ = job.tx.send(Event::Error(why));
         if let Some(lost) = eng.ctx.lost() {
             (shared.on_device_lost)(format!("{lost:?}"));

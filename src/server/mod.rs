@@ -220,11 +220,7 @@ fn load(app: Arc<App>, opts: ServeOptions, opened: Opened) {
             crate::gpu::end_process(e.exit_code());
         }
     };
-    let (tok, n_ctx, n_vocab) = (
-        engine.tok.clone(),
-        engine.fwd.capacity(),
-        engine.fwd.hp().n_vocab,
-    );
+    let (tok, n_ctx, n_vocab) = (engine.tok.clone(), engine.capacity(), engine.hp().n_vocab);
     let (drafter, planned) = (!engine.drafters.is_empty(), engine.plan.total());
     let pooling = embed_job::pooling_of(&engine.metadata);
     let fim = infill::fim_tokens(&engine.metadata, &tok);
