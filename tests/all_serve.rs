@@ -2,6 +2,8 @@
 //!
 //! One binary per area: every test binary links the whole crate, so a binary per file made
 //! the test build ten times larger (and slower to link) than one per area.
+// Each file includes the shared client and harness by `#[path]`, as it did as its own binary.
+#![allow(clippy::duplicate_mod)]
 
 mod common;
 
@@ -19,4 +21,5 @@ mod serve_llama;
 mod serve_logs;
 mod serve_shutdown;
 mod serve_tools;
+mod serve_webui;
 mod store_hub;

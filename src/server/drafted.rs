@@ -129,7 +129,10 @@ impl Located {
             .collect();
         for &[s, e] in &piece.drafted {
             if let (Some(&bs), Some(&be)) = (byte_at.get(s), byte_at.get(e)) {
-                self.marks.push([base + bs, base + be]);
+                match self.marks.last_mut() {
+                    Some(last) if last[1] == base + bs => last[1] = base + be,
+                    _ => self.marks.push([base + bs, base + be]),
+                }
             }
         }
         self.raw.push_str(&piece.text);
@@ -207,6 +210,16 @@ mod tests {
         });
         assert_eq!(l.content("Hé"), vec![[1, 2]]);
         assert_eq!(l.content("llo"), vec![[0, 2]]);
+        // Drafted pieces that meet give one range.
+        l.push(&Piece {
+            text: "ab".into(),
+            drafted: vec![[1, 2]],
+        });
+        l.push(&Piece {
+            text: "cd".into(),
+            drafted: vec![[0, 1]],
+        });
+        assert_eq!(l.content("abcd"), vec![[1, 3]]);
         assert_eq!(l.content("absent"), Vec::<[usize; 2]>::new());
     }
 }

@@ -180,8 +180,10 @@ def main():
     out = {}
     try:
         chrome.call("Page.navigate", {"url": a.url + "/"}, session=True)
+        wait_for(chrome, f"location.href === {json.dumps(a.url + '/')}"
+                 " && document.readyState === 'complete'", "the page's load")
         out["model"] = wait_for(
-            chrome, "(() => { const t = document.getElementById('model').textContent;"
+            chrome, "(() => { const t = document.getElementById('model')?.textContent;"
             " return t && t !== '…' ? t : null; })()", "the model name")
         chrome.js("document.getElementById('max-tokens').value = " + str(a.max_tokens))
         chrome.js("document.getElementById('temperature').value = '0'")
@@ -203,7 +205,9 @@ def main():
             const out = []; let at = 0;
             for (const n of t.childNodes) {{
               const len = Array.from(n.textContent).length;
-              if (n.nodeName === 'MARK') out.push([at, at + len]);
+              const last = out[out.length - 1];
+              if (n.nodeName === 'MARK' && last && last[1] === at) last[1] = at + len;
+              else if (n.nodeName === 'MARK') out.push([at, at + len]);
               at += len;
             }}
             return out; }})()""")
@@ -211,6 +215,11 @@ def main():
         out["data"] = chrome.js(f"Object.assign({{}}, {LAST}.dataset)")
         if a.screenshot:
             chrome.js("document.getElementById('input').blur()")
+            # The whole page, not only the window.
+            height = chrome.js("document.documentElement.scrollHeight")
+            chrome.call("Emulation.setDeviceMetricsOverride",
+                        {"width": 1000, "height": height, "deviceScaleFactor": 1,
+                         "mobile": False}, session=True)
             shot = chrome.call("Page.captureScreenshot", {"format": "png"}, session=True)
             with open(a.screenshot, "wb") as f:
                 f.write(base64.b64decode(shot["data"]))

@@ -51,10 +51,16 @@ function appendMarked(el, content, ranges) {
   let at = 0;
   for (const [start, end] of ranges || []) {
     if (start > at) el.append(chars.slice(at, start).join(""));
-    const m = document.createElement("mark");
-    m.className = "draft";
-    m.textContent = chars.slice(start, end).join("");
-    el.append(m);
+    const piece = chars.slice(start, end).join("");
+    const last = el.lastChild;
+    if (start === 0 && last && last.nodeName === "MARK") {
+      last.textContent += piece; // a run of drafts that goes on from the last chunk
+    } else {
+      const m = document.createElement("mark");
+      m.className = "draft";
+      m.textContent = piece;
+      el.append(m);
+    }
     at = end;
   }
   if (at < chars.length) el.append(chars.slice(at).join(""));
