@@ -1,6 +1,6 @@
 //! Routes and the gate in front of them: API keys (Bearer or `X-Api-Key`, compared in
-//! constant time; `/health` and `/v1/models` are public), 503 until the model is loaded, the
-//! body limit, UTF-8 and nesting checks, then the generation handlers.
+//! constant time; `/health`, `/v1/models` and the chat page's files are public), 503 until the
+//! model is loaded, the body limit, UTF-8 and nesting checks, then the generation handlers.
 
 use std::sync::Arc;
 

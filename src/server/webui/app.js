@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const history = [];
+const turns = [];
 let busy = null; // the AbortController of the request in flight
 
 function headers() {
@@ -136,7 +136,7 @@ async function send(text) {
   const messages = [];
   const sys = $("system").value.trim();
   if (sys) messages.push({ role: "system", content: sys });
-  messages.push(...history, { role: "user", content: text });
+  messages.push(...turns, { role: "user", content: text });
   const reply = bubble("assistant");
   const out = reply.querySelector(".text");
   const info = document.createElement("div");
@@ -180,7 +180,7 @@ async function send(text) {
         }
       }
     });
-    history.push({ role: "user", content: text }, { role: "assistant", content: answer });
+    turns.push({ role: "user", content: text }, { role: "assistant", content: answer });
     reply.dataset.state = "done";
   } catch (e) {
     reply.classList.add("error");
@@ -213,7 +213,7 @@ $("input").addEventListener("keydown", (ev) => {
 $("stop").addEventListener("click", () => busy && busy.abort());
 $("clear").addEventListener("click", () => {
   if (busy) busy.abort();
-  history.length = 0;
+  turns.length = 0;
   $("log").replaceChildren();
 });
 $("key").value = sessionStorage.getItem("flint-key") || "";
