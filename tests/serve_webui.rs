@@ -6,7 +6,8 @@
 //!   API still answers 401; in the page a message sent with no key shows the 401, and with
 //!   the key typed it streams (the text is seen growing) the answer that the same greedy
 //!   request gives through `/v1/chat/completions`, with exactly the characters that stream's
-//!   `draft_accepted` ranges name marked, the model's name, tok/s and τ from its `timings`.
+//!   `draft_accepted` ranges name marked, the model's name, tok/s and τ from its `timings`; a
+//!   second message gets the API's answer to the whole conversation.
 //!   The JSON-schema box: the page's request carries it as `response_format` `json_schema`;
 //!   its answer is the API's for that request and is a JSON object with the required key.
 //! - `no_webui_serves_no_page`: `--no-webui` leaves `/` a 404.
@@ -29,6 +30,8 @@ use serde_json::{json, Value};
 
 const KEY: &str = "webui-test-key";
 const PROMPT: &str = "What is 12 times 12? Answer briefly.";
+/// A second message in the same chat: the page sends the first turn with it.
+const FOLLOW_UP: &str = "And 3 times 3?";
 /// Closed (`additionalProperties: false`), so the answer ends within the token budget.
 const SCHEMA: &str = r#"{"type": "object", "properties": {"answer": {"type": "integer"}},
     "required": ["answer"], "additionalProperties": false}"#;
@@ -153,7 +156,7 @@ fn chat_page_streams_the_api_answer() {
     assert_eq!(code, 401, "the API without a key");
 
     let (want, want_marks, timings) = api_stream(&s, &page_body(32, None));
-    let got = browser(&s, 32, &[]);
+    let got = browser(&s, 32, &["--follow-up", FOLLOW_UP]);
     eprintln!("page: {got}");
     assert_eq!(
         got["model"], "SmolLM2-135M-Instruct.Q4_1",
@@ -196,6 +199,21 @@ fn chat_page_streams_the_api_answer() {
     let stats = got["stats"].as_str().unwrap_or_default();
     assert!(stats.contains(&tau), "{stats:?} shows {tau}");
     assert!(stats.contains("tok/s"), "{stats:?} shows tok/s");
+
+    // The second turn: the API's answer to the whole conversation.
+    let mut body = page_body(32, None);
+    body["messages"] = json!([
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": want},
+        {"role": "user", "content": FOLLOW_UP},
+    ]);
+    let (want2, _, _) = api_stream(&s, &body);
+    assert_eq!(got["follow_up"][0], "done", "{got}");
+    assert_eq!(
+        got["follow_up"][1].as_str(),
+        Some(want2.as_str()),
+        "the second turn"
+    );
 
     // The JSON-schema box.
     let (want, _, _) = api_stream(&s, &page_body(48, Some(SCHEMA)));

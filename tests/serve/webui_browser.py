@@ -6,7 +6,7 @@ answer stream into the page, and prints the page's answer, its marked (accepted-
 and its stats as one JSON line. With --screenshot it saves a PNG of the page.
 
     python webui_browser.py --url http://127.0.0.1:PORT --key KEY --prompt TEXT
-        --max-tokens N [--schema JSON] [--screenshot OUT.png]
+        --max-tokens N [--schema JSON] [--follow-up TEXT] [--screenshot OUT.png]
 
 Fails (non-zero) when Chromium is missing: the test must not skip. Chromium is found as
 $FLINT_CHROMIUM, else `chromium` or `chromium-browser` on PATH (Debian: apt-get install chromium).
@@ -169,6 +169,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, required=True)
     ap.add_argument("--schema", default="")
     ap.add_argument("--screenshot", default="")
+    ap.add_argument("--follow-up", default="", help="a second message in the same chat")
     a = ap.parse_args()
     binary = os.environ.get("FLINT_CHROMIUM") or shutil.which("chromium") or shutil.which(
         "chromium-browser")
@@ -213,6 +214,9 @@ def main():
             return out; }})()""")
         out["stats"] = chrome.js(f"{LAST}.querySelector('.stats').textContent")
         out["data"] = chrome.js(f"Object.assign({{}}, {LAST}.dataset)")
+        if a.follow_up:
+            state, _ = send(chrome, a.follow_up)
+            out["follow_up"] = [state, chrome.js(f"{LAST}.querySelector('.text').textContent")]
         if a.screenshot:
             chrome.js("document.getElementById('input').blur()")
             # The whole page, not only the window.
