@@ -2,7 +2,6 @@
 //!
 //! One binary per area: every test binary links the whole crate, so a binary per file made
 //! the test build ten times larger (and slower to link) than one per area.
-
 #[path = "serve/client.rs"]
 #[allow(dead_code)]
 mod client;
@@ -26,4 +25,5 @@ mod serve_llama;
 mod serve_logs;
 mod serve_shutdown;
 mod serve_tools;
+mod serve_webui;
 mod store_hub;

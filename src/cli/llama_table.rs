@@ -84,7 +84,8 @@ const LOG_FILE: &str =
 const PROMPT_CACHE: &str = "flint does not save prompt caches or slots to disk";
 const ROUTER: &str = "flint serve serves the one model of -m; it has no model router";
 const TLS: &str = "flint serve speaks plain HTTP; put a TLS-terminating proxy in front";
-const WEBUI: &str = "flint serve has no web UI";
+const WEBUI: &str = "flint serve's chat page takes no configuration";
+const WEBUI_ON: &str = "flint serve serves its chat page at / unless --no-webui";
 const TOOLS: &str = "flint runs no tools, agents or MCP servers";
 const REASON: &str =
     "flint serve splits reasoning per --reasoning-format; thinking is set by the chat template";
@@ -298,8 +299,10 @@ pub const TABLE: &[Entry] = &[
     e(&["--sleep-idle-seconds"], 1, Note("flint serve keeps the model loaded")),
     e(&["--models-dir", "--models-max", "--models-preset"], 1, Refuse(ROUTER)),
     e(&["--models-autoload", "--no-models-autoload"], 0, Refuse(ROUTER)),
-    e(&["--webui", "--ui", "--webui-mcp-proxy", "--ui-mcp-proxy"], 0, Refuse(WEBUI)),
-    e(&["--no-webui", "--no-ui", "--no-webui-mcp-proxy", "--no-ui-mcp-proxy"], 0, Note(NOOP)),
+    e(&["--webui", "--ui"], 0, Note(WEBUI_ON)),
+    e(&["--no-webui", "--no-ui"], 0, Map("--no-webui")),
+    e(&["--webui-mcp-proxy", "--ui-mcp-proxy"], 0, Refuse(TOOLS)),
+    e(&["--no-webui-mcp-proxy", "--no-ui-mcp-proxy"], 0, Note(NOOP)),
     e(&["--webui-config", "--webui-config-file", "--ui-config", "--ui-config-file"], 1, Refuse(WEBUI)),
     e(&["--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default"], 0, Refuse(PRESET)),
     e(&["--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default"], 0, Refuse(PRESET)),

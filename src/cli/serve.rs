@@ -97,6 +97,9 @@ pub struct ServeArgs {
     /// The chat template of /v1/chat/completions (default: the model's own).
     #[command(flatten)]
     pub template: super::prompt_args::TemplateArgs,
+    /// Do not serve the chat page at `/` (llama-server's `--no-webui`).
+    #[arg(long = "no-webui")]
+    pub no_webui: bool,
 }
 
 pub fn run(args: &ServeArgs) -> Result<()> {
@@ -207,6 +210,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             strict_fields: args.strict_fields,
             chat,
             default_grammar: args.grammar.spec()?,
+            webui: !args.no_webui,
         },
         opened,
     )

@@ -99,17 +99,18 @@ pub(super) fn emit_forced0(a: &mut SeqState, forced: &[u32]) -> Vec<u32> {
 /// Checks `next` (none: every kept draft accepted and what follows is forced) against its
 /// row's mask and commits the accepted drafts and `next` to the request's matcher. Returns the
 /// tokens to emit: those, each followed by what the grammar forces after it (which the
-/// sampler's history takes).
+/// sampler's history takes); and per token whether it is an accepted draft.
 pub(super) fn commit(
     a: &mut SeqState,
     pl: &Planned,
     accepted: usize,
     next: Option<u32>,
-) -> Result<Vec<u32>> {
+) -> Result<(Vec<u32>, Vec<bool>)> {
     let mut tokens = pl.drafts[..accepted].to_vec();
     tokens.extend(next);
     let Some(g) = &mut a.guide else {
-        return Ok(tokens);
+        let drafted = (0..tokens.len()).map(|k| k < accepted).collect();
+        return Ok((tokens, drafted));
     };
     let w = g.words();
     if let Some(next) = next {
@@ -126,8 +127,10 @@ pub(super) fn commit(
         }
     }
     let mut out = Vec::with_capacity(tokens.len());
-    for t in tokens {
+    let mut drafted = Vec::with_capacity(tokens.len());
+    for (k, t) in tokens.into_iter().enumerate() {
         out.push(t);
+        drafted.push(k < accepted);
         // A complete grammar allows only the end token, which ends the request unconsumed.
         if g.is_stopped() {
             break;
@@ -136,7 +139,8 @@ pub(super) fn commit(
         if let Some(s) = &mut a.sampler {
             forced.iter().for_each(|&f| s.accept(f));
         }
+        drafted.extend(forced.iter().map(|_| false));
         out.extend(forced);
     }
-    Ok(out)
+    Ok((out, drafted))
 }

@@ -99,6 +99,9 @@ pub trait BatchRequest {
     /// token); `Some` when the request ends with it. `full`: the sequence's cache has no row
     /// for another step.
     fn on_token(&mut self, token: u32, full: bool) -> Result<Option<Self::End>>;
+    /// Called right before each [`BatchRequest::on_token`]: whether that token is a draft the
+    /// target accepted (the server marks those in its stream); ignored by default.
+    fn note_drafted(&mut self, _drafted: bool) {}
     /// Whether the request may decode now (a benchmark holds decoding until every prompt ran).
     fn may_decode(&self) -> bool {
         true
@@ -419,7 +422,7 @@ fn commit<R: BatchRequest>(
             }
             let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
             let tokens = super::batch_grammar::emit_forced0(a, &pl.forced0);
-            return hand(r, &tokens, full);
+            return hand(r, &tokens, &[], full);
         }
     }
     let ids = out
@@ -455,7 +458,7 @@ fn commit<R: BatchRequest>(
     // Every kept draft accepted where the grammar forces what follows: the last row's sample
     // is not used, the forced tokens come next.
     let next = (!(pl.forced_after && accepted == pl.drafts.len())).then_some(next);
-    let tokens = super::batch_grammar::commit(a, pl, accepted, next)?;
+    let (tokens, drafted) = super::batch_grammar::commit(a, pl, accepted, next)?;
     if pl.prompt_rows == 0 {
         // Rows run and kept: a verify's anchor and accepted drafts, or every row of a step
         // without drafts (its last token and the forced ones after it).
@@ -474,7 +477,7 @@ fn commit<R: BatchRequest>(
     a.rows_next = tokens.get(accepted..).unwrap_or_default().to_vec();
     // A full cache ends the request after this step's tokens (the next needs a row).
     let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
-    hand(r, &tokens, full)
+    hand(r, &tokens, &drafted, full)
 }
 
 /// A decode step's counters and the request's drafter decision: a cycle (drafts proposed,
@@ -504,10 +507,17 @@ fn count_step(p: &mut Pending, pl: &Planned, out: &StepOut<'_>, accepted: usize)
     }
 }
 
-/// Hands `tokens` to the request in order; `full` goes with the last one.
-fn hand<R: BatchRequest>(r: &mut R, tokens: &[u32], full: bool) -> Result<Option<R::End>> {
+/// Hands `tokens` to the request in order; `full` goes with the last one. `drafted[k]`: token
+/// `k` is an accepted draft (missing: it is not).
+fn hand<R: BatchRequest>(
+    r: &mut R,
+    tokens: &[u32],
+    drafted: &[bool],
+    full: bool,
+) -> Result<Option<R::End>> {
     for (k, &t) in tokens.iter().enumerate() {
         let last = k + 1 == tokens.len();
+        r.note_drafted(drafted.get(k).copied().unwrap_or(false));
         if let Some(end) = r.on_token(t, full && last)? {
             return Ok(Some(end));
         }

@@ -65,7 +65,7 @@ pub fn stream(meta: MessageMeta, rx: UnboundedReceiver<Event>) -> Response {
                 Some(Event::Text(t)) => st.queue.push_back(named(
                     "content_block_delta",
                     &json!({"type": "content_block_delta", "index": 0,
-                            "delta": {"type": "text_delta", "text": t}}),
+                            "delta": {"type": "text_delta", "text": t.text}}),
                 )),
                 Some(Event::Done(o)) => {
                     let (reason, seq) = stop_reason(&o);

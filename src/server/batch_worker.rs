@@ -44,6 +44,10 @@ pub(super) struct Active<'t> {
     slots: &'t Slots,
     decoder: StreamDecoder<'t>,
     stop: StopMatcher,
+    /// Which of the text in the stop matcher came from accepted drafts.
+    marks: super::drafted::Marks,
+    /// The token `on_token` gets next is an accepted draft.
+    drafted: bool,
     started: Instant,
     first_token: Option<Instant>,
     /// Its request's timing and log trace.
@@ -375,6 +379,8 @@ fn admit_one<'t>(
     Some(Active {
         st,
         stop: StopMatcher::new(job.stop.clone()),
+        marks: Default::default(),
+        drafted: false,
         job,
         tok,
         slots: &shared.slots,
@@ -397,6 +403,10 @@ impl BatchRequest for Active<'_> {
         &mut self.st
     }
 
+    fn note_drafted(&mut self, drafted: bool) {
+        self.drafted = drafted;
+    }
+
     /// Streams the token's text (stop strings held back), as the turn-taking worker does.
     fn on_token(&mut self, token: u32, full: bool) -> Result<Option<End>> {
         #[cfg(feature = "fault")]
@@ -414,12 +424,14 @@ impl BatchRequest for Active<'_> {
             return Ok(Some(End::Shutdown));
         }
         let piece = self.decoder.push(token)?;
+        self.marks
+            .push(piece.len(), std::mem::take(&mut self.drafted));
         let (text, stopped) = match self.stop.push(&piece) {
             StopState::Emit(text) => (text, false),
             StopState::Stop(text) => (text, true),
         };
         if !text.is_empty() {
-            let _ = self.job.tx.send(Event::Text(text));
+            let _ = self.job.tx.send(Event::Text(self.marks.take(text)));
         }
         if stopped {
             return Ok(Some(End::StopString));
@@ -471,6 +483,7 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
     // stop string may still show up).
     if reason == "length" || matches!(end, End::Eog) {
         let rest = a.decoder.finish();
+        a.marks.push(rest.len(), false);
         let tail = match a.stop.push(&rest) {
             StopState::Emit(t) => t + &a.stop.finish(),
             StopState::Stop(t) => {
@@ -479,7 +492,7 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
             }
         };
         if !tail.is_empty() {
-            let _ = a.job.tx.send(Event::Text(tail));
+            let _ = a.job.tx.send(Event::Text(a.marks.take(tail)));
         }
     }
     let outcome = Outcome {
@@ -494,6 +507,7 @@ fn finish(mut a: Active<'_>, end: End, run: Option<u32>, cached: &mut [Vec<u32>]
             .pending
             .as_ref()
             .map(|p| (p.spec.drafted, p.spec.accepted)),
+        draft_cycles: a.st.pending.as_ref().map_or(0, |p| p.spec.cycles),
         stop_word: a.stop.matched.clone(),
     };
     a.clock.finished(&shared.metrics, &outcome);

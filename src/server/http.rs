@@ -1,6 +1,6 @@
 //! Routes and the gate in front of them: API keys (Bearer or `X-Api-Key`, compared in
-//! constant time; `/health` and `/v1/models` are public), 503 until the model is loaded, the
-//! body limit, UTF-8 and nesting checks, then the generation handlers.
+//! constant time; `/health`, `/v1/models` and the chat page's files are public), 503 until the
+//! model is loaded, the body limit, UTF-8 and nesting checks, then the generation handlers.
 
 use std::sync::Arc;
 
@@ -30,9 +30,13 @@ pub const MAX_DEPTH: usize = 64;
 const PUBLIC: &[&str] = &["/health", "/v1/health", "/v1/models", "/models"];
 
 /// The routes behind the gate, and CORS in front of it (a browser's preflight carries no key)
-/// when `cors_origins` names any origin.
-pub fn router(app: Arc<App>, cors_origins: &[String]) -> crate::Result<Router> {
-    let router = Router::new()
+/// when `cors_origins` names any origin; with `webui`, the chat page at `/`.
+pub fn router(app: Arc<App>, cors_origins: &[String], webui: bool) -> crate::Result<Router> {
+    let mut router = Router::new();
+    if webui {
+        router = super::webui::routes(router);
+    }
+    let router = router
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/v1/models", get(models))
@@ -73,7 +77,9 @@ async fn gate(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
         return e.into_response();
     }
     let path = req.uri().path();
-    if path == "/health" || path == "/v1/health" {
+    // The page's files need no key and no model (without `--no-webui`; with it they are 404s).
+    let page = super::webui::PATHS.contains(&path);
+    if path == "/health" || path == "/v1/health" || page {
         return next.run(req).await;
     }
     if !PUBLIC.contains(&path) && !app.authorized(req.headers()) {

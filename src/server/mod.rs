@@ -13,6 +13,7 @@ mod bias;
 mod chat_prompt;
 pub mod conn;
 mod cors;
+mod drafted;
 mod embed_job;
 mod embeddings;
 mod error;
@@ -34,6 +35,7 @@ mod state;
 pub mod stop;
 pub mod structured;
 pub mod tools;
+mod webui;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -86,6 +88,8 @@ pub struct ServeOptions {
     pub chat: request::ChatDefaults,
     /// The constraint of requests that ask for none (`--grammar-file`, `-j`, `--regex`).
     pub default_grammar: Option<crate::grammar::GrammarSpec>,
+    /// Serve the chat page at `/` (off with `--no-webui`).
+    pub webui: bool,
 }
 
 /// How long in-flight requests get to end after a shutdown signal.
@@ -156,7 +160,7 @@ async fn serve(opts: ServeOptions, opened: Opened, signals: Signals) -> Result<(
         },
     ));
     let limits = opts.conn;
-    let router = http::router(app.clone(), &opts.cors_origins)?;
+    let router = http::router(app.clone(), &opts.cors_origins, opts.webui)?;
     spawn_loader(Arc::clone(&app), opts, opened);
     let stop = Arc::new(tokio::sync::Notify::new());
     let signal = {

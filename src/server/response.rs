@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::drafted::Piece;
 use super::error::ApiError;
 use super::request::Endpoint;
 use super::slots::{Event, Outcome};
@@ -66,6 +67,7 @@ pub fn timings(o: &Outcome) -> Value {
     if let Some((drafted, accepted)) = o.spec {
         t["draft_n"] = json!(drafted);
         t["draft_n_accepted"] = json!(accepted);
+        t["draft_cycles"] = json!(o.draft_cycles);
     }
     t
 }
@@ -151,6 +153,18 @@ impl Meta {
     }
 }
 
+impl Meta {
+    /// A chunk of generated text; its accepted drafts (if any) as the choice's
+    /// `draft_accepted`: `[start, end)` ranges in characters of this chunk's text.
+    fn text_chunk(&self, piece: &Piece) -> Value {
+        let mut v = self.chunk(Some(piece), false, None);
+        if !piece.drafted.is_empty() {
+            v["choices"][0]["draft_accepted"] = json!(piece.drafted);
+        }
+        v
+    }
+}
+
 /// Collect a generation into one response (503 when cut by shutdown, 500 on failure).
 pub async fn collect(meta: Meta, mut rx: UnboundedReceiver<Event>) -> Result<Response, ApiError> {
     let mut text = String::new();
@@ -192,6 +206,8 @@ struct Streaming {
     reader: Option<Streamer>,
     /// Chunks ready to send before the next event is read.
     pending: std::collections::VecDeque<Value>,
+    /// The answer so far with its accepted drafts, for the reader's content deltas.
+    located: super::drafted::Located,
 }
 
 impl Streaming {
@@ -200,6 +216,19 @@ impl Streaming {
             true,
             json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]),
         )
+    }
+
+    /// A reader's delta as a chunk; content gets its accepted drafts (`draft_accepted`).
+    fn marked_delta_chunk(&mut self, delta: Value) -> Value {
+        let marks = match delta.get("content").and_then(Value::as_str) {
+            Some(c) => self.located.content(c),
+            None => Vec::new(),
+        };
+        let mut v = self.delta_chunk(delta, None);
+        if !marks.is_empty() {
+            v["choices"][0]["draft_accepted"] = json!(marks);
+        }
+        v
     }
 
     /// The next event of the stream (`None`: it ended).
@@ -216,15 +245,16 @@ impl Streaming {
                     Some(Event::Text(t)) => match &mut self.reader {
                         Some(r) => {
                             let deltas = r.push(&t);
+                            self.located.push(&t);
                             let chunks: Vec<Value> = deltas
                                 .into_iter()
-                                .map(|d| self.delta_chunk(d, None))
+                                .map(|d| self.marked_delta_chunk(d))
                                 .collect();
                             self.pending.extend(chunks);
                             self.stage = Stage::Body;
                             continue;
                         }
-                        None => (data(&self.meta.chunk(Some(&t), false, None)), Stage::Body),
+                        None => (data(&self.meta.text_chunk(&t)), Stage::Body),
                     },
                     Some(Event::Done(o)) => {
                         let mut calls = false;
@@ -233,7 +263,7 @@ impl Streaming {
                             calls = !parsed.calls.is_empty();
                             let chunks: Vec<Value> = deltas
                                 .into_iter()
-                                .map(|d| self.delta_chunk(d, None))
+                                .map(|d| self.marked_delta_chunk(d))
                                 .collect();
                             self.pending.extend(chunks);
                         }
@@ -296,6 +326,7 @@ pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>, keep_alive: Option<Durat
         stage: Stage::Start,
         reader,
         pending: Default::default(),
+        located: Default::default(),
     };
     let events = futures_util::stream::unfold(start, |mut st| async move {
         let ev = st.next().await?;

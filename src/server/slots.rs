@@ -15,8 +15,9 @@ use crate::sampling::{Sampler, SamplerError, SamplerParams};
 /// What a worker sends back to the request's handler.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// Generated text (never splits a character; stop strings held back).
-    Text(String),
+    /// Generated text (never splits a character; stop strings held back), with the ranges of
+    /// it that are accepted drafts.
+    Text(super::drafted::Piece),
     /// The generation ended.
     Done(Outcome),
     /// The generation failed (engine error, device loss).
@@ -38,6 +39,8 @@ pub struct Outcome {
     pub predicted_ms: f64,
     /// (drafted, accepted) when the slot speculated.
     pub spec: Option<(u64, u64)>,
+    /// Decode steps that drafted (τ = (accepted + cycles) / cycles).
+    pub draft_cycles: u64,
     /// The stop string that ended the text (`finish_reason` `stop` without an end token).
 
     /// The stop string that ended it, if one did.
