@@ -139,8 +139,10 @@ bw=$(bandwidth_of "$adapter")
 
 # ---- 2. correctness suites on the adapter ---------------------------------------------------
 smollm=$root/models/SmolLM2-135M-Instruct.Q4_1.gguf
-for s in "${SUITES[@]}"; do
-  exe=$(suite_bin "$s")
+for line in "${SUITES[@]}"; do
+  # A test file (libtest filter `NAME::`) and the area binary that holds it.
+  read -r s suite <<<"$line"
+  exe=$(suite_bin "$suite")
   if [ -z "$exe" ]; then
     steps+=("{\"name\":\"suite-$s\",\"status\":\"missing\",\"seconds\":0}")
     continue
@@ -151,9 +153,9 @@ for s in "${SUITES[@]}"; do
     continue
   fi
   if [ "$dry" = 1 ] && [ "$s" != kernels_matmul_controls ] && [ "$s" != kernels_ops ]; then
-    step "suite-$s" 60 "$exe" --list
+    step "suite-$s" 60 "$exe" --list "$s::"
   else
-    step "suite-$s" 120 "$exe"
+    step "suite-$s" 120 "$exe" "$s::"
   fi
 done
 

@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 kit=.gpu-kit
-# The suites gpu-check.sh runs, one name a line.
-mapfile -t suites < <(grep -v '^#' scripts/gpu-suites.txt)
+# The test binaries that hold the suites gpu-check.sh runs (the second word of each line).
+mapfile -t suites < <(grep -v '^#' scripts/gpu-suites.txt | awk '{ print $2 }' | sort -u)
 
 cargo build --release
 stage=$(mktemp -d)
