@@ -30,6 +30,7 @@ pub mod cost_cache;
 pub mod decision;
 mod draft;
 pub mod fit;
+pub mod logprobs;
 mod measure;
 pub mod solo;
 pub mod verdict;

@@ -17,6 +17,9 @@ use crate::sampling::{Sampler, SamplerError, SamplerParams};
 pub enum Event {
     /// Generated text (never splits a character; stop strings held back).
     Text(String),
+    /// Log-probabilities of the tokens whose text comes next (and, with `echo`, of the prompt's
+    /// tokens, before the first generated one's).
+    Logprobs(Vec<super::logprobs::LpToken>),
     /// The generation ended.
     Done(Outcome),
     /// The generation failed (engine error, device loss).
@@ -72,6 +75,8 @@ pub struct Job {
     pub stop_ids: Vec<u32>,
     /// How an embedding job pools its rows (the model's `{arch}.pooling_type`).
     pub pooling: super::embed_job::Pooling,
+    /// Log-probabilities asked for.
+    pub logprobs: Option<crate::engine::logprobs::Want>,
 }
 
 /// Where an embedding job's vector goes.
@@ -298,6 +303,7 @@ mod tests {
             admitted: None,
             embed: None,
             grammar: None,
+            logprobs: None,
             guide: None,
             stop_ids: Vec::new(),
             pooling: Default::default(),
