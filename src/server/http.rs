@@ -354,6 +354,14 @@ pub(super) async fn submit_request(
              the grammar ends the output with an end-of-generation token; send one or the other",
         ));
     }
+    // An echo's chunks compute every row's logits; a grammar masks only sampled rows.
+    if req.logprobs.echo && req.logprobs.top.is_some() && grammar.is_some() {
+        return Err(ApiError::invalid(
+            "echo",
+            "`echo` with `logprobs` and a grammar: the prompt's log-probabilities are the \
+             model's, unconstrained; send the grammar without `echo`, or `echo` alone",
+        ));
+    }
     let n_ctx = ready.limits.n_ctx as usize;
     let field = if endpoint == Endpoint::Chat {
         "messages"
