@@ -13,7 +13,9 @@
 //!   reference's log-probabilities.
 //! - `chat_and_llama_shapes`: chat `logprobs`/`top_logprobs` and llama-server's `n_probs` /
 //!   `post_sampling_probs`: the entries spell the answer, greedy tokens are their row's best,
-//!   values match the legacy route's reference-checked ones for the same tokens.
+//!   values match the legacy route's reference-checked ones for the same tokens; after
+//!   sampling with `top_k` 3, three candidates summing to 1; several prompts in one body get
+//!   the choices they get alone.
 //! - `dspark_logprobs_equal_the_plain_run`: with the trained drafter (`--spec-no-bypass`, so
 //!   verify rows carry the tokens), the log-probabilities equal a run without it.
 
@@ -434,15 +436,32 @@ fn chat_and_llama_shapes() {
         assert_eq!(p["id"], p["top_logprobs"][0]["id"], "{p}");
         assert_eq!(p["top_logprobs"].as_array().unwrap().len(), 3);
     }
+    // Greedy after sampling: the chosen token alone, probability 1.
     body["post_sampling_probs"] = json!(true);
     let post_v = post(&s.addr, "/completion", &body);
     for (a, b) in probs
         .iter()
         .zip(post_v["completion_probabilities"].as_array().unwrap())
     {
-        let (lp, p) = (a["logprob"].as_f64().unwrap(), b["prob"].as_f64().unwrap());
-        assert!((lp.exp() - p).abs() < 1e-6, "{a} {b}");
-        assert_eq!(b["top_probs"].as_array().unwrap().len(), 3);
+        assert_eq!(a["id"], b["id"]);
+        assert_eq!(b["prob"], json!(1.0), "{b}");
+    }
+    // Sampled with top_k 3: the sampler's distribution, three candidates summing to 1, the
+    // chosen one among them.
+    let sampled = json!({"prompt": "The capital of France is", "n_predict": 8,
+                         "temperature": 0.8, "top_k": 3, "top_p": 1.0, "min_p": 0.0,
+                         "seed": 7, "n_probs": 5, "post_sampling_probs": true});
+    let v = post(&s.addr, "/completion", &sampled);
+    for p in v["completion_probabilities"].as_array().unwrap() {
+        let top = p["top_probs"].as_array().unwrap();
+        assert!(!top.is_empty() && top.len() <= 3, "{p}");
+        let sum: f64 = top.iter().map(|t| t["prob"].as_f64().unwrap()).sum();
+        assert!((sum - 1.0).abs() < 1e-4, "{p}");
+        assert!(
+            top.iter()
+                .any(|t| t["id"] == p["id"] && t["prob"] == p["prob"]),
+            "{p}"
+        );
     }
     body["post_sampling_probs"] = json!(false);
     body["stream"] = json!(true);

@@ -476,6 +476,8 @@ fn commit<R: BatchRequest>(
             .ok_or_else(|| short_output(&rows))
     };
     // The verdict: `accepted` drafts, then `next`.
+    // The sampler's distribution of a plain sampled row (`post_sampling_probs`).
+    let mut post = None;
     let (accepted, next) = match &mut a.sampler {
         None => {
             let v = accept_greedy(&pl.drafts, ids)?;
@@ -483,6 +485,9 @@ fn commit<R: BatchRequest>(
         }
         Some(s) if pl.drafts.is_empty() && pl.refused.is_none() => {
             let t = s.sample(logits()?);
+            if a.logprobs.is_some_and(|w| w.post) {
+                post = Some(s.candidates(logits()?));
+            }
             s.accept(t);
             (0, t)
         }
@@ -501,8 +506,12 @@ fn commit<R: BatchRequest>(
     let next = (!(pl.forced_after && accepted == pl.drafts.len())).then_some(next);
     let tokens = super::batch_grammar::commit(a, pl, accepted, next)?;
     let with_rows = accepted + usize::from(next.is_some());
-    let host = out.logits;
-    super::logprobs::record_tokens(a, out.lp, rows.clone(), &tokens, with_rows, host, n_vocab);
+    let host = super::logprobs::Host {
+        logits: out.logits,
+        n_vocab,
+        post,
+    };
+    super::logprobs::record_tokens(a, out.lp, rows.clone(), &tokens, with_rows, host);
     if pl.prompt_rows == 0 {
         // Rows run and kept: a verify's anchor and accepted drafts, or every row of a step
         // without drafts (its last token and the forced ones after it).

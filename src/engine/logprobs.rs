@@ -12,7 +12,8 @@
 //! a grammar forced has no row: log-probability 0 (the grammar allowed nothing else).
 //!
 //! The values are the model's distribution after a grammar's mask and before the sampler's
-//! bias, penalties, temperature and filters.
+//! bias, penalties, temperature and filters; with [`Want::post`] a plainly sampled token's
+//! entry is the sampler's distribution instead (`Sampler::candidates`).
 
 use super::batch::Engine;
 use super::batch_run::SeqState;
@@ -33,6 +34,10 @@ pub struct Want {
     /// Every prompt token too (its first with no log-probability); the prompt's cached rows
     /// are then not reused (each needs its logits row).
     pub echo: bool,
+    /// llama-server's `post_sampling_probs`: a sampled token's entry holds the sampler's
+    /// distribution (after penalties, bias, top-k, top-p, min-p and temperature) where the
+    /// step sampled one plain row; a greedy token has probability 1.
+    pub post: bool,
 }
 
 /// One token's log-probability and the row's best alternatives.
@@ -214,31 +219,62 @@ pub(super) fn record_prompt(
     rows.start + n_prompt..rows.end
 }
 
+/// What the host has of a step's rows.
+pub(super) struct Host<'a> {
+    /// The host copy of the step's rows when it sampled (`[rows, n_vocab]`), else empty.
+    pub logits: &'a [f32],
+    pub n_vocab: usize,
+    /// The sampler's distribution of the row it sampled (`Sampler::candidates`), when
+    /// `Want::post` asked and the step sampled one plain row.
+    pub post: Option<Vec<(u32, f32)>>,
+}
+
 /// The entries of the tokens a step commits: `tokens[k]` from logits row `rows.start + k` for
 /// the first `with_rows` tokens (the accepted drafts and the sampled token), forced after them.
-/// `logits`: the host copy of the step's rows when it sampled (`[rows, n_vocab]`), else empty.
 pub(super) fn record_tokens(
     a: &mut SeqState,
     lp: Option<&Rows>,
     rows: std::ops::Range<usize>,
     tokens: &[u32],
     with_rows: usize,
-    logits: &[f32],
-    n_vocab: usize,
+    host: Host<'_>,
 ) {
     let (Some(want), Some(lp)) = (a.logprobs, lp) else {
         return;
     };
+    let greedy = a.sampler.is_none();
     for (k, &t) in tokens.iter().enumerate() {
         let row = rows.start + k;
         let e = match k < with_rows.min(rows.len()) {
-            true => {
-                let host = logits.get(row * n_vocab + t as usize).copied();
-                lp.entry(row, t, want, host)
-            }
+            true if want.post && greedy => Some(TokenLogprob::forced(t)),
+            true => match (&host.post, k + 1 == with_rows) {
+                (Some(dist), true) => Some(sampled(t, dist, want)),
+                _ => {
+                    let logit = host.logits.get(row * host.n_vocab + t as usize).copied();
+                    lp.entry(row, t, want, logit)
+                }
+            },
             false => None,
         };
         a.lp.push(e.unwrap_or_else(|| TokenLogprob::forced(t)));
+    }
+}
+
+/// `token`'s entry from the sampler's distribution `dist` (sorted, probabilities).
+fn sampled(token: u32, dist: &[(u32, f32)], want: Want) -> TokenLogprob {
+    let p = dist
+        .iter()
+        .find(|&&(id, _)| id == token)
+        .map_or(0.0, |&(_, p)| p);
+    TokenLogprob {
+        token,
+        logprob: Some(p.ln()),
+        top: dist
+            .iter()
+            .take(want.top as usize)
+            .map(|&(id, p)| (id, p.ln()))
+            .collect(),
+        prompt: false,
     }
 }
 

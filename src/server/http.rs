@@ -398,6 +398,7 @@ pub(super) async fn submit_request(
     let want = lp_ask.top.map(|top| crate::engine::logprobs::Want {
         top,
         echo: lp_ask.echo,
+        post: lp_ask.post_sampling,
     });
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let GenRequest {

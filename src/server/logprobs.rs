@@ -9,7 +9,7 @@
 //!   `null`s. A token that is not UTF-8 on its own is written `bytes:\xNN…`.
 //! - llama-server: `completion_probabilities = [{id, token, bytes, logprob, top_logprobs:
 //!   [{id, token, bytes, logprob}]}]`, or with `post_sampling_probs` `prob` and `top_probs`
-//!   (`exp` of the same values: see docs/SERVER.md).
+//!   (the engine then gives the sampler's distribution: see docs/SERVER.md).
 //!
 //! Streamed, each chunk carries the entries of the tokens since the previous chunk.
 
