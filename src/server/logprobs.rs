@@ -56,13 +56,18 @@ pub fn token_text(bytes: &[u8]) -> String {
     }
 }
 
-/// A JSON number for a log-probability (`-9999` for minus infinity, as OpenAI writes it).
+/// A JSON number for a log-probability: the f32's shortest decimal (`-0.1`, not the f64
+/// widening `-0.10000000149011612`); `-9999` for minus infinity, as OpenAI writes it.
 fn num(lp: f32) -> Value {
     if lp.is_finite() {
-        json!(lp)
+        short(lp)
     } else {
         json!(-9999.0)
     }
+}
+
+fn short(x: f32) -> Value {
+    json!(x.to_string().parse::<f64>().unwrap_or(f64::from(x)))
 }
 
 /// OpenAI chat's `{"content": [...]}` of `entries`.
@@ -138,7 +143,7 @@ pub fn llama(entries: &[LpToken], post: bool) -> Value {
     let item = |id: u32, bytes: &[u8], lp: f32| {
         let mut v = json!({"id": id, "token": token_text(bytes), "bytes": bytes});
         match post {
-            true => v["prob"] = json!(lp.exp()),
+            true => v["prob"] = short(lp.exp()),
             false => v["logprob"] = num(lp),
         }
         v
