@@ -20,6 +20,7 @@ mod kernels_matmul_invariance;
 mod kernels_matmul_rope;
 mod kernels_matmul_split;
 mod kernels_ops;
+mod kernels_ops_logprob;
 mod kernels_ops_rope_kv;
 mod kernels_ops_select;
 mod kernels_quant_vectors;

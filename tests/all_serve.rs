@@ -22,6 +22,7 @@ mod serve_harden;
 mod serve_hybrid;
 mod serve_limits;
 mod serve_llama;
+mod serve_logprobs;
 mod serve_logs;
 mod serve_shutdown;
 mod serve_tools;

@@ -60,6 +60,8 @@ pub struct Engine {
     cost_cache: Option<CostCache>,
     /// Whether each request, and each step, drafts (`None`: always, `--spec-no-bypass`).
     pub decision: Option<Decision>,
+    /// The log-probability ops over the logits rows, built by the first step that needs them.
+    pub(super) logprobs: Option<super::logprobs::Ops>,
 }
 
 impl Engine {
@@ -142,6 +144,7 @@ impl Engine {
             spec: speculation.spec,
             cost_cache: speculation.cache,
             decision: speculation.decision,
+            logprobs: None,
         })
     }
 

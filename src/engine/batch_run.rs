@@ -55,6 +55,10 @@ pub struct SeqState {
     /// Tokens emitted that no step has run yet, run by the next decode step: the last sampled
     /// one and the tokens its grammar forced after it (none yet: the last generated token).
     pub rows_next: Vec<u32>,
+    /// Log-probabilities asked for (`super::logprobs`), and the entries of the tokens
+    /// committed (and, with `echo`, of the prompt's) that the caller has not taken yet.
+    pub logprobs: Option<super::logprobs::Want>,
+    pub lp: Vec<super::logprobs::TokenLogprob>,
 }
 
 impl SeqState {
@@ -81,6 +85,8 @@ impl SeqState {
             draft_rng: Xoshiro256StarStar::new(seed ^ 0x5eed),
             guide: None,
             rows_next: Vec::new(),
+            logprobs: None,
+            lp: Vec::new(),
         }
     }
 
@@ -222,6 +228,9 @@ fn plan<R: BatchRequest>(
             .map(|r| eng.fwd.replay_rows(r.state().seq))
             .sum::<usize>();
     let budget = (eng.fwd.max_rows() as usize).saturating_sub(used);
+    // Logits rows an `echo` prompt chunk may take: what the decoding rows leave, less one
+    // row for every prompting request.
+    let decode_logits: u32 = plans.iter().map(|p| p.n_logits).sum();
     let work: Vec<Work> = active
         .iter()
         .map(R::state)
@@ -231,11 +240,20 @@ fn plan<R: BatchRequest>(
             prompt_left: a.prompt_left().min(eng.fwd.tap_capacity(a.seq) as usize),
         })
         .collect();
-    for (seq, m) in plan_step(&work, budget) {
+    let mut echo_left =
+        (eng.fwd.max_logit_rows() as usize + 1).saturating_sub(decode_logits as usize + work.len());
+    for (seq, mut m) in plan_step(&work, budget) {
         let Some(i) = active.iter().position(|a| a.state().seq == seq) else {
             continue;
         };
         let a = active[i].state_mut();
+        if super::logprobs::echo_rows(a, m).is_some() {
+            m = m.min(echo_left);
+            if m == 0 {
+                continue;
+            }
+            echo_left -= m - 1;
+        }
         let from = a.keep + a.fed;
         let Some(tokens) = a.prompt.get(from..from + m) else {
             failed.push((
@@ -262,8 +280,9 @@ fn plan<R: BatchRequest>(
         match eng.fwd.kv().len(seq) {
             Ok(p0) => plans.push(Planned {
                 i,
+                n_logits: super::logprobs::echo_rows(a, tokens.len())
+                    .unwrap_or(u32::from(last && forced0.is_empty())),
                 tokens,
-                n_logits: u32::from(last && forced0.is_empty()),
                 drafts: Vec::new(),
                 dists: Vec::new(),
                 p0,
@@ -365,9 +384,24 @@ pub fn step<R: BatchRequest>(
     } else {
         Vec::new()
     };
+    let lp = match plans
+        .iter()
+        .any(|pl| active[pl.i].state().logprobs.is_some())
+    {
+        true => {
+            let mut targets = Vec::new();
+            for pl in &plans {
+                let (a, n) = (active[pl.i].state(), pl.n_logits as usize);
+                super::logprobs::push_targets(&mut targets, a, n, pl.prompt_rows);
+            }
+            Some(super::logprobs::read(eng, &targets)?)
+        }
+        false => None,
+    };
     let out = StepOut {
         ids: &ids,
         logits: &logits,
+        lp: lp.as_ref(),
         draft_secs,
         verify_secs: t_verify.elapsed().as_secs_f64(),
     };
@@ -389,6 +423,8 @@ pub fn step<R: BatchRequest>(
 struct StepOut<'a> {
     ids: &'a [u32],
     logits: &'a [f32],
+    /// The rows' log-probabilities, when a request asked for them.
+    lp: Option<&'a super::logprobs::Rows>,
     /// Seconds the step spent planning (drafting and injecting included) and in its forward
     /// with the read-back: what each request's drafter decision weighs.
     draft_secs: f64,
@@ -406,8 +442,15 @@ fn commit<R: BatchRequest>(
 ) -> Result<Option<R::End>> {
     let n_vocab = eng.fwd.hp().n_vocab as usize;
     let a = r.state_mut();
+    let mut rows = rows;
     if pl.prompt_rows > 0 {
+        let from = a.keep + a.fed;
         a.fed += pl.prompt_rows;
+        let last = a.prompt_left() == 0;
+        rows = super::logprobs::record_prompt(a, out.lp, from, rows, last);
+        if !pl.forced0.is_empty() {
+            rows = rows.end..rows.end;
+        }
         if let Some(p) = &mut a.pending {
             p.n += pl.prompt_rows as u32;
         }
@@ -422,6 +465,7 @@ fn commit<R: BatchRequest>(
             }
             let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
             let tokens = super::batch_grammar::emit_forced0(a, &pl.forced0);
+            super::logprobs::record_forced(a, &tokens);
             return hand(r, &tokens, &[], full);
         }
     }
@@ -435,6 +479,8 @@ fn commit<R: BatchRequest>(
             .ok_or_else(|| short_output(&rows))
     };
     // The verdict: `accepted` drafts, then `next`.
+    // The sampler's distribution of a plain sampled row (`post_sampling_probs`).
+    let mut post = None;
     let (accepted, next) = match &mut a.sampler {
         None => {
             let v = accept_greedy(&pl.drafts, ids)?;
@@ -442,6 +488,9 @@ fn commit<R: BatchRequest>(
         }
         Some(s) if pl.drafts.is_empty() && pl.refused.is_none() => {
             let t = s.sample(logits()?);
+            if a.logprobs.is_some_and(|w| w.post) {
+                post = Some(s.candidates(logits()?));
+            }
             s.accept(t);
             (0, t)
         }
@@ -459,6 +508,13 @@ fn commit<R: BatchRequest>(
     // is not used, the forced tokens come next.
     let next = (!(pl.forced_after && accepted == pl.drafts.len())).then_some(next);
     let (tokens, drafted) = super::batch_grammar::commit(a, pl, accepted, next)?;
+    let with_rows = accepted + usize::from(next.is_some());
+    let host = super::logprobs::Host {
+        logits: out.logits,
+        n_vocab,
+        post,
+    };
+    super::logprobs::record_tokens(a, out.lp, rows.clone(), &tokens, with_rows, host);
     if pl.prompt_rows == 0 {
         // Rows run and kept: a verify's anchor and accepted drafts, or every row of a step
         // without drafts (its last token and the forced ones after it).

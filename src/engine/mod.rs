@@ -28,6 +28,7 @@ pub mod cost_cache;
 pub mod decision;
 mod draft;
 pub mod fit;
+pub mod logprobs;
 mod measure;
 pub mod open;
 mod rows;

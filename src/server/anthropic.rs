@@ -290,6 +290,7 @@ async fn handle(
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Text(t) => text.push_str(&t),
+            Event::Logprobs(_) => {}
             Event::Done(o) => return Ok(Json(meta.message(Some(text), Some(&o))).into_response()),
             Event::Error(m) => return Err(ApiError::internal(m).into()),
             Event::Shutdown => {

@@ -59,9 +59,11 @@ pub fn stream(meta: MessageMeta, rx: UnboundedReceiver<Event>) -> Response {
                 return None;
             }
             let next = st.rx.recv().await;
-            st.ended = !matches!(next, Some(Event::Text(_)));
+            st.ended = !matches!(next, Some(Event::Text(_) | Event::Logprobs(_)));
             match next {
                 Some(Event::Text(t)) if t.is_empty() => {}
+                // Anthropic's API has no log-probabilities (the request cannot ask for them).
+                Some(Event::Logprobs(_)) => {}
                 Some(Event::Text(t)) => st.queue.push_back(named(
                     "content_block_delta",
                     &json!({"type": "content_block_delta", "index": 0,

@@ -340,8 +340,9 @@ fn admit_one<'t>(
             Err(e) => return refuse(job, clock, e.to_string()),
         },
     };
-    // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to.
-    if !eng.can_truncate(seq, keep as u32) {
+    // Ring caches (Gemma 3's sliding layers) keep only what a short cut can come back to;
+    // an echo's log-probabilities need every prompt row's logits.
+    if !eng.can_truncate(seq, keep as u32) || job.logprobs.is_some_and(|w| w.echo) {
         keep = 0;
     }
     let drafter = match eng.drafters.get_mut(seq) {
@@ -376,6 +377,7 @@ fn admit_one<'t>(
         drafter,
     );
     st.guide = guide;
+    st.logprobs = job.logprobs;
     Some(Active {
         st,
         stop: StopMatcher::new(job.stop.clone()),
@@ -413,8 +415,16 @@ impl BatchRequest for Active<'_> {
         super::batch_recover::fault(&self.job, "FLINT_FAULT_STEP");
         self.first_token.get_or_insert_with(Instant::now);
         self.clock.token();
+        let lp = self.take_logprobs();
+        if self.job.max_tokens == 0 {
+            // `echo` with `max_tokens: 0`: the prompt's log-probabilities alone.
+            return Ok(Some(End::Length));
+        }
         if self.tok.is_eog(token) || self.job.stop_ids.contains(&token) {
             return Ok(Some(End::Eog));
+        }
+        if let Some(lp) = lp {
+            let _ = self.job.tx.send(Event::Logprobs(vec![lp]));
         }
         self.st.generated.push(token);
         if self.job.tx.is_closed() {
@@ -440,6 +450,24 @@ impl BatchRequest for Active<'_> {
             return Ok(Some(End::Length));
         }
         Ok(None)
+    }
+}
+
+impl Active<'_> {
+    /// Sends the prompt's log-probability entries waiting (`echo`) and takes the next
+    /// generated token's (its text is about to be sent).
+    fn take_logprobs(&mut self) -> Option<super::logprobs::LpToken> {
+        let lp = &mut self.st.lp;
+        let n_prompt = lp.iter().take_while(|e| e.prompt).count();
+        if n_prompt > 0 {
+            let tok = self.tok;
+            let prompt: Vec<_> = lp
+                .drain(..n_prompt)
+                .map(|e| super::logprobs::with_text(tok, e))
+                .collect();
+            let _ = self.job.tx.send(Event::Logprobs(prompt));
+        }
+        (!self.st.lp.is_empty()).then(|| super::logprobs::with_text(self.tok, self.st.lp.remove(0)))
     }
 }
 

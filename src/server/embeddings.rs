@@ -264,6 +264,7 @@ async fn embed_one(
     let (told, admitted) = tokio::sync::oneshot::channel();
     let (reply, vector) = tokio::sync::oneshot::channel();
     let job = Job {
+        logprobs: None,
         id: 0,
         prompt,
         max_tokens: 0,

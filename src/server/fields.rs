@@ -4,7 +4,7 @@
 //! defined for another endpoint) is ignored, as llama-server and vLLM do, but said: one warning
 //! log line per request and an `X-Flint-Ignored: a, b` response header name them, so a typo
 //! (`temprature`) shows. `serve --strict-fields` refuses them instead (400 naming the field).
-//! A refused field given its "off" value (`mirostat: 0`, `typical_p: 1`, `n_probs: 0`, …) asks
+//! A refused field given its "off" value (`mirostat: 0`, `typical_p: 1`, `best_of: 1`, …) asks
 //! for nothing and is accepted, so front-ends that send every setting work.
 //!
 //! Sources: <https://platform.openai.com/docs/api-reference/chat/create>,
@@ -110,7 +110,6 @@ const fn no(reason: &'static str, off: Off, ask: &'static str) -> Kind {
 use Kind::{Honoured as H, Metadata as M};
 
 const FUNCTIONS: &str = "the deprecated `functions` / `function_call`: use `tools` / `tool_choice`";
-const PROBS: &str = "log probabilities are not supported";
 const SAMPLER: &str = "this sampler is not in flint's chain \
                        (penalties, top-k, top-p, min-p, temperature)";
 
@@ -250,8 +249,8 @@ pub const FIELDS: &[Field] = &[
         ),
     ),
     // Probabilities and extra output.
-    f("n_probs", ALL, no(PROBS, Off::Num(0.0), "5")),
-    f("post_sampling_probs", ALL, no(PROBS, Off::False, "true")),
+    f("n_probs", LLAMA, H),
+    f("post_sampling_probs", LLAMA, H),
     f(
         "return_tokens",
         LLAMA,
@@ -280,11 +279,7 @@ pub const FIELDS: &[Field] = &[
             r#"["content"]"#,
         ),
     ),
-    f(
-        "echo",
-        CMPL,
-        no("the prompt is not echoed", Off::False, "true"),
-    ),
+    f("echo", CMPL, H),
     f(
         "best_of",
         CMPL,
@@ -496,7 +491,7 @@ mod tests {
 
     #[test]
     fn off_values_pass_and_others_are_named() {
-        let ok = json!({"mirostat": 0, "typical_p": 1.0, "n_probs": 0, "tools": [],
+        let ok = json!({"mirostat": 0, "typical_p": 1.0, "tools": [],
                         "response_format": {"type": "text"}, "modalities": ["text"],
                         "user": "u", "cache_prompt": true, "skip_special_tokens": true});
         for strict in [false, true] {

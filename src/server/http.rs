@@ -211,6 +211,10 @@ pub struct Submitted {
     pub reader: Option<super::tools::parse::Reader>,
     /// The body's ignored fields (the `X-Flint-Ignored` header).
     pub ignored: Vec<String>,
+    /// Log-probabilities and echo asked for.
+    pub logprobs: request::LogprobAsk,
+    /// With `echo`: the prompt's text, which the answer starts with.
+    pub echo: Option<String>,
 }
 
 /// Adds `X-Flint-Ignored` naming the request's ignored fields, if any.
@@ -233,6 +237,11 @@ async fn generate(
     // A full queue answers 429 before the body is parsed, tokenized or compiled.
     queue_room(&app)?;
     let value = read_json(headers, body, app.timeouts.body).await?;
+    if endpoint == Endpoint::Completion {
+        if let Some(bodies) = super::prompt::several(&value)? {
+            return several(app, bodies).await;
+        }
+    }
     let sub = submit(&app, endpoint, &value).await?;
     let meta = Meta {
         id: app.next_id(endpoint),
@@ -241,6 +250,8 @@ async fn generate(
         endpoint,
         include_usage: sub.include_usage,
         reader: sub.reader,
+        logprobs: sub.logprobs,
+        echo: sub.echo,
     };
     let r = if sub.stream {
         response::stream(meta, sub.rx, app.timeouts.keep_alive)
@@ -248,6 +259,49 @@ async fn generate(
         response::collect(meta, sub.rx).await?
     };
     Ok(name_ignored(r, &sub.ignored))
+}
+
+/// Several prompts in one `/v1/completions` body: each runs as its own request (in the slots
+/// free, else one after another) and has its own choice, `index` in the body's order; `usage`
+/// sums theirs.
+async fn several(app: Arc<App>, bodies: Vec<Value>) -> Result<Response, ApiError> {
+    let mut subs = Vec::with_capacity(bodies.len());
+    for b in &bodies {
+        subs.push(submit(&app, Endpoint::Completion, b).await?);
+    }
+    let mut out: Option<Value> = None;
+    let mut ignored = Vec::new();
+    for (i, sub) in subs.into_iter().enumerate() {
+        ignored.clone_from(&sub.ignored);
+        let meta = Meta {
+            id: app.next_id(Endpoint::Completion),
+            created: super::state::now_secs(),
+            model: app.alias.clone(),
+            endpoint: Endpoint::Completion,
+            include_usage: false,
+            reader: None,
+            logprobs: sub.logprobs,
+            echo: sub.echo,
+        };
+        let mut v = response::collect_value(meta, sub.rx).await?;
+        v["choices"][0]["index"] = json!(i);
+        match &mut out {
+            None => out = Some(v),
+            Some(all) => {
+                let choice = v["choices"][0].take();
+                if let Some(c) = all["choices"].as_array_mut() {
+                    c.push(choice);
+                }
+                for k in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+                    let n =
+                        all["usage"][k].as_u64().unwrap_or(0) + v["usage"][k].as_u64().unwrap_or(0);
+                    all["usage"][k] = json!(n);
+                }
+            }
+        }
+    }
+    let v = out.ok_or_else(|| ApiError::invalid("prompt", "`prompt` is empty"))?;
+    Ok(name_ignored(Json(v).into_response(), &ignored))
 }
 
 /// `Err(429)` when the queue is full now (`Err(503)` when shutting down).
@@ -306,6 +360,14 @@ pub(super) async fn submit_request(
              the grammar ends the output with an end-of-generation token; send one or the other",
         ));
     }
+    // An echo's chunks compute every row's logits; a grammar masks only sampled rows.
+    if req.logprobs.echo && req.logprobs.top.is_some() && grammar.is_some() {
+        return Err(ApiError::invalid(
+            "echo",
+            "`echo` with `logprobs` and a grammar: the prompt's log-probabilities are the \
+             model's, unconstrained; send the grammar without `echo`, or `echo` alone",
+        ));
+    }
     let n_ctx = ready.limits.n_ctx as usize;
     let field = if endpoint == Endpoint::Chat {
         "messages"
@@ -328,6 +390,22 @@ pub(super) async fn submit_request(
         ));
     }
     let max_tokens = req.max_tokens.map_or(n_ctx - prompt.len(), |m| m as usize);
+    let echo = match (&req.prompt, req.logprobs.echo) {
+        (_, false) => None,
+        (Prompt::Text(t), true) => Some(t.clone()),
+        (_, true) => Some(ready.tok.decode(&prompt, true).map_err(|e| {
+            ApiError::invalid(
+                "prompt",
+                format!("cannot decode the prompt to echo it: {e}"),
+            )
+        })?),
+    };
+    let lp_ask = req.logprobs;
+    let want = lp_ask.top.map(|top| crate::engine::logprobs::Want {
+        top,
+        echo: lp_ask.echo,
+        post: lp_ask.post_sampling,
+    });
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let GenRequest {
         sampling,
@@ -373,6 +451,7 @@ pub(super) async fn submit_request(
         guide,
         stop_ids,
         pooling: Default::default(),
+        logprobs: want,
     };
     let open_after = match app.timeouts.keep_alive {
         Some(k) if stream => Some((k, queued_tx)),
@@ -387,6 +466,8 @@ pub(super) async fn submit_request(
         n_ctx: ready.limits.n_ctx,
         reader,
         ignored,
+        logprobs: lp_ask,
+        echo,
     })
 }
 

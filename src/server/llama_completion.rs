@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::error::ApiError;
+use super::logprobs::LpToken;
 use super::response::{data, shutting_down, sse, timings};
 use super::slots::{Event, Outcome};
 
@@ -22,6 +23,8 @@ pub struct LlamaMeta {
     pub prompt_tokens: usize,
     /// The slot's context (`timings.n_ctx`, and whether the generation was `truncated`).
     pub n_ctx: u32,
+    /// `n_probs` > 0: `Some(post_sampling_probs)`.
+    pub probs: Option<bool>,
 }
 
 /// llama-server's `stop_type`: `eos`, `word` or `limit`.
@@ -34,6 +37,14 @@ fn stop_type(o: &Outcome) -> &'static str {
 }
 
 impl LlamaMeta {
+    /// Adds `completion_probabilities` of `entries` when asked for.
+    fn with_probs(&self, mut v: Value, entries: &[LpToken]) -> Value {
+        if let Some(post) = self.probs {
+            v["completion_probabilities"] = super::logprobs::llama(entries, post);
+        }
+        v
+    }
+
     /// A partial event: one piece of text.
     fn partial(&self, content: &str, predicted: usize) -> Value {
         json!({
@@ -77,11 +88,15 @@ pub async fn collect(
     meta: LlamaMeta,
     mut rx: UnboundedReceiver<Event>,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
+    let (mut text, mut entries) = (String::new(), Vec::new());
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Text(t) => text.push_str(&t),
-            Event::Done(o) => return Ok(axum::Json(meta.last(&text, &o)).into_response()),
+            Event::Logprobs(e) => entries.extend(e),
+            Event::Done(o) => {
+                let v = meta.with_probs(meta.last(&text, &o), &entries);
+                return Ok(axum::Json(v).into_response());
+            }
             Event::Error(m) => return Err(ApiError::internal(m)),
             Event::Shutdown => return Err(shutting_down()),
         }
@@ -95,24 +110,37 @@ pub fn stream(
     rx: UnboundedReceiver<Event>,
     keep_alive: Option<std::time::Duration>,
 ) -> Response {
-    // (receiver, meta, pieces sent so far, ended)
-    let start = (rx, meta, 0usize, false);
-    let events = futures_util::stream::unfold(start, |(mut rx, meta, n, ended)| async move {
-        if ended {
-            return None;
-        }
-        let (ev, n, ended) = match rx.recv().await {
-            Some(Event::Text(t)) => (data(&meta.partial(&t, n + 1)), n + 1, false),
-            Some(Event::Done(o)) => (data(&meta.last("", &o)), n, true),
-            Some(Event::Error(m)) => (data(&ApiError::internal(m).body()), n, true),
-            Some(Event::Shutdown) => (data(&shutting_down().body()), n, true),
-            None => (
-                data(&ApiError::internal("the generation ended without a result").body()),
-                n,
-                true,
-            ),
-        };
-        Some((ev, (rx, meta, n, ended)))
-    });
+    // (receiver, meta, pieces sent so far, log-probability entries not sent yet, ended)
+    let start = (rx, meta, 0usize, Vec::new(), false);
+    let events =
+        futures_util::stream::unfold(start, |(mut rx, meta, n, mut lp, ended)| async move {
+            if ended {
+                return None;
+            }
+            let mut next = rx.recv().await;
+            while let Some(Event::Logprobs(e)) = next {
+                lp.extend(e);
+                next = rx.recv().await;
+            }
+            let entries: Vec<LpToken> = std::mem::take(&mut lp);
+            let (ev, n, ended) = match next {
+                Some(Event::Text(t)) => {
+                    let v = meta.with_probs(meta.partial(&t, n + 1), &entries);
+                    (data(&v), n + 1, false)
+                }
+                Some(Event::Done(o)) => {
+                    (data(&meta.with_probs(meta.last("", &o), &entries)), n, true)
+                }
+                Some(Event::Logprobs(_)) => return None,
+                Some(Event::Error(m)) => (data(&ApiError::internal(m).body()), n, true),
+                Some(Event::Shutdown) => (data(&shutting_down().body()), n, true),
+                None => (
+                    data(&ApiError::internal("the generation ended without a result").body()),
+                    n,
+                    true,
+                ),
+            };
+            Some((ev, (rx, meta, n, lp, ended)))
+        });
     sse(events, keep_alive)
 }

@@ -72,6 +72,7 @@ async fn completion_or_infill(
             model: app.alias.clone(),
             prompt_tokens: sub.prompt_tokens,
             n_ctx: sub.n_ctx,
+            probs: sub.logprobs.top.map(|_| sub.logprobs.post_sampling),
         };
         let r = if sub.stream {
             llama_completion::stream(meta, sub.rx, app.timeouts.keep_alive)

@@ -24,6 +24,7 @@ mod infill;
 mod inflight;
 mod llama_completion;
 mod llama_routes;
+mod logprobs;
 mod messages;
 mod metrics;
 mod prompt;

@@ -1,6 +1,7 @@
 //! The `prompt` of a completion request (`/v1/completions`, llama-server's `/completion`): a
 //! string, one string in an array, or token ids (each an integer in the vocabulary; a refusal
-//! names its index and value). Several prompts in one request are refused.
+//! names its index and value). Several prompts in one `/v1/completions` request ([`several`])
+//! run as one request each.
 
 use serde_json::{Map, Value};
 
@@ -60,10 +61,40 @@ pub fn completion_prompt(o: &Map<String, Value>, n_vocab: u32) -> Result<Prompt,
             )),
             _ => Err(ApiError::invalid(
                 "prompt",
-                "several prompts in one request are not supported",
+                "several prompts in one request: send them to /v1/completions, or one per request",
             )),
         },
         None => Err(ApiError::invalid("prompt", "`prompt` is required")),
         Some(_) => Err(bad()),
     }
+}
+
+/// Several prompts in one body (`["a", "b"]`, `[[1, 2], [3]]`): one body per prompt, each
+/// with the others' fields; `None` for one prompt. A stream of several is refused.
+pub fn several(body: &Value) -> Result<Option<Vec<Value>>, ApiError> {
+    let Some(Value::Array(a)) = body.get("prompt") else {
+        return Ok(None);
+    };
+    let many = a.len() > 1 && a.iter().all(|p| p.is_string() || p.is_array());
+    if !many {
+        return Ok(None);
+    }
+    if body.get("stream").and_then(Value::as_bool) == Some(true) {
+        return Err(ApiError::invalid(
+            "stream",
+            format!(
+                "{} prompts in one streamed request: stream one prompt per request",
+                a.len()
+            ),
+        ));
+    }
+    Ok(Some(
+        a.iter()
+            .map(|p| {
+                let mut b = body.clone();
+                b["prompt"] = p.clone();
+                b
+            })
+            .collect(),
+    ))
 }

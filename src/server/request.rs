@@ -1,7 +1,7 @@
 //! Parsing and bounds of `/v1/chat/completions`, `/v1/completions` and llama-server's
 //! `/completion` request bodies. Fields are read one by one from the JSON value so every refusal
 //! names its field and value. Every field is first held to the table of
-//! [`super::fields`]: features flint does not have (`n` > 1, `logprobs`, other samplers) are
+//! [`super::fields`]: features flint does not have (`n` > 1, other samplers) are
 //! refused by name rather than silently dropped; unknown fields are ignored and named (the
 //! `X-Flint-Ignored` header, a warning line), or refused under `--strict-fields`.
 
@@ -12,6 +12,7 @@ pub use super::messages::messages;
 use super::prompt::completion_prompt;
 use super::structured::{self, Structured};
 use super::{bias, fields};
+use crate::engine::logprobs::MAX_TOP;
 use crate::sampling::SamplerParams;
 use crate::tokenizer::ChatMessage;
 
@@ -63,6 +64,21 @@ pub struct GenRequest {
     /// Fields the body held that flint does not know (or that belong to another endpoint),
     /// ignored: the response names them in `X-Flint-Ignored`.
     pub ignored: Vec<String>,
+    /// Log-probabilities asked for (`logprobs`, `top_logprobs`, `n_probs`, `echo`).
+    pub logprobs: LogprobAsk,
+}
+
+/// What a request asks of log-probabilities and echo.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogprobAsk {
+    /// `Some(n)`: every token's log-probability with its `n` best alternatives.
+    pub top: Option<u32>,
+    /// `echo` (`/v1/completions`): the prompt comes back before the completion, and with
+    /// `logprobs` its tokens' log-probabilities too.
+    pub echo: bool,
+    /// llama-server's `post_sampling_probs`: probabilities (`prob`, `top_probs`) rather than
+    /// log-probabilities.
+    pub post_sampling: bool,
 }
 
 /// `stop_token_ids` at most.
@@ -209,7 +225,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
             ));
         }
     }
-    refuse_logprobs(o)?;
+    let logprobs = logprobs(endpoint, o)?;
     let prompt = match endpoint {
         Endpoint::Chat => Prompt::Chat(messages(o)?),
         Endpoint::Completion | Endpoint::LlamaCompletion => completion_prompt(o, limits.n_vocab)?,
@@ -230,13 +246,16 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
             None => integer(o, "max_tokens", i64::MIN, i64::MAX)?.map(|v| ("max_tokens", v)),
         },
     };
+    // `echo` with `max_tokens: 0` scores the prompt alone (lm-eval's loglikelihood requests).
+    let lo = i64::from(!(logprobs.echo && endpoint == Endpoint::Completion));
     let max_tokens = match max_tokens {
-        Some((key, v)) if v < 1 || v > i64::from(limits.n_ctx) => {
+        Some((key, v)) if v < lo || v > i64::from(limits.n_ctx) => {
             return Err(ApiError::invalid(
                 key,
                 format!(
-                    "`{key}` is {v}: it must be in [1, {}] (the context of a slot)",
-                    limits.n_ctx
+                    "`{key}` is {v}: it must be in [{lo}, {}] (the context of a slot{})",
+                    limits.n_ctx,
+                    if lo == 1 { "; 0 only with `echo`" } else { "" }
                 ),
             ))
         }
@@ -277,6 +296,7 @@ pub fn parse(endpoint: Endpoint, body: &Value, limits: &Limits) -> Result<GenReq
         structured,
         stop_ids: stop_ids(o, limits.n_vocab)?,
         ignored,
+        logprobs,
     })
 }
 
@@ -330,42 +350,42 @@ fn default_grammar(s: &mut Structured, limits: &Limits) {
     s.field = "grammar";
 }
 
-fn refuse_logprobs(o: &Obj) -> Result<(), ApiError> {
-    let asked = match o.get("logprobs") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => true,
-        Some(v) => match v.as_i64() {
-            Some(0) => false,
-            Some(n) if (0..=20).contains(&n) => true,
-            Some(n) => {
+/// The log-probabilities a request asks for: chat's `logprobs` (boolean) and `top_logprobs`,
+/// completions' `logprobs` (an integer: the alternatives) and `echo`, llama-server's `n_probs`
+/// and `post_sampling_probs`. At most [`MAX_TOP`] alternatives.
+fn logprobs(endpoint: Endpoint, o: &Obj) -> Result<LogprobAsk, ApiError> {
+    let max = i64::from(MAX_TOP);
+    let mut ask = LogprobAsk::default();
+    match endpoint {
+        Endpoint::Chat => {
+            let on = boolean(o, "logprobs")?;
+            let top = integer(o, "top_logprobs", 0, max)?;
+            if top.is_some() && !on {
+                return Err(ApiError::invalid(
+                    "top_logprobs",
+                    "`top_logprobs` needs `logprobs: true`",
+                ));
+            }
+            ask.top = on.then_some(top.unwrap_or(0) as u32);
+        }
+        Endpoint::Completion => {
+            if matches!(o.get("logprobs"), Some(Value::Bool(_))) {
                 return Err(ApiError::invalid(
                     "logprobs",
-                    format!("`logprobs` is {n}: it must be in [0, 20]"),
-                ))
+                    format!("`logprobs` is an integer in [0, {max}] on /v1/completions"),
+                ));
             }
-            None => {
-                return Err(ApiError::invalid(
-                    "logprobs",
-                    "`logprobs` must be a boolean or an integer",
-                ))
-            }
-        },
-    };
-    if let Some(n) = integer(o, "top_logprobs", 0, 20)? {
-        if n > 0 {
-            return Err(ApiError::invalid(
-                "top_logprobs",
-                "log probabilities are not supported",
-            ));
+            ask.top = integer(o, "logprobs", 0, max)?.map(|n| n as u32);
+            ask.echo = boolean(o, "echo")?;
+        }
+        Endpoint::LlamaCompletion => {
+            ask.top = integer(o, "n_probs", 0, max)?
+                .filter(|&n| n > 0)
+                .map(|n| n as u32);
+            ask.post_sampling = boolean(o, "post_sampling_probs")?;
         }
     }
-    if asked {
-        return Err(ApiError::invalid(
-            "logprobs",
-            "log probabilities are not supported",
-        ));
-    }
-    Ok(())
+    Ok(ask)
 }
 
 /// The sampler of a request, over the server's defaults; `None` when greedy.

@@ -12,7 +12,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::drafted::Piece;
 use super::error::ApiError;
-use super::request::Endpoint;
+use super::logprobs::{self as lp, LpToken, Offsets};
+use super::request::{Endpoint, LogprobAsk};
 use super::slots::{Event, Outcome};
 use super::tools::delta::{self, Streamer};
 use super::tools::parse::Reader;
@@ -27,6 +28,9 @@ pub struct Meta {
     pub include_usage: bool,
     /// How to read a chat answer (reasoning, tool calls); `None`: the text is the content.
     pub reader: Option<Reader>,
+    /// Log-probabilities asked for, and the prompt's text with `echo`.
+    pub logprobs: LogprobAsk,
+    pub echo: Option<String>,
 }
 
 fn usage(o: &Outcome) -> Value {
@@ -97,28 +101,42 @@ impl Meta {
         self.id.replacen("chatcmpl", "call", 1)
     }
 
+    /// The `logprobs` of a choice holding `entries` (`null` when none were asked for).
+    fn logprobs(&self, entries: &[LpToken], at: &mut Offsets) -> Value {
+        match (self.logprobs.top, self.endpoint) {
+            (None, _) => Value::Null,
+            (Some(_), Endpoint::Chat) => lp::chat(entries),
+            (Some(n), _) => lp::legacy(entries, n, at),
+        }
+    }
+
     /// A whole (non-streamed) completion.
-    pub fn whole(&self, text: String, o: &Outcome) -> Value {
+    pub fn whole(&self, text: String, entries: &[LpToken], o: &Outcome) -> Value {
+        let logprobs = self.logprobs(entries, &mut Offsets::default());
+        let text = match &self.echo {
+            Some(prompt) => format!("{prompt}{text}"),
+            None => text,
+        };
         let choice = match (self.endpoint, &self.reader) {
             (Endpoint::Chat, Some(reader)) => {
                 let parsed = reader.parse(&text, false);
                 json!({
                     "index": 0,
                     "message": delta::message(&parsed, &self.call_prefix()),
-                    "logprobs": null,
+                    "logprobs": logprobs,
                     "finish_reason": finish_reason(o, !parsed.calls.is_empty()),
                 })
             }
             (Endpoint::Chat, None) => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "logprobs": null,
+                "logprobs": logprobs,
                 "finish_reason": o.finish_reason,
             }),
             (Endpoint::Completion | Endpoint::LlamaCompletion, _) => json!({
                 "index": 0,
                 "text": text,
-                "logprobs": null,
+                "logprobs": logprobs,
                 "finish_reason": o.finish_reason,
             }),
         };
@@ -130,7 +148,7 @@ impl Meta {
 
     /// One streamed chunk: `delta` text (chat: also the role in the first chunk) and the
     /// finish reason in the last.
-    fn chunk(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
+    fn chunk(&self, text: Option<&str>, role: bool, finish: Option<&str>, lp: Value) -> Value {
         let choice = match self.endpoint {
             Endpoint::Chat => {
                 let mut delta = json!({});
@@ -140,12 +158,12 @@ impl Meta {
                 if let Some(t) = text {
                     delta["content"] = json!(t);
                 }
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+                json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish})
             }
             Endpoint::Completion | Endpoint::LlamaCompletion => json!({
                 "index": 0,
                 "text": text.unwrap_or(""),
-                "logprobs": null,
+                "logprobs": lp,
                 "finish_reason": finish,
             }),
         };
@@ -153,25 +171,31 @@ impl Meta {
     }
 }
 
-impl Meta {
-    /// A chunk of generated text; its accepted drafts (if any) as the choice's
-    /// `draft_accepted`: `[start, end)` ranges in characters of this chunk's text.
-    fn text_chunk(&self, piece: &Piece) -> Value {
-        let mut v = self.chunk(Some(piece), false, None);
-        if !piece.drafted.is_empty() {
-            v["choices"][0]["draft_accepted"] = json!(piece.drafted);
-        }
-        v
+/// `chunk` with `marks` (accepted drafts, `[start, end)` in characters of its text) as its
+/// choice's `draft_accepted` when there are any.
+fn marked(mut chunk: Value, marks: &[[usize; 2]]) -> Value {
+    if !marks.is_empty() {
+        chunk["choices"][0]["draft_accepted"] = json!(marks);
     }
+    chunk
 }
 
 /// Collect a generation into one response (503 when cut by shutdown, 500 on failure).
-pub async fn collect(meta: Meta, mut rx: UnboundedReceiver<Event>) -> Result<Response, ApiError> {
-    let mut text = String::new();
+pub async fn collect(meta: Meta, rx: UnboundedReceiver<Event>) -> Result<Response, ApiError> {
+    Ok(axum::Json(collect_value(meta, rx).await?).into_response())
+}
+
+/// [`collect`]'s body.
+pub async fn collect_value(
+    meta: Meta,
+    mut rx: UnboundedReceiver<Event>,
+) -> Result<Value, ApiError> {
+    let (mut text, mut entries) = (String::new(), Vec::new());
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Text(t) => text.push_str(&t),
-            Event::Done(o) => return Ok(axum::Json(meta.whole(text, &o)).into_response()),
+            Event::Logprobs(e) => entries.extend(e),
+            Event::Done(o) => return Ok(meta.whole(text, &entries, &o)),
             Event::Error(m) => return Err(ApiError::internal(m)),
             Event::Shutdown => return Err(shutting_down()),
         }
@@ -208,27 +232,62 @@ struct Streaming {
     pending: std::collections::VecDeque<Value>,
     /// The answer so far with its accepted drafts, for the reader's content deltas.
     located: super::drafted::Located,
+    /// Log-probability entries not sent yet (they go with the next chunk of text), and where
+    /// the next legacy `text_offset` starts.
+    lp: Vec<LpToken>,
+    at: Offsets,
+    /// The prompt's text with `echo`, until the first chunk carries it.
+    echo: Option<String>,
 }
 
 impl Streaming {
-    fn delta_chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+    fn delta_chunk(&self, delta: Value, finish: Option<&str>, lp: Value) -> Value {
         self.meta.envelope(
             true,
-            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]),
+            json!([{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}]),
         )
     }
 
-    /// A reader's delta as a chunk; content gets its accepted drafts (`draft_accepted`).
-    fn marked_delta_chunk(&mut self, delta: Value) -> Value {
-        let marks = match delta.get("content").and_then(Value::as_str) {
-            Some(c) => self.located.content(c),
-            None => Vec::new(),
-        };
-        let mut v = self.delta_chunk(delta, None);
-        if !marks.is_empty() {
-            v["choices"][0]["draft_accepted"] = json!(marks);
+    /// The `logprobs` of the next chunk: the entries waiting (`null` when none were asked).
+    fn take_lp(&mut self) -> Value {
+        let entries = std::mem::take(&mut self.lp);
+        self.meta.logprobs(&entries, &mut self.at)
+    }
+
+    /// Chat delta chunks, the entries waiting going with the first; content gets its accepted
+    /// drafts (`draft_accepted`).
+    fn delta_chunks(&mut self, deltas: Vec<Value>, finish: Option<&str>) -> Vec<Value> {
+        let mut out = Vec::with_capacity(deltas.len());
+        for d in deltas {
+            let lp = if out.is_empty() {
+                self.take_lp()
+            } else {
+                Value::Null
+            };
+            let marks = match d.get("content").and_then(Value::as_str) {
+                Some(c) => self.located.content(c),
+                None => Vec::new(),
+            };
+            out.push(marked(self.delta_chunk(d, finish, lp), &marks));
         }
-        v
+        out
+    }
+
+    /// A completion chunk of `t` (after the echoed prompt, in the first one), with `t`'s
+    /// accepted drafts (`draft_accepted`, in characters of the chunk's text).
+    fn text_chunk(&mut self, t: &Piece, finish: Option<&str>) -> Value {
+        let (text, shift) = match self.echo.take() {
+            Some(p) => (format!("{p}{}", t.text), p.chars().count()),
+            None => (t.text.clone(), 0),
+        };
+        let lp = self.take_lp();
+        let text = (!text.is_empty() || finish.is_none()).then_some(text);
+        let marks: Vec<[usize; 2]> = t
+            .drafted
+            .iter()
+            .map(|[a, b]| [a + shift, b + shift])
+            .collect();
+        marked(self.meta.chunk(text.as_deref(), false, finish, lp), &marks)
     }
 
     /// The next event of the stream (`None`: it ended).
@@ -238,36 +297,48 @@ impl Streaming {
                 return Some(data(&v));
             }
             let (ev, next) = match std::mem::replace(&mut self.stage, Stage::End) {
-                Stage::Start if self.meta.endpoint == Endpoint::Chat => {
-                    (data(&self.meta.chunk(Some(""), true, None)), Stage::Body)
-                }
+                Stage::Start if self.meta.endpoint == Endpoint::Chat => (
+                    data(&self.meta.chunk(Some(""), true, None, Value::Null)),
+                    Stage::Body,
+                ),
                 Stage::Start | Stage::Body => match self.rx.recv().await {
+                    Some(Event::Logprobs(e)) => {
+                        self.lp.extend(e);
+                        self.stage = Stage::Body;
+                        continue;
+                    }
                     Some(Event::Text(t)) => match &mut self.reader {
                         Some(r) => {
                             let deltas = r.push(&t);
                             self.located.push(&t);
-                            let chunks: Vec<Value> = deltas
-                                .into_iter()
-                                .map(|d| self.marked_delta_chunk(d))
-                                .collect();
+                            let chunks = self.delta_chunks(deltas, None);
                             self.pending.extend(chunks);
                             self.stage = Stage::Body;
                             continue;
                         }
-                        None => (data(&self.meta.text_chunk(&t)), Stage::Body),
+                        None if self.meta.endpoint == Endpoint::Chat => {
+                            let lp = self.take_lp();
+                            let c = self.meta.chunk(Some(&t), false, None, lp);
+                            (data(&marked(c, &t.drafted)), Stage::Body)
+                        }
+                        None => (data(&self.text_chunk(&t, None)), Stage::Body),
                     },
                     Some(Event::Done(o)) => {
                         let mut calls = false;
                         if let Some(r) = &mut self.reader {
                             let (deltas, parsed) = r.finish();
                             calls = !parsed.calls.is_empty();
-                            let chunks: Vec<Value> = deltas
-                                .into_iter()
-                                .map(|d| self.marked_delta_chunk(d))
-                                .collect();
+                            let chunks = self.delta_chunks(deltas, None);
                             self.pending.extend(chunks);
                         }
-                        let mut last = self.meta.chunk(None, false, Some(finish_reason(&o, calls)));
+                        let finish = Some(finish_reason(&o, calls));
+                        let mut last = match self.meta.endpoint {
+                            Endpoint::Chat => {
+                                let lp = self.take_lp();
+                                self.meta.chunk(None, false, finish, lp)
+                            }
+                            _ => self.text_chunk(&Piece::default(), finish),
+                        };
                         last["timings"] = timings(&o);
                         self.pending.push_back(last);
                         self.stage = Stage::Usage(Box::new(o));
@@ -320,6 +391,7 @@ pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>, keep_alive: Option<Durat
         (Endpoint::Chat, Some(r)) => Some(Streamer::new(r.clone(), meta.call_prefix())),
         _ => None,
     };
+    let echo = meta.echo.clone();
     let start = Streaming {
         rx,
         meta,
@@ -327,6 +399,9 @@ pub fn stream(meta: Meta, rx: UnboundedReceiver<Event>, keep_alive: Option<Durat
         reader,
         pending: Default::default(),
         located: Default::default(),
+        lp: Vec::new(),
+        at: Offsets::default(),
+        echo,
     };
     let events = futures_util::stream::unfold(start, |mut st| async move {
         let ev = st.next().await?;

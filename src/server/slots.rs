@@ -18,6 +18,9 @@ pub enum Event {
     /// Generated text (never splits a character; stop strings held back), with the ranges of
     /// it that are accepted drafts.
     Text(super::drafted::Piece),
+    /// Log-probabilities of the tokens whose text comes next (and, with `echo`, of the prompt's
+    /// tokens, before the first generated one's).
+    Logprobs(Vec<super::logprobs::LpToken>),
     /// The generation ended.
     Done(Outcome),
     /// The generation failed (engine error, device loss).
@@ -75,6 +78,8 @@ pub struct Job {
     pub stop_ids: Vec<u32>,
     /// How an embedding job pools its rows (the model's `{arch}.pooling_type`).
     pub pooling: super::embed_job::Pooling,
+    /// Log-probabilities asked for.
+    pub logprobs: Option<crate::engine::logprobs::Want>,
 }
 
 /// Where an embedding job's vector goes.
@@ -301,6 +306,7 @@ mod tests {
             admitted: None,
             embed: None,
             grammar: None,
+            logprobs: None,
             guide: None,
             stop_ids: Vec::new(),
             pooling: Default::default(),

@@ -8,7 +8,7 @@ OpenAI error shape (`{"error": {"message", "type", "param", "code"}}`), a 400 of
 `invalid_request_error` naming the field in `param` or the message; never a 5xx:
 - D2: max_tokens <= 0 or > the per-slot context, n > 1, temperature outside [0, 2] or not a
   number, top_p outside (0, 1], penalties outside [-2, 2], more than 16 stop strings or one over
-  256 bytes, logprobs, an unknown model, wrong types, malformed JSON, a non-UTF-8 body, JSON
+  256 bytes, out-of-range logprobs, an unknown model, wrong types, malformed JSON, a non-UTF-8 body, JSON
   nested deeper than 64, out-of-vocabulary token ids; 413 for a body over 1 MiB (with a
   Content-Length or chunked); 404 for an unknown route, 405 for a wrong method. The limits
   themselves are accepted.
@@ -87,9 +87,10 @@ def bad_params(slot_ctx, model):
     mct = "max_tokens|max_completion_tokens"
     mct0 = {"messages": MSGS, "max_completion_tokens": 0}
     c.append(("chat max_completion_tokens=0", CHAT, mct0, mct))
-    c.append(("chat logprobs=true", CHAT, chat(logprobs=True), "logprobs"))
-    c.append(("chat top_logprobs=2", CHAT, chat(logprobs=True, top_logprobs=2), "(top_)?logprobs"))
-    c.append(("text logprobs=1", TEXT, text(logprobs=1), "logprobs"))
+    c.append(("chat top_logprobs without logprobs", CHAT, chat(top_logprobs=2), "top_logprobs"))
+    c.append(("chat top_logprobs=21", CHAT, chat(logprobs=True, top_logprobs=21), "top_logprobs"))
+    c.append(("text logprobs=true", TEXT, text(logprobs=True), "logprobs"))
+    c.append(("text logprobs=21", TEXT, text(logprobs=21), "logprobs"))
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     c.append(("chat tools code_interpreter", CHAT, chat(tools=[{"type": "code_interpreter"}]), "tools"))
     named = {"type": "function", "function": {"name": "g"}}

@@ -14,6 +14,8 @@
 //!   (`shaders/moe/*.wgsl`), batch invariant.
 //! - [`select`]: argmax and top-k over a vocabulary, two-stage (`shaders/argmax.wgsl`,
 //!   `shaders/topk.wgsl`).
+//! - [`logprob`]: each logits row's log-sum-exp and the logit of a chosen column
+//!   (`shaders/logprob.wgsl`), for log-probabilities beside the top k.
 //!
 //! Each op has a builder (`RmsNorm::new`, `Rope::new`, …) that checks the shapes against the
 //! buffers once and returns recorded-ready [`Dispatch`]es (bind group and params uniform built
@@ -27,6 +29,7 @@ pub mod copy;
 pub mod delta;
 pub mod dspark;
 pub mod glu;
+pub mod logprob;
 pub mod mask;
 pub mod moe;
 pub mod moe_block;
@@ -54,6 +57,7 @@ pub fn variants() -> Vec<ShaderVariant> {
     all.extend(delta::variants());
     all.extend(moe::variants());
     all.extend(mask::variants());
+    all.extend(logprob::variants());
     all
 }
 

@@ -498,4 +498,20 @@ impl BatchForward {
     pub fn logits(&self, ctx: &GpuContext) -> Result<Vec<f32>> {
         self.fwd.logits(ctx)
     }
+
+    /// The logits buffer (`[max_logit_rows, V]`; the last step's rows first), for ops that
+    /// read it on the device (log-probabilities).
+    pub fn logits_buffer(&self) -> &wgpu::Buffer {
+        &self.fwd.buffers.logits
+    }
+
+    /// Most logits rows one step computes (every slot's verify rows).
+    pub fn max_logit_rows(&self) -> u32 {
+        self.fwd.max_logit_rows()
+    }
+
+    /// Logits rows of the last step.
+    pub fn n_logits(&self) -> u32 {
+        self.fwd.n_logits
+    }
 }
