@@ -8,8 +8,9 @@ head is one i-quant / MXFP4 type (tests/model_iquant.rs runs it):
 (IQ4_NL, MXFP4: rows of 162 / 153 bytes) and 256 for the others. Blocks are random bytes (every
 pattern is a valid block) with the block scale set so that the weights, as gguf-py dequantizes
 them, have a standard deviation of 1/sqrt(K): f16 d (sign random), MXFP4's E8M0 byte, IQ1_M's
-f16 packed in the top nibbles of its four u16 scales. Norm weights are 1 (F32). Needs numpy and
-the PyPI package `gguf`.
+f16 packed in the top nibbles of its four u16 scales. Norm weights are 1 (F32). The vocabulary is
+llama.cpp's `tokenizer.ggml.model = "none"` (160 dummy tokens), so llama.cpp loads the file too
+(scripts/llamacpp_iquant/make_fixtures.py). Needs numpy and the PyPI package `gguf`.
 """
 
 import sys
@@ -61,6 +62,7 @@ def main() -> int:
     w.add_head_count_kv(nkv)
     w.add_feed_forward_length(ff)
     w.add_vocab_size(nv)
+    w.add_tokenizer_model("none")
     w.add_context_length(256)
     w.add_key_length(hd)
     w.add_value_length(hd)

@@ -13,6 +13,7 @@ mod model_arch;
 mod model_forward;
 mod model_ggml_quantized;
 mod model_iquant;
+mod model_iquant_llama;
 mod model_qwen35;
 mod model_qwen35_llamacpp;
 mod model_shapes;

@@ -3,9 +3,10 @@
 //!
 //! Tests follow llama-bench: `pp N` prefills N random token ids in ubatches, `tg N` generates N
 //! tokens one at a time (greedy argmax on the device), `pg` does both; each runs at a KV depth
-//! (`-d`) filled before the clock starts. One untimed warm-up run per test, then `-r` timed
-//! repetitions; tokenization and sampling are never timed. Results are rows with llama-bench's
-//! field names plus flint's own ([`output`] writes md, csv, json, jsonl and sql).
+//! (`-d`) filled before the clock starts. One untimed warm-up run per test (none with
+//! `--no-warmup`), then `-r` timed repetitions; tokenization and sampling are never timed.
+//! Results are rows with llama-bench's field names plus flint's own ([`output`] writes md, csv,
+//! json, jsonl and sql).
 
 pub mod batched;
 pub mod compare;
@@ -254,20 +255,23 @@ pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Res
     Ok(t0.elapsed().as_nanos() as u64)
 }
 
-/// Runs every test: one warm-up run, then `repetitions` timed ones; `on_run` is called after
-/// each run (for the progress bar).
+/// Runs every test: one warm-up run (unless `warmup` is false), then `repetitions` timed ones;
+/// `on_run` is called after each run (for the progress bar).
 pub fn run_tests(
     engine: &mut Engine,
     tests: &[TestSpec],
     repetitions: u32,
+    warmup: bool,
     mut on_run: impl FnMut(&TestSpec),
 ) -> Result<Vec<TestResult>> {
     let mut rng = TokenRng::new(0x5EED);
     let mut out = Vec::with_capacity(tests.len());
     for spec in tests {
         let test_time = rfc3339_now();
-        run_once(engine, spec, &mut rng)?;
-        on_run(spec);
+        if warmup {
+            run_once(engine, spec, &mut rng)?;
+            on_run(spec);
+        }
         let mut samples_ns = Vec::with_capacity(repetitions as usize);
         for _ in 0..repetitions {
             samples_ns.push(run_once(engine, spec, &mut rng)?);

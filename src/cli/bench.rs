@@ -44,6 +44,10 @@ pub struct BenchArgs {
     /// Timed repetitions of each test (after one untimed warm-up run).
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub repetitions: u32,
+    /// Skip each test's untimed warm-up run (llama-bench's `--no-warmup`): for runs so long
+    /// that a second pass of each test does not fit (pipelines are built at load either way).
+    #[arg(long = "no-warmup")]
+    pub no_warmup: bool,
     /// Logical batch (`-b`): reported; prompts run in ubatches of `-ub` rows.
     #[arg(short = 'b', long = "batch-size", default_value_t = 2048)]
     pub n_batch: u32,
@@ -249,13 +253,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let session = SessionInfo::from_engine(&engine, config, desc);
 
-    let runs = tests.len() as u64 * (u64::from(args.repetitions) + 1);
+    let warmup = !args.no_warmup;
+    let runs = tests.len() as u64 * (u64::from(args.repetitions) + u64::from(warmup));
     let bar = indicatif::ProgressBar::new(runs);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed}]")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let results = bench::run_tests(&mut engine, &tests, args.repetitions, |spec| {
+    let results = bench::run_tests(&mut engine, &tests, args.repetitions, warmup, |spec| {
         bar.set_message(spec.name());
         bar.inc(1);
     });

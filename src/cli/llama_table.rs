@@ -379,4 +379,5 @@ pub const BENCH: &[Entry] = &[
     e(&["-oe", "--output-err"], 1, Refuse("flint bench writes one output format, to stdout")),
     e(&["--progress"], 0, Note("flint bench shows a progress bar on a terminal")),
     e(&["--delay"], 1, Note("flint bench runs one untimed warm-up per test")),
+    e(&["--no-warmup"], 0, Map("--no-warmup")),
 ];
