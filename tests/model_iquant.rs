@@ -258,15 +258,14 @@ fn gguf_py_written_models_match_the_oracle() {
         IQ4_NL, IQ4_XS, MXFP4, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M,
     ] {
         let path = tmp.path().join(format!("{}.gguf", ty.name()));
-        let out = std::process::Command::new("python3")
-            .arg(script)
+        let out = common::gguf_py::python(script)
             .arg(ty.name())
             .arg(&path)
             .output()
             .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install python3"));
         assert!(
             out.status.success(),
-            "{script} {ty} failed (it needs numpy and the PyPI package gguf: pip install gguf):\n{}",
+            "{script} {ty} failed (gguf-py and numpy from common::gguf_py):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         let expect = [("token_embd.weight", ty), ("output.weight", ty)];

@@ -74,15 +74,14 @@ fn fixture(name: &str) -> Fixture {
 /// Writes the type's tiny model with gguf-py, as the fixture's maker did (the same bytes).
 fn write_model(ty: GgmlType, path: &std::path::Path, want_sha: &str) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gen_iquant_model.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
+    let out = common::gguf_py::python(script)
         .arg(ty.name())
         .arg(path)
         .output()
         .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install python3"));
     assert!(
         out.status.success(),
-        "{script} {ty} failed (it needs numpy and the PyPI package gguf: pip install gguf):\n{}",
+        "{script} {ty} failed (gguf-py and numpy from common::gguf_py):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(

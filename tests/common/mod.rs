@@ -9,6 +9,7 @@ pub mod drive;
 pub mod dspark;
 pub mod dspark_check;
 pub mod forward;
+pub mod gguf_py;
 pub mod gpu;
 pub mod raw;
 pub mod stats;

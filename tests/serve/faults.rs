@@ -136,7 +136,9 @@ impl Gen {
             "stream" => vec![json!("yes"), json!(1), json!([]), json!({})],
             "stream_options" => vec![json!(5), json!({"include_usage": "x"})],
             "n" => vec![json!(2), json!(0), json!(-1), json!("1")],
-            "logprobs" => vec![json!(true), json!(5), json!(50), json!("x")],
+            // Log-probabilities are served (a bool on chat, 0 to 20 on completions): only
+            // values neither route takes.
+            "logprobs" => vec![json!(-1), json!("x"), json!([]), json!({})],
             "model" => vec![json!(5), json!([]), json!({})],
             "tools" => vec![
                 json!("f"),
