@@ -469,41 +469,11 @@ fn commit<R: BatchRequest>(
             return hand(r, &tokens, &[], full);
         }
     }
-    let ids = out
-        .ids
-        .get(rows.clone())
-        .ok_or_else(|| short_output(&rows))?;
-    let logits = || {
-        out.logits
-            .get(rows.start * n_vocab..rows.end * n_vocab)
-            .ok_or_else(|| short_output(&rows))
-    };
-    // The verdict: `accepted` drafts, then `next`.
-    // The sampler's distribution of a plain sampled row (`post_sampling_probs`).
-    let mut post = None;
-    let (accepted, next) = match &mut a.sampler {
-        None => {
-            let v = accept_greedy(&pl.drafts, ids)?;
-            (v.accepted, v.next)
-        }
-        Some(s) if pl.drafts.is_empty() && pl.refused.is_none() => {
-            let t = s.sample(logits()?);
-            if a.logprobs.is_some_and(|w| w.post) {
-                post = Some(s.candidates(logits()?));
-            }
-            s.accept(t);
-            (0, t)
-        }
-        Some(s) => {
-            let bonus = match &pl.refused {
-                _ if pl.forced_after => Bonus::Skip,
-                Some(pd) => Bonus::Residual(pd),
-                None => Bonus::Sample,
-            };
-            let v = accept_sampled_cut(s, &pl.drafts, &pl.dists, logits()?, n_vocab, bonus)?;
-            (v.accepted, v.next)
-        }
-    };
+    let Verdict {
+        accepted,
+        next,
+        post,
+    } = verdict(a, pl, out, rows.clone(), n_vocab)?;
     // Every kept draft accepted where the grammar forces what follows: the last row's sample
     // is not used, the forced tokens come next.
     let next = (!(pl.forced_after && accepted == pl.drafts.len())).then_some(next);
@@ -534,6 +504,67 @@ fn commit<R: BatchRequest>(
     // A full cache ends the request after this step's tokens (the next needs a row).
     let full = eng.fwd.kv().len(a.seq)? >= eng.fwd.capacity();
     hand(r, &tokens, &drafted, full)
+}
+
+/// The verdict on a request's rows of the step: `accepted` drafts, then `next` (greedy, a plain
+/// sample, or rejection sampling against the drafts' distributions), and the sampler's
+/// distribution of a plain sampled row when `post_sampling_probs` asks for it.
+fn verdict(
+    a: &mut SeqState,
+    pl: &Planned,
+    out: &StepOut<'_>,
+    rows: std::ops::Range<usize>,
+    n_vocab: usize,
+) -> Result<Verdict> {
+    let ids = out
+        .ids
+        .get(rows.clone())
+        .ok_or_else(|| short_output(&rows))?;
+    let logits = || {
+        out.logits
+            .get(rows.start * n_vocab..rows.end * n_vocab)
+            .ok_or_else(|| short_output(&rows))
+    };
+    // The sampler's distribution of a plain sampled row (`post_sampling_probs`).
+    let mut post = None;
+    let (accepted, next) = match &mut a.sampler {
+        None => {
+            let v = accept_greedy(&pl.drafts, ids)?;
+            (v.accepted, v.next)
+        }
+        Some(s) if pl.drafts.is_empty() && pl.refused.is_none() => {
+            let t = s.sample(logits()?);
+            if a.logprobs.is_some_and(|w| w.post) {
+                post = Some(s.candidates(logits()?));
+            }
+            s.accept(t);
+            (0, t)
+        }
+        Some(s) => {
+            let bonus = match &pl.refused {
+                _ if pl.forced_after => Bonus::Skip,
+                Some(pd) => Bonus::Residual(pd),
+                None => Bonus::Sample,
+            };
+            let v = accept_sampled_cut(s, &pl.drafts, &pl.dists, logits()?, n_vocab, bonus)?;
+            (v.accepted, v.next)
+        }
+    };
+    Ok(Verdict {
+        accepted,
+        next,
+        post,
+    })
+}
+
+/// [`verdict`]'s answer.
+struct Verdict {
+    /// Drafts accepted.
+    accepted: usize,
+    /// The token after them.
+    next: u32,
+    /// The sampler's `(id, probability)` of a plainly sampled row, when asked for.
+    post: Option<Vec<(u32, f32)>>,
 }
 
 /// A decode step's counters and the request's drafter decision: a cycle (drafts proposed,
