@@ -17,7 +17,10 @@
 //! warm-up run of the first test builds the kernels first; `-r` runs each test that many times
 //! and reports the run with the median T. With `-md`, every sequence has its drafter and the
 //! TG phase drafts, verifies and accepts across the B sequences in each step (the server's
-//! step, `engine::batch_run`); `accepted` counts the drafts accepted of those verified.
+//! step, `engine::batch_run`); `accepted` counts the drafts accepted of those verified. With
+//! `--temp T` (> 0) every sequence samples (top-k 40, top-p 0.95, min-p 0.05, its own seed).
+//! The TG phase's steps are counted ([`super::host`]): submits, blocking waits and host time
+//! per step (one step: one `batch_run::step`, a speculative cycle with drafters).
 
 use std::time::Instant;
 
@@ -25,7 +28,10 @@ use serde_json::{json, Map, Value};
 
 use crate::engine::batch_run::{self, settle, BatchRequest, Ended, SeqState};
 use crate::engine::Engine;
+use crate::sampling::{Sampler, SamplerParams};
 use crate::{Error, Result};
+
+use super::host::StepCost;
 
 /// One test's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +45,8 @@ pub struct BatchedRow {
     pub gain: Option<f64>,
     /// With drafters: (drafts verified, accepted) over the run's generation.
     pub spec: Option<(u64, u64)>,
+    /// The TG phase's steps: submits, waits and host time.
+    pub cost: StepCost,
 }
 
 impl BatchedRow {
@@ -122,18 +130,36 @@ impl BatchRequest for BenchSeq {
     }
 }
 
-/// One run of (pp, tg, b): (T_PP, T_TG, drafted, accepted). The prompts run as batched steps
-/// (every sequence's first token comes from its last prompt row), then the sequences decode
-/// together (with drafters: draft, verify and accept per sequence in the same steps).
-fn run_once(eng: &mut Engine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64, u64)> {
+/// Sequence `seq`'s sampler at temperature `temp` (none: greedy).
+fn sampler(eng: &Engine, temp: f32, seq: usize) -> Result<Option<Sampler>> {
+    if temp <= 0.0 {
+        return Ok(None);
+    }
+    let params = SamplerParams {
+        temp,
+        seed: 42 + seq as u64,
+        ..SamplerParams::default()
+    };
+    Ok(Some(Sampler::new(params, eng.hp().n_vocab)?))
+}
+
+/// One run's figures: T_PP, T_TG, drafted, accepted, the TG phase's step cost.
+type Run = (f64, f64, u64, u64, StepCost);
+
+/// One run of (pp, tg, b) at temperature `temp`. The prompts run as batched steps (every
+/// sequence's first token comes from its last prompt row), then the sequences decode together
+/// (with drafters: draft, verify and accept per sequence in the same steps).
+fn run_once(eng: &mut Engine, pp: u32, tg: u32, b: u32, temp: f32) -> Result<Run> {
     let prompt = prompt(eng, pp)?;
     let has_drafter = !eng.drafters.is_empty();
-    let mut seqs: Vec<BenchSeq> = (0..b as usize)
-        .map(|seq| BenchSeq {
-            st: SeqState::new(seq, prompt.clone(), 0, tg as usize, None, has_drafter),
+    let mut seqs = Vec::with_capacity(b as usize);
+    for seq in 0..b as usize {
+        let sampler = sampler(eng, temp, seq)?;
+        seqs.push(BenchSeq {
+            st: SeqState::new(seq, prompt.clone(), 0, tg as usize, sampler, has_drafter),
             decode: false,
-        })
-        .collect();
+        });
+    }
     for s in &seqs {
         eng.reset(s.st.seq)?;
         if let Some(d) = eng.drafters.get_mut(s.st.seq) {
@@ -155,7 +181,9 @@ fn run_once(eng: &mut Engine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64
         .filter(|s| tg > 1 && !s.st.generated.is_empty())
         .collect();
     let (mut drafted, mut accepted) = (0, 0);
+    let (c0, mut steps) = (eng.ctx.counters().snapshot(), 0);
     while !running.is_empty() {
+        steps += 1;
         let mut ended = step(eng, &mut running)?;
         ended.sort_by_key(|i| std::cmp::Reverse(*i));
         for i in ended {
@@ -167,7 +195,15 @@ fn run_once(eng: &mut Engine, pp: u32, tg: u32, b: u32) -> Result<(f64, f64, u64
             }
         }
     }
-    Ok((t_pp, t1.elapsed().as_secs_f64(), drafted, accepted))
+    let t_tg = t1.elapsed();
+    let mut cost = StepCost::default();
+    let counts = eng.ctx.counters().snapshot() - c0;
+    cost.add(
+        steps,
+        u64::try_from(t_tg.as_nanos()).unwrap_or(u64::MAX),
+        counts,
+    );
+    Ok((t_pp, t_tg.as_secs_f64(), drafted, accepted, cost))
 }
 
 /// One batched step; a sequence that fails fails the benchmark. The sequences that ended.
@@ -181,13 +217,13 @@ fn step(eng: &mut Engine, seqs: &mut [BenchSeq]) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Every (PP, TG, B) test, in the order llama-batched-bench runs them (PP, then TG, then B).
+/// Every (PP, TG, B) test, in the order llama-batched-bench runs them (PP, then TG, then B),
+/// sequences sampling at `temp` (0: greedy).
 pub fn measure(
     eng: &mut Engine,
-    npp: &[u32],
-    ntg: &[u32],
-    npl: &[u32],
+    (npp, ntg, npl): (&[u32], &[u32], &[u32]),
     reps: u32,
+    temp: f32,
 ) -> Result<Vec<BatchedRow>> {
     let (seqs, ctx) = needs(npp, ntg, npl)?;
     if eng.n_seq() < seqs as usize || eng.capacity() < ctx {
@@ -198,17 +234,17 @@ pub fn measure(
         )));
     }
     // Warm-up: the first test once, untimed (kernels, dispatch sets).
-    run_once(eng, npp[0], ntg[0].min(4), npl[0])?;
+    run_once(eng, npp[0], ntg[0].min(4), npl[0], temp)?;
     let mut rows = Vec::new();
     for &pp in npp {
         for &tg in ntg {
             for &b in npl {
                 let mut runs = Vec::new();
                 for _ in 0..reps.max(1) {
-                    runs.push(run_once(eng, pp, tg, b)?);
+                    runs.push(run_once(eng, pp, tg, b, temp)?);
                 }
                 runs.sort_by(|x, y| (x.0 + x.1).total_cmp(&(y.0 + y.1)));
-                let (t_pp, t_tg, drafted, accepted) = runs[runs.len() / 2];
+                let (t_pp, t_tg, drafted, accepted, cost) = runs[runs.len() / 2];
                 rows.push(BatchedRow {
                     pp,
                     tg,
@@ -217,6 +253,7 @@ pub fn measure(
                     t_tg,
                     gain: None,
                     spec: (!eng.drafters.is_empty()).then_some((drafted, accepted)),
+                    cost,
                 });
             }
         }
@@ -247,7 +284,10 @@ pub fn records(rows: &[BatchedRow]) -> Vec<Map<String, Value>> {
                 "draft_n": r.spec.map(|s| s.0), "draft_n_accepted": r.spec.map(|s| s.1),
             });
             match v {
-                Value::Object(m) => m,
+                Value::Object(mut m) => {
+                    r.cost.put(&mut m);
+                    m
+                }
                 _ => Map::new(),
             }
         })
@@ -269,6 +309,7 @@ pub fn render_md(rows: &[BatchedRow], adapter: &str) -> String {
         ("S t/s", true),
         ("S_TG / B=1", true),
         ("accepted", true),
+        ("host µs/step", true),
     ];
     let body: Vec<Vec<String>> = rows
         .iter()
@@ -286,6 +327,7 @@ pub fn render_md(rows: &[BatchedRow], adapter: &str) -> String {
                 format!("{:.2}", r.s()),
                 r.gain.map_or("-".into(), |g| format!("{g:.2}x")),
                 r.spec.map_or("-".into(), |(d, a)| format!("{a}/{d}")),
+                format!("{:.0}", r.cost.host_us_per_step()),
             ]
         })
         .collect();

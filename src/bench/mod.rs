@@ -10,6 +10,7 @@
 
 pub mod batched;
 pub mod compare;
+pub mod host;
 pub mod output;
 pub mod profile;
 pub mod speculative;
@@ -184,6 +185,8 @@ pub struct TestResult {
     pub spec: TestSpec,
     pub test_time: String,
     pub samples_ns: Vec<u64>,
+    /// Submits, waits and host time of the timed runs' steps.
+    pub cost: host::StepCost,
 }
 
 impl TestResult {
@@ -231,12 +234,18 @@ pub fn fill_depth(engine: &mut Engine, depth: u32, rng: &mut TokenRng) -> Result
 }
 
 /// One run of a test: reset, fill the depth (untimed), then the timed prompt and generation.
-/// Returns the nanoseconds of the timed part.
-pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Result<u64> {
+/// Adds the timed part's steps to `cost`; returns its nanoseconds.
+pub fn run_once(
+    engine: &mut Engine,
+    spec: &TestSpec,
+    rng: &mut TokenRng,
+    cost: &mut host::StepCost,
+) -> Result<u64> {
     let n_vocab = engine.hp().n_vocab;
     fill_depth(engine, spec.n_depth, rng)?;
     let prompt = rng.tokens(spec.n_prompt, n_vocab);
     let first = rng.next(n_vocab);
+    let c0 = engine.ctx.counters().snapshot();
     let t0 = Instant::now();
     if !prompt.is_empty() {
         engine.prefill(0, &prompt)?;
@@ -252,7 +261,11 @@ pub fn run_once(engine: &mut Engine, spec: &TestSpec, rng: &mut TokenRng) -> Res
             .copied()
             .ok_or_else(|| Error::Usage("no logits".into()))?;
     }
-    Ok(t0.elapsed().as_nanos() as u64)
+    let ns = t0.elapsed().as_nanos() as u64;
+    let ubatch = u64::from(engine.max_rows().max(1));
+    let steps = u64::from(spec.n_prompt).div_ceil(ubatch) + u64::from(spec.n_gen);
+    cost.add(steps, ns, engine.ctx.counters().snapshot() - c0);
+    Ok(ns)
 }
 
 /// Runs every test: one warm-up run (unless `warmup` is false), then `repetitions` timed ones;
@@ -269,18 +282,20 @@ pub fn run_tests(
     for spec in tests {
         let test_time = rfc3339_now();
         if warmup {
-            run_once(engine, spec, &mut rng)?;
+            run_once(engine, spec, &mut rng, &mut host::StepCost::default())?;
             on_run(spec);
         }
         let mut samples_ns = Vec::with_capacity(repetitions as usize);
+        let mut cost = host::StepCost::default();
         for _ in 0..repetitions {
-            samples_ns.push(run_once(engine, spec, &mut rng)?);
+            samples_ns.push(run_once(engine, spec, &mut rng, &mut cost)?);
             on_run(spec);
         }
         out.push(TestResult {
             spec: *spec,
             test_time,
             samples_ns,
+            cost,
         });
     }
     Ok(out)
@@ -430,6 +445,7 @@ pub fn record(s: &SessionInfo, r: &TestResult) -> Map<String, Value> {
         _ => None,
     };
     put("bandwidth_pct", json!(pct));
+    r.cost.put(&mut m);
     m
 }
 

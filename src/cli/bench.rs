@@ -127,6 +127,10 @@ pub struct BenchArgs {
     /// S t/s) plus S_TG over B = 1's; `-npp` defaults to 128, `-r` to the median of that many.
     #[arg(long = "npl", value_delimiter = ',')]
     pub npl: Vec<u32>,
+    /// With `-npl`: every sequence samples at this temperature (top-k 40, top-p 0.95, min-p
+    /// 0.05, a seed of its own); 0 is greedy.
+    #[arg(long = "temp", default_value_t = 0.0, requires = "npl")]
+    pub temp: f32,
 }
 
 fn parse_pg(s: &str) -> Result<(u32, u32)> {
@@ -316,7 +320,11 @@ fn batched(args: &BenchArgs, format: output::Format) -> Result<()> {
     if args.profile {
         return profile_batched(args, &mut eng);
     }
-    let rows = bench::batched::measure(&mut eng, &npp, &ntg, &args.npl, args.repetitions)?;
+    if !(args.temp >= 0.0 && args.temp.is_finite()) {
+        return Err(Error::Usage(format!("--temp {}: must be ≥ 0", args.temp)));
+    }
+    let tests = (&npp[..], &ntg[..], &args.npl[..]);
+    let rows = bench::batched::measure(&mut eng, tests, args.repetitions, args.temp)?;
     let text = match format {
         output::Format::Md => bench::batched::render_md(&rows, &eng.ctx.info().name),
         f => output::render_as(f, &bench::batched::records(&rows), "batched"),

@@ -1,8 +1,14 @@
-//! Adapter enumeration and choice: which backends (`FLINT_BACKEND=vulkan|dx12|metal|gl`, or
-//! `DeviceOptions::backends`), the enumerated list that `flint devices` prints and `--device N`
-//! indexes, and the default preference: discrete > integrated > virtual > other > CPU, then
-//! Vulkan > Metal > DX12 > GL. Without a backend named, GL is searched only when Vulkan, Metal
-//! and DX12 find nothing.
+//! Adapter enumeration and choice: which backends (`FLINT_BACKEND=vulkan|dx12|metal|gl|noop`,
+//! or `DeviceOptions::backends`), the enumerated list that `flint devices` prints and
+//! `--device N` indexes, and the default preference: discrete > integrated > virtual > other >
+//! CPU, then Vulkan > Metal > DX12 > GL. Without a backend named, GL is searched only when
+//! Vulkan, Metal and DX12 find nothing.
+//!
+//! `noop` is wgpu's backend whose kernels do nothing (buffers live in host memory, readbacks
+//! return what was uploaded or zeros): `flint bench` on it measures what the host costs per
+//! step. It is searched only when named, and it stands for a discrete GPU (the GPU kernel set,
+//! 32-wide subgroups, an NVIDIA-like set of limits) unless `FLINT_NOOP_PROFILE=cpu` asks for a
+//! CPU driver's kernel set.
 
 use super::GpuError;
 
@@ -57,6 +63,7 @@ pub fn parse_backends(value: &str) -> Result<wgpu::Backends, GpuError> {
             "dx12" | "d3d12" => wgpu::Backends::DX12,
             "metal" | "mtl" => wgpu::Backends::METAL,
             "gl" | "gles" | "opengl" => wgpu::Backends::GL,
+            "noop" => wgpu::Backends::NOOP,
             _ => {
                 return Err(GpuError::BadBackendEnv {
                     value: value.to_string(),
@@ -106,11 +113,15 @@ pub(crate) fn find_adapters(explicit: Option<wgpu::Backends>) -> Result<Found, G
 
 fn enumerate(backends: wgpu::Backends) -> Found {
     // wgpu's own switches (WGPU_VALIDATION, WGPU_DEBUG, …) still apply to the instance flags.
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+    let mut desc = wgpu::InstanceDescriptor {
         backends,
         flags: wgpu::InstanceFlags::from_build_config().with_env(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
-    });
+    };
+    if backends.contains(wgpu::Backends::NOOP) {
+        desc.backend_options.noop = noop_options();
+    }
+    let instance = wgpu::Instance::new(desc);
     let adapters = pollster::block_on(instance.enumerate_adapters(backends));
     Found {
         instance,
@@ -245,4 +256,47 @@ pub fn gl_note(a: &AdapterSummary) -> Option<String> {
         "flint: running on OpenGL (GL): much slower than Vulkan, Metal or DX12, and shader \
          compilation takes minutes; {install}"
     ))
+}
+
+/// The `noop` adapter flint asks for: a discrete GPU's features and limits (those of a
+/// current NVIDIA Vulkan driver where they matter to flint's kernel and plan choices).
+fn noop_options() -> wgpu::NoopBackendOptions {
+    let limits = wgpu::Limits {
+        max_storage_buffer_binding_size: u64::from(u32::MAX - 3),
+        max_buffer_size: 1 << 40,
+        max_compute_workgroup_storage_size: 49_152,
+        max_compute_invocations_per_workgroup: 1024,
+        max_compute_workgroup_size_x: 1024,
+        max_compute_workgroup_size_y: 1024,
+        max_compute_workgroup_size_z: 64,
+        max_compute_workgroups_per_dimension: 65_535,
+        max_storage_buffers_per_shader_stage: 1 << 20,
+        max_bindings_per_bind_group: 1000,
+        ..wgpu::Limits::default()
+    };
+    // What flint may ask for on a discrete GPU; the noop adapter would offer every feature.
+    let features = wgpu::Features::SHADER_F16
+        | wgpu::Features::SUBGROUP
+        | wgpu::Features::SHADER_INT64
+        | wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
+    wgpu::NoopBackendOptions {
+        enable: true,
+        limits: Some(limits),
+        features: Some(features),
+        device_type: Some(wgpu::DeviceType::DiscreteGpu),
+        subgroup_min_size: Some(32),
+        subgroup_max_size: Some(32),
+        ..Default::default()
+    }
+}
+
+/// Whether an adapter on `backend` runs flint's CPU-driver kernel set: a CPU device type, or
+/// `noop` when `FLINT_NOOP_PROFILE=cpu` (wgpu's noop adapter reports a CPU device type whatever
+/// it is given, so the profile is flint's to choose).
+pub fn cpu_profile(backend: wgpu::Backend, device_type: wgpu::DeviceType) -> bool {
+    if backend == wgpu::Backend::Noop {
+        return std::env::var("FLINT_NOOP_PROFILE").is_ok_and(|v| v.eq_ignore_ascii_case("cpu"));
+    }
+    device_type == wgpu::DeviceType::Cpu
 }

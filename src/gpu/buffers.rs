@@ -145,8 +145,7 @@ pub fn read_back(
         bytes,
         limit: usize::MAX as u64,
     })?;
-    let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-    let staging = create_buffer(ctx, "readback staging", size, usage)?;
+    let staging = ctx.staging().take(ctx, size)?;
     let slot: Arc<Mutex<Option<Result<(), wgpu::BufferAsyncError>>>> = Arc::default();
     let sink = Arc::clone(&slot);
     ctx.scoped("readback copy", 0, |device| {
@@ -185,6 +184,7 @@ pub fn read_back(
     let out = view.get(..len).map(<[u8]>::to_vec);
     drop(view);
     staging.unmap();
+    ctx.staging().give(staging);
     out.ok_or_else(|| GpuError::Map {
         message: format!("mapped range shorter than {len} bytes"),
     })

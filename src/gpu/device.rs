@@ -21,6 +21,12 @@ use super::adapters::{feature_names, find_adapters, preference, summarize};
 use super::pipelines::PipelineCache;
 use super::GpuError;
 
+thread_local! {
+    /// This thread is inside [`GpuContext::step_scope`]: its error scopes catch what the calls
+    /// inside do, so [`GpuContext::scoped`] pushes none of its own.
+    static IN_STEP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// How a [`GpuContext`] is created. `Default` = best adapter, every useful feature, real limits.
 #[derive(Debug, Clone)]
 pub struct DeviceOptions {
@@ -97,14 +103,42 @@ pub struct GpuContext {
     pipelines: PipelineCache,
     poll_timeout: Duration,
     counters: Counters,
+    /// The CPU-driver kernel set is chosen ([`super::adapters::cpu_profile`]).
+    cpu_profile: bool,
+    /// Readback staging buffers kept between readbacks.
+    staging: super::staging::StagingPool,
 }
 
-/// Queue submissions and host readbacks since the context was created (`flint bench
-/// --profile` reports them per token).
+/// Queue submissions, host readbacks and blocking waits since the context was created
+/// (`flint bench` reports them per step).
 #[derive(Debug, Default)]
 pub struct Counters {
     pub submits: std::sync::atomic::AtomicU64,
     pub readbacks: std::sync::atomic::AtomicU64,
+    /// Blocking waits for the device (`poll(Wait)`), and the nanoseconds spent in them.
+    pub waits: std::sync::atomic::AtomicU64,
+    pub wait_nanos: std::sync::atomic::AtomicU64,
+}
+
+/// The counters at one moment; the difference of two is what happened between them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    pub submits: u64,
+    pub readbacks: u64,
+    pub waits: u64,
+    pub wait_nanos: u64,
+}
+
+impl std::ops::Sub for CounterSnapshot {
+    type Output = CounterSnapshot;
+    fn sub(self, o: CounterSnapshot) -> CounterSnapshot {
+        CounterSnapshot {
+            submits: self.submits.saturating_sub(o.submits),
+            readbacks: self.readbacks.saturating_sub(o.readbacks),
+            waits: self.waits.saturating_sub(o.waits),
+            wait_nanos: self.wait_nanos.saturating_sub(o.wait_nanos),
+        }
+    }
 }
 
 impl Counters {
@@ -112,6 +146,24 @@ impl Counters {
     pub fn get(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.submits.load(Relaxed), self.readbacks.load(Relaxed))
+    }
+
+    /// Every counter now.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        use std::sync::atomic::Ordering::Relaxed;
+        CounterSnapshot {
+            submits: self.submits.load(Relaxed),
+            readbacks: self.readbacks.load(Relaxed),
+            waits: self.waits.load(Relaxed),
+            wait_nanos: self.wait_nanos.load(Relaxed),
+        }
+    }
+
+    /// A blocking wait of `nanos` happened.
+    pub fn waited(&self, nanos: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.waits.fetch_add(1, Relaxed);
+        self.wait_nanos.fetch_add(nanos, Relaxed);
     }
 
     pub fn submitted(&self) {
@@ -214,7 +266,6 @@ impl GpuContext {
             features: device.features(),
             limits: device.limits(),
             instance,
-            adapter,
             device,
             queue,
             summary,
@@ -223,6 +274,12 @@ impl GpuContext {
             pipelines: PipelineCache::default(),
             poll_timeout: opts.poll_timeout,
             counters: Counters::default(),
+            staging: super::staging::StagingPool::default(),
+            cpu_profile: {
+                let info = adapter.get_info();
+                super::adapters::cpu_profile(info.backend, info.device_type)
+            },
+            adapter,
         })
     }
 
@@ -237,6 +294,10 @@ impl GpuContext {
     }
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+    /// Readback staging buffers kept between readbacks.
+    pub fn staging(&self) -> &super::staging::StagingPool {
+        &self.staging
     }
     pub fn queue(&self) -> &wgpu::Queue {
         &self.queue
@@ -273,7 +334,7 @@ impl GpuContext {
     /// Whether the adapter is a CPU driver (lavapipe, WARP, SwiftShader): kernels that suit
     /// CPUs are chosen by this.
     pub fn is_cpu(&self) -> bool {
-        self.adapter.get_info().device_type == wgpu::DeviceType::Cpu
+        self.cpu_profile
     }
     /// The pipeline cache of this device.
     pub fn pipelines(&self) -> &PipelineCache {
@@ -312,8 +373,36 @@ impl GpuContext {
         });
     }
 
+    /// Runs `f` (a whole step: its parameter uploads, recording and submit) inside one set of
+    /// error scopes instead of one per call: the [`GpuContext::scoped`] calls inside push none
+    /// (three scopes pushed and popped per upload were a sixth of a decode step's host time).
+    /// An error inside names `what`.
+    pub fn step_scope<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce() -> Result<T, crate::Error>,
+    ) -> Result<T, crate::Error> {
+        if IN_STEP.with(std::cell::Cell::get) {
+            return f();
+        }
+        // Reset even if `f` panics (the server catches panics per request).
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                IN_STEP.with(|c| c.set(false));
+            }
+        }
+        self.check_alive()?;
+        self.with_scopes(what, 0, |_| {
+            IN_STEP.with(|c| c.set(true));
+            let _reset = Reset;
+            f()
+        })?
+    }
+
     /// Runs `f` inside OutOfMemory, Validation and Internal error scopes; anything they catch
-    /// becomes a typed error naming `what` (and `bytes`, for allocations; 0 otherwise).
+    /// becomes a typed error naming `what` (and `bytes`, for allocations; 0 otherwise). Inside
+    /// [`GpuContext::step_scope`] the step's scopes catch it instead.
     pub fn scoped<T>(
         &self,
         what: &str,
@@ -321,6 +410,19 @@ impl GpuContext {
         f: impl FnOnce(&wgpu::Device) -> T,
     ) -> Result<T, GpuError> {
         self.check_alive()?;
+        if IN_STEP.with(std::cell::Cell::get) {
+            return Ok(f(&self.device));
+        }
+        self.with_scopes(what, bytes, f)
+    }
+
+    /// [`GpuContext::scoped`]'s scopes, always pushed.
+    fn with_scopes<T>(
+        &self,
+        what: &str,
+        bytes: u64,
+        f: impl FnOnce(&wgpu::Device) -> T,
+    ) -> Result<T, GpuError> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
@@ -362,7 +464,12 @@ impl GpuContext {
         } else {
             wgpu::PollType::Poll
         };
+        let t0 = std::time::Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| self.device.poll(poll_type)));
+        if wait {
+            let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.counters.waited(nanos);
+        }
         match result {
             Ok(Ok(_)) => {}
             Ok(Err(wgpu::PollError::Timeout)) => {

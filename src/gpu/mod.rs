@@ -10,6 +10,7 @@
 //! - [`pipelines`]: a cache that builds each (shader, variant) compute pipeline once.
 //! - [`buffers`]: storage/uniform/staging buffers checked against the device limits first,
 //!   uploads, and a blocking readback.
+//! - [`staging`]: the readback staging buffers kept between readbacks.
 //! - [`exit`]: [`end_process`], the end of a process whose threads may still be in the driver
 //!   (`flint serve`), without the library teardown that races them.
 //!
@@ -23,9 +24,10 @@ pub mod exit;
 pub mod memory;
 pub mod pipelines;
 pub mod shaders;
+pub mod staging;
 
 pub use adapters::{list_adapters, parse_backends, AdapterSummary, KeyLimits};
-pub use device::{CapturedError, Counters, DeviceOptions, GpuContext, LostInfo};
+pub use device::{CapturedError, CounterSnapshot, Counters, DeviceOptions, GpuContext, LostInfo};
 pub use exit::end_process;
 pub use memory::{driver_memory, DriverMemory};
 pub use pipelines::{CachedPipeline, PipelineCache};
@@ -42,7 +44,7 @@ pub enum GpuError {
         "adapter index {index} is out of range: {count} adapter(s) found (see `flint devices`)"
     )]
     AdapterIndexOutOfRange { index: usize, count: usize },
-    #[error("FLINT_BACKEND={value:?} is not one of vulkan, dx12, metal, gl")]
+    #[error("FLINT_BACKEND={value:?} is not one of vulkan, dx12, metal, gl, noop")]
     BadBackendEnv { value: String },
     #[error("requesting a device from adapter {adapter:?} failed: {message}")]
     RequestDevice { adapter: String, message: String },
