@@ -32,7 +32,7 @@ use crate::{Error, Result};
 use super::batch_attn::planned_partials;
 use super::batch_seq::{seq_ops, Seq, SeqOps, SeqRows};
 use super::build::ForwardSpec;
-use super::Forward;
+use super::{Forward, Route};
 
 /// One sequence's rows of a batched step.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +84,7 @@ impl BatchForward {
             mask: MaskMode::Causal,
             fused_only: true,
             argmax: true,
-            rope_in_qkv: false,
+            rope_in_qkv: true,
         };
         let mut fwd = Forward::with_spec(ctx, hp, weights, &spec, alloc)?;
         let head_in = alloc.storage("act.head_in")?;
@@ -96,11 +96,13 @@ impl BatchForward {
             let p = partials.as_ref();
             seqs.push(seq_ops(ctx, &fwd, &spec, s, &head_in, p, alloc)?);
         }
+        fwd.seq_caches = seqs.iter().map(|q| q.caches.clone()).collect();
         let ops = SeqOps {
             seqs,
             active: Vec::new(),
             tapping: Vec::new(),
             gathering: Vec::new(),
+            alone: false,
         };
         Ok(BatchForward {
             fwd,
@@ -342,7 +344,13 @@ impl BatchForward {
         }
         let m = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         let n_logits: u32 = runs.iter().map(|r| r.n_logits).sum();
-        self.fwd.resize(ctx, m, n_logits)?;
+        // One sequence's rows: its caches through the one-sequence route.
+        let route = match runs {
+            [one] => Route::Seq(one.seq),
+            _ => Route::Shared,
+        };
+        self.ops.alone = route != Route::Shared;
+        self.fwd.resize(ctx, m, n_logits, route)?;
         let d = self.fwd.hp.n_embd;
         let (mut active, mut tapping, mut gathering) = (Vec::new(), Vec::new(), Vec::new());
         let mut n_gathered = 0u32;

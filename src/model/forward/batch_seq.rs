@@ -43,6 +43,8 @@ pub(super) struct SeqAttn {
 #[derive(Debug)]
 pub(super) struct Seq {
     pub(super) layers: Vec<SeqAttn>,
+    /// Its K and V caches, by attention layer (a one-sequence step's q | k | v epilogue).
+    pub(super) caches: Vec<[wgpu::Buffer; 2]>,
     pub(super) gather: CopyRows,
     /// (layer whose input is captured, the copy of this sequence's rows into its drafter's
     /// staging `[rows, taps × d]`), as [`Forward::set_taps`].
@@ -106,6 +108,9 @@ pub struct SeqOps {
     pub(super) tapping: Vec<usize>,
     /// Those whose last row has logits, in logits-row order.
     pub(super) gathering: Vec<usize>,
+    /// The step is one sequence's rows: the q | k | v matmul does RoPE and the store where the
+    /// layer allows it ([`RopeStore::InQkv`], `forward::Route::Seq`).
+    pub(super) alone: bool,
 }
 
 impl SeqOps {
@@ -116,11 +121,13 @@ impl SeqOps {
             out.push(&ops.rope_q.dispatch);
             out.push(&ops.rope_k.dispatch);
         }
+        let in_qkv = self.alone && matches!(a.rope_store, RopeStore::InQkv { .. });
         for &s in &self.active {
             let Some(sa) = self.seqs.get(s).and_then(|q| q.layers.get(a.kv)) else {
                 continue;
             };
             match &sa.store {
+                _ if in_qkv => {}
                 SeqStore::Fused(op) => out.push(&op.dispatch),
                 SeqStore::Split([k, v]) => out.extend([&k.dispatch, &v.dispatch]),
             }
@@ -192,6 +199,7 @@ pub(super) fn seq_ops(
     let v_layout = kv_layout(spec.type_v, spec, hp.n_head_kv, hp.head_dim_v)?;
     let rope_cfg = rope_config(hp);
     let mut layers = Vec::new();
+    let mut caches = Vec::new();
     for (i, il) in hp.kv_layers().into_iter().enumerate() {
         // Gemma 3's sliding layers: their own RoPE table, the window mask.
         let (freqs, cfg) = match (&fwd.gemma3, sliding_rope(hp, il)) {
@@ -241,6 +249,7 @@ pub(super) fn seq_ops(
             ])
         };
         layers.push(SeqAttn { store, attn });
+        caches.push([kc, vc]);
     }
     let d = hp.n_embd;
     let params = CopyParams {
@@ -255,6 +264,7 @@ pub(super) fn seq_ops(
     let gather = CopyRows::new(ctx, &b.xn, head_in, params)?;
     Ok(Seq {
         layers,
+        caches,
         gather,
         taps: Vec::new(),
         tap_row: 0,

@@ -24,7 +24,7 @@ use crate::Result;
 use super::attn_build::{attention_ops, AttnEnv};
 use super::gemma3::{ffn_glu, layer_attention, layer_layouts, post_norms, sliding_rope, Gemma3Ops};
 use super::layer::{AttnOps, DeltaOps, LayerOps, MixerOps};
-use super::Forward;
+use super::{Forward, Route};
 
 /// What a forward pass is built for.
 #[derive(Debug, Clone, PartialEq)]
@@ -381,6 +381,8 @@ impl Forward {
             final_norm,
             argmax,
             matmuls: HashMap::new(),
+            route: Route::Own,
+            seq_caches: Vec::new(),
             family,
             max_rows,
             max_logit_rows,

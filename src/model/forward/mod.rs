@@ -57,8 +57,22 @@ use super::hparams::Hparams;
 use super::weights::{GateUp, Mixer, ModelWeights};
 use layer::{LayerOps, MixerOps};
 
-/// Matmul dispatch sets kept at most (one per (rows, logit rows) shape).
-const MATMUL_CACHE: usize = 16;
+/// Matmul dispatch sets kept at most (one per (rows, logit rows, route) shape).
+const MATMUL_CACHE: usize = 32;
+
+/// Where a step's projections and LM head put their rows besides the shared activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Route {
+    /// A lone forward pass: the q | k | v matmul's epilogue (where the layer has it) stores
+    /// into the forward's own caches; the LM head reads the last rows of `act.xn`.
+    Own,
+    /// A batched step of several sequences: each sequence's own RoPE + store and attention
+    /// calls, the logits rows gathered into `act.head_in`.
+    Shared,
+    /// A batched step of one sequence's rows: as `Own`, over that sequence's caches (the
+    /// same bits as `Shared`, one dispatch less per layer and no gather).
+    Seq(usize),
+}
 
 /// The copy of tap `k` (of `width / d`) of up to `rows` rows of the residual stream `x`
 /// `[rows, d]` into a drafter's `staging` `[rows, width]`, at columns `k·d..(k+1)·d`.
@@ -106,7 +120,12 @@ pub struct Forward {
     final_norm: RmsNorm,
     /// The on-device argmax of the logits rows and its output ids.
     argmax: Option<(Select, wgpu::Buffer)>,
-    matmuls: HashMap<(u32, u32), MatmulSet>,
+    matmuls: HashMap<(u32, u32, Route), MatmulSet>,
+    /// The route of the current step's matmul set.
+    route: Route,
+    /// A batched forward's caches, per sequence per attention layer (`Route::Seq`); empty for a
+    /// lone forward pass.
+    seq_caches: Vec<Vec<[wgpu::Buffer; 2]>>,
     family: Family,
     max_rows: u32,
     max_logit_rows: u32,
@@ -213,24 +232,32 @@ impl Forward {
     /// build on the pipeline cache's threads while the caller goes on (loading, other ops)
     /// instead of at the first such step. Shapes past the limits are skipped.
     pub fn warm(&mut self, ctx: &GpuContext, shapes: &[(u32, u32)]) -> Result<()> {
+        // A batched forward: the shared route and the one-sequence route (other pipelines).
+        let routes: &[Route] = if self.seq_caches.is_empty() {
+            &[Route::Own]
+        } else {
+            &[Route::Shared, Route::Seq(0)]
+        };
         for &(m, n_logits) in shapes {
             if m >= 1 && m <= self.max_rows && n_logits <= m.min(self.max_logit_rows) {
-                self.cache_matmuls(ctx, m, n_logits)?;
+                for &route in routes {
+                    self.cache_matmuls(ctx, (m, n_logits, route))?;
+                }
             }
         }
         Ok(())
     }
 
-    /// The matmul set of (m, n_logits) steps is cached (built now if it is not).
-    fn cache_matmuls(&mut self, ctx: &GpuContext, m: u32, n_logits: u32) -> Result<()> {
-        if !self.matmuls.contains_key(&(m, n_logits)) {
+    /// The matmul set of (m, n_logits, route) steps is cached (built now if it is not).
+    fn cache_matmuls(&mut self, ctx: &GpuContext, key: (u32, u32, Route)) -> Result<()> {
+        if !self.matmuls.contains_key(&key) {
             // Shapes other than the hot ones (decode, full ubatches, verify) come and go with
             // prompt lengths: keep the cache small rather than grow it per shape seen.
             if self.matmuls.len() >= MATMUL_CACHE {
                 self.matmuls.clear();
             }
-            let set = self.matmul_set(ctx, m, n_logits)?;
-            self.matmuls.insert((m, n_logits), set);
+            let set = self.matmul_set(ctx, key)?;
+            self.matmuls.insert(key, set);
         }
         Ok(())
     }
@@ -251,8 +278,23 @@ impl Forward {
         self.max_rows
     }
 
-    fn matmul_set(&self, ctx: &GpuContext, m: u32, n_logits: u32) -> Result<MatmulSet> {
+    fn matmul_set(
+        &self,
+        ctx: &GpuContext,
+        (m, n_logits, route): (u32, u32, Route),
+    ) -> Result<MatmulSet> {
         let b = &self.buffers;
+        // The caches a q | k | v epilogue stores into (none: each sequence's own calls do).
+        let caches = match route {
+            Route::Own => Some(&b.kv[..]),
+            Route::Shared => None,
+            Route::Seq(s) => Some(
+                self.seq_caches
+                    .get(s)
+                    .map(|c| &c[..])
+                    .ok_or_else(|| Error::Usage(format!("no caches for sequence {s}")))?,
+            ),
+        };
         let mm = |w: &GpuWeight, x: &wgpu::Buffer, y: &wgpu::Buffer| {
             matmul_dispatches(ctx, self.family, w, &MatmulIo::dense(w, x, y, m))
         };
@@ -275,9 +317,9 @@ impl Forward {
             moe.push(block);
             let [p0, p1, p2, out] = match (&lw.mixer, &l.mixer) {
                 (Mixer::Attention(aw), MixerOps::Attention(a)) => {
-                    let rope = a
-                        .rope_store
-                        .split_rope(&b.positions, &self.rope_freqs, &b.kv[a.kv]);
+                    let rope = caches
+                        .and_then(|c| c.get(a.kv))
+                        .and_then(|kv| a.rope_store.split_rope(&b.positions, &self.rope_freqs, kv));
                     let [q, k, v] = qkv_dispatches(ctx, self.family, &aw.qkv, b, m, rope)?;
                     // Gated: attention ⊙ sigmoid(gate) lands in act.q.
                     let o_in = if a.gate.is_some() { &b.q } else { &b.attn };
@@ -300,9 +342,9 @@ impl Forward {
         }
         let head = self.weights.lm_head();
         let d = self.hp.n_embd;
-        let (x, x_off) = match &self.head_in {
-            Some(h) => (h, 0),
-            None => (&b.xn, (m - n_logits) * d),
+        let (x, x_off) = match (&self.head_in, route) {
+            (Some(h), Route::Shared) => (h, 0),
+            _ => (&b.xn, (m - n_logits) * d),
         };
         let io = MatmulIo {
             x,
@@ -324,7 +366,7 @@ impl Forward {
         })
     }
 
-    fn resize(&mut self, ctx: &GpuContext, m: u32, n_logits: u32) -> Result<()> {
+    fn resize(&mut self, ctx: &GpuContext, m: u32, n_logits: u32, route: Route) -> Result<()> {
         if m != self.rows {
             for l in &mut self.layers {
                 l.set_rows(ctx, &self.hp, m)?;
@@ -343,7 +385,8 @@ impl Forward {
             self.argmax_rows = n_logits;
         }
         self.n_logits = n_logits;
-        self.cache_matmuls(ctx, m, n_logits)
+        self.route = route;
+        self.cache_matmuls(ctx, (m, n_logits, route))
     }
 
     /// Run `tokens` at the next positions of the cache; compute logits (and their argmax) for
@@ -449,7 +492,7 @@ impl Forward {
                 ))
             })?;
         let positions: Vec<u32> = (start..end).collect();
-        self.resize(ctx, m, n_logits)?;
+        self.resize(ctx, m, n_logits, Route::Own)?;
         for l in &mut self.layers {
             if let MixerOps::Attention(a) = &mut l.mixer {
                 match &mut a.attn_decode {
@@ -487,7 +530,7 @@ impl Forward {
     ) -> Result<(Vec<&'a Dispatch>, Vec<usize>)> {
         let set = self
             .matmuls
-            .get(&(m, n_logits))
+            .get(&(m, n_logits, self.route))
             .ok_or_else(|| Error::Usage(format!("no step of {m} rows was prepared")))?;
         let mut list: Vec<&Dispatch> = set.embed.iter().collect();
         let gemma3 = self.gemma3.as_ref();
@@ -536,7 +579,7 @@ impl Forward {
         layer_ends.push(list.len());
         list.extend(taps_at(self.layers.len() as u32));
         if n_logits > 0 {
-            if let Some(s) = seqs {
+            if let (Some(s), Route::Shared) = (seqs, self.route) {
                 list.extend(s.gathers());
             }
             list.extend(&set.lm_head);
