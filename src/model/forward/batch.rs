@@ -307,10 +307,14 @@ impl BatchForward {
     /// One submit of `runs` (checked by the caller: at most [`BatchForward::max_rows`] rows,
     /// each sequence once).
     fn run(&mut self, ctx: &GpuContext, runs: &[Run<'_>]) -> Result<()> {
-        let (m, n_logits, placed) = self.setup(ctx, runs)?;
-        let (list, _) = self.fwd.record_with(m, n_logits, false, Some(&self.ops))?;
-        submit(ctx, "batched forward", &list)?;
-        drop(list);
+        // One set of error scopes for the step's uploads, recording and submit.
+        let placed = ctx.step_scope("batched forward", || {
+            let (m, n_logits, placed) = self.setup(ctx, runs)?;
+            let (list, _) = self.fwd.record_with(m, n_logits, false, Some(&self.ops))?;
+            submit(ctx, "batched forward", &list)?;
+            Ok(placed)
+        })?;
+        let m: u32 = runs.iter().map(|r| (r.r + r.new.len()) as u32).sum();
         self.rows_run += u64::from(m);
         for (run, &(_, start)) in runs.iter().zip(&placed) {
             self.fwd.kv.commit(run.seq, run.new.len() as u32)?;
@@ -366,7 +370,7 @@ impl BatchForward {
                 n_logits: run.n_logits,
                 gather_row: n_gathered,
             };
-            q.set_step(ctx, &rows, d)?;
+            q.set_step(ctx, &rows, d, route != Route::Shared)?;
             if run.n_logits > 0 {
                 n_gathered += run.n_logits;
                 gathering.push(run.seq);

@@ -20,7 +20,7 @@ use super::batch_attn::SeqAttention;
 use super::batch_state::{delta_calls, seq_delta, set_delta, SeqDelta, SeqLog};
 use super::build::{rope_config, ForwardSpec};
 use super::gemma3::{layer_attention, layer_layouts, sliding_rope};
-use super::layer::AttnOps;
+use super::layer::{AttnOps, MixerOps};
 use super::rope_store::RopeStore;
 use super::Forward;
 
@@ -37,6 +37,9 @@ pub(super) enum SeqStore {
 pub(super) struct SeqAttn {
     store: SeqStore,
     attn: SeqAttention,
+    /// The layer's q | k | v matmul does RoPE and the store when the step is this sequence
+    /// alone ([`RopeStore::InQkv`]): `store` is not run then.
+    in_qkv: bool,
 }
 
 /// One sequence's calls, by attention layer, the copy of its logits rows and its DSpark taps.
@@ -71,11 +74,19 @@ pub(super) struct SeqRows {
 }
 
 impl Seq {
-    /// Sets this sequence's calls for its rows of the next step (`d`: the model width).
-    pub(super) fn set_step(&mut self, ctx: &GpuContext, r: &SeqRows, d: u32) -> Result<()> {
+    /// Sets this sequence's calls for its rows of the next step (`d`: the model width; `alone`:
+    /// the step is this sequence's rows only).
+    pub(super) fn set_step(
+        &mut self,
+        ctx: &GpuContext,
+        r: &SeqRows,
+        d: u32,
+        alone: bool,
+    ) -> Result<()> {
         let m = r.replay + r.new;
         for sa in &mut self.layers {
             match &mut sa.store {
+                _ if alone && sa.in_qkv => {}
                 SeqStore::Fused(op) => op.set_tokens_at(ctx, m, r.row0)?,
                 SeqStore::Split([k, v]) => {
                     k.set_n_tokens_at(ctx, m, r.row0)?;
@@ -121,13 +132,12 @@ impl SeqOps {
             out.push(&ops.rope_q.dispatch);
             out.push(&ops.rope_k.dispatch);
         }
-        let in_qkv = self.alone && matches!(a.rope_store, RopeStore::InQkv { .. });
         for &s in &self.active {
             let Some(sa) = self.seqs.get(s).and_then(|q| q.layers.get(a.kv)) else {
                 continue;
             };
             match &sa.store {
-                _ if in_qkv => {}
+                _ if self.alone && sa.in_qkv => {}
                 SeqStore::Fused(op) => out.push(&op.dispatch),
                 SeqStore::Split([k, v]) => out.extend([&k.dispatch, &v.dispatch]),
             }
@@ -248,7 +258,15 @@ pub(super) fn seq_ops(
                 KvStore::new(ctx, v_layout, &vc, &b.v, &b.positions, spec.max_rows)?,
             ])
         };
-        layers.push(SeqAttn { store, attn });
+        let in_qkv = fwd.layers.get(il as usize).is_some_and(|l| match &l.mixer {
+            MixerOps::Attention(a) => matches!(a.rope_store, RopeStore::InQkv { .. }),
+            MixerOps::DeltaNet(_) => false,
+        });
+        layers.push(SeqAttn {
+            store,
+            attn,
+            in_qkv,
+        });
         caches.push([kc, vc]);
     }
     let d = hp.n_embd;
