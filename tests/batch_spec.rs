@@ -55,3 +55,23 @@ fn four_requests_with_drafters_match_the_single_request_loop() {
     assert!(accepted > 0, "the shipped drafter accepted nothing");
     eprintln!("4 requests: {accepted} of {drafted} drafts accepted, as each alone");
 }
+
+/// Eight slots with drafters beside a context shorter than their verify rows together: the
+/// load-time curve of batched verify steps times at most a sequence's rows and goes on
+/// linearly past them, so the engine loads (`flint bench -npl 8 -npp 16 -ntg 4 -md D` stopped
+/// with "context full: sequence 0 holds 0 of 20 tokens and 32 more were asked for").
+#[test]
+fn eight_slots_with_drafters_load_beside_a_context_shorter_than_their_verify_rows() {
+    let mut opts = common::batch::spec_opts(20);
+    if let Some(d) = &mut opts.draft {
+        d.schedule = true;
+    }
+    let eng = Engine::load(&opts, 8).unwrap();
+    assert_eq!(eng.drafters.len(), 8);
+    let verify_rows = eng.fwd.max_logit_rows();
+    assert!(
+        verify_rows > eng.capacity(),
+        "the case needs more verify rows ({verify_rows}) than a sequence holds ({})",
+        eng.capacity()
+    );
+}

@@ -374,10 +374,13 @@ pub(crate) fn run_params(
 /// request's verify with it.
 fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<Vec<f64>> {
     let max_b = max_b.min(fwd.max_rows()).max(1);
+    // A step of more rows than a sequence holds cannot be timed on one sequence (a short
+    // context beside many slots' verify rows): the curve goes on linearly past the last point.
+    let top = max_b.min(fwd.capacity()).max(1);
     let mut points: Vec<u32> = std::iter::successors(Some(1u32), |b| b.checked_mul(2))
-        .take_while(|&b| b < max_b)
+        .take_while(|&b| b < top)
         .collect();
-    points.push(max_b);
+    points.push(top);
     let mut timed = Vec::with_capacity(points.len());
     for &b in &points {
         let tokens = vec![0u32; b as usize];
@@ -407,10 +410,17 @@ fn batch_sps(ctx: &GpuContext, fwd: &mut BatchForward, max_b: u32) -> Result<Vec
                 .unwrap_or(timed.len() - 1);
             let (b1, s1) = timed[hi];
             match hi.checked_sub(1).map(|lo| timed[lo]) {
+                // Between two points, or past the last one on the last two's line (never
+                // below the last point's time).
                 Some((b0, s0)) if b1 > b0 => {
-                    s0 + (s1 - s0) * f64::from(b - b0) / f64::from(b1 - b0)
+                    let at = s0 + (s1 - s0) * (f64::from(b) - f64::from(b0)) / f64::from(b1 - b0);
+                    if b > b1 {
+                        at.max(s1)
+                    } else {
+                        at
+                    }
                 }
-                _ => s1,
+                _ => s1 * f64::from(b.max(b1)) / f64::from(b1),
             }
         })
         .collect();
