@@ -126,11 +126,25 @@ pub struct Attention {
     /// Query rows the bound q and out buffers hold (`>= shape.max_q`, the rows one call may
     /// have, which the partials are sized for).
     pub q_rows: u32,
+    /// It uploads its params uniform (not one shared with another call site).
+    owns_params: bool,
 }
 
 impl Attention {
     /// Builds both dispatches, set for `max_q` rows and `max_kv_len` keys.
     pub fn new(ctx: &GpuContext, shape: AttnShape, b: AttnBuffers<'_>) -> Result<Self, GpuError> {
+        Self::new_sharing(ctx, shape, b, None)
+    }
+
+    /// [`Attention::new`]; with `shared`, it binds that params uniform, owned by a call site
+    /// of the same shape set for the same rows and keys before every step this one records,
+    /// and uploads none itself.
+    pub fn new_sharing(
+        ctx: &GpuContext,
+        shape: AttnShape,
+        b: AttnBuffers<'_>,
+        shared: Option<&wgpu::Buffer>,
+    ) -> Result<Self, GpuError> {
         need("attention partials", b.partials, shape.partials_bytes())?;
         if shape.partials_words() > u64::from(u32::MAX) {
             return Err(bad(
@@ -143,7 +157,10 @@ impl Attention {
         let (positions, mask) = check_io(&shape, &b.io(), &placeholder)?;
         let kv = &shape.kv;
         let params = shape.params(shape.max_q, shape.max_kv_len)?;
-        let uniform = create_uniform(ctx, "attention params", &params)?;
+        let uniform = match shared {
+            Some(u) => u.clone(),
+            None => create_uniform(ctx, "attention params", &params)?,
+        };
         let split_pipe = ctx
             .pipelines()
             .get(ctx, &kv.variant(split_variant(kv.ty, ctx.has_f16())))?;
@@ -177,6 +194,7 @@ impl Attention {
         let q_rows = b.q.size().min(b.out.size()) / row_bytes.max(1);
         let mut attn = Attention {
             shape,
+            owns_params: shared.is_none(),
             q_rows: u32::try_from(q_rows).unwrap_or(u32::MAX),
             split: Dispatch {
                 label: format!("attention split {:?}", kv.ty),
@@ -227,7 +245,7 @@ impl Attention {
         let (sx, sy) = dispatch_grid("attention split", split_groups, max)?;
         let reduce_groups = u64::from(n_q) * u64::from(p.n_head);
         let (rx, ry) = dispatch_grid("attention reduce", reduce_groups, max)?;
-        if let Some(uniform) = &self.split.params {
+        if let (true, Some(uniform)) = (self.owns_params, &self.split.params) {
             upload(ctx, "attention params", uniform, 0, bytemuck::bytes_of(&p))?;
         }
         self.split.grid = [sx, sy, 1];

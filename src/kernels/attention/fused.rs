@@ -109,6 +109,8 @@ pub struct FusedAttention {
     rows: Option<[Dispatch; 2]>,
     /// The current step runs `rows`.
     rows_step: bool,
+    /// It uploads its params uniform (not one shared with another call site).
+    owns_params: bool,
 }
 
 impl FusedAttention {
@@ -121,11 +123,27 @@ impl FusedAttention {
         b: AttnIo<'_>,
         state: &wgpu::Buffer,
     ) -> Result<Self, GpuError> {
+        Self::new_sharing(ctx, shape, b, state, None)
+    }
+
+    /// [`FusedAttention::new`]; with `shared`, it binds that params uniform, owned by a call
+    /// site of the same shape that is set for the same rows and keys before every step this
+    /// one records (the layers of one sequence in a batched step), and uploads none itself.
+    pub fn new_sharing(
+        ctx: &GpuContext,
+        shape: AttnShape,
+        b: AttnIo<'_>,
+        state: &wgpu::Buffer,
+        shared: Option<&wgpu::Buffer>,
+    ) -> Result<Self, GpuError> {
         let placeholder = create_storage(ctx, "attention placeholder", 4)?;
         let (positions, mask) = check_io(&shape, &b, &placeholder)?;
         need("fused attention state", state, shape.fused_state_bytes())?;
         let params = shape.params(shape.max_q, shape.max_kv_len)?;
-        let uniform = create_uniform(ctx, "fused attention params", &params)?;
+        let uniform = match shared {
+            Some(u) => u.clone(),
+            None => create_uniform(ctx, "fused attention params", &params)?,
+        };
         let resources = [
             uniform.as_entire_binding(),
             b.q.as_entire_binding(),
@@ -178,6 +196,7 @@ impl FusedAttention {
             serial,
             rows,
             rows_step: false,
+            owns_params: shared.is_none(),
         };
         attn.set_step(ctx, shape.max_q, shape.max_kv_len)?;
         Ok(attn)
@@ -225,7 +244,7 @@ impl FusedAttention {
         };
         let max = ctx.limits().max_compute_workgroups_per_dimension;
         let (x, y) = dispatch_grid("fused attention", groups, max)?;
-        if let Some(uniform) = &self.first.params {
+        if let (true, Some(uniform)) = (self.owns_params, &self.first.params) {
             upload(
                 ctx,
                 "fused attention params",

@@ -98,6 +98,8 @@ pub struct RopeKv {
     params: RopeKvParams,
     mode: RopeMode,
     max_tokens: u32,
+    /// It uploads its params uniform (not one shared with another op).
+    owns_params: bool,
 }
 
 /// Invocations for `p`: with normal pairs one per (token, pair index), which rotates that pair
@@ -185,9 +187,27 @@ impl RopeKv {
         cfg: &RopeConfig,
         max_tokens: u32,
     ) -> Result<RopeKv, GpuError> {
+        RopeKv::new_sharing(ctx, io, n_head, layouts, cfg, max_tokens, None)
+    }
+
+    /// [`RopeKv::new`]; with `shared`, it binds that params uniform, owned by an op of the same
+    /// params that is set for the same rows before every step this one records (the layers of
+    /// one sequence in a batched step), and uploads none itself.
+    pub fn new_sharing(
+        ctx: &GpuContext,
+        io: RopeKvIo<'_>,
+        n_head: u32,
+        layouts: [&KvLayout; 2],
+        cfg: &RopeConfig,
+        max_tokens: u32,
+        shared: Option<&wgpu::Buffer>,
+    ) -> Result<RopeKv, GpuError> {
         let params = RopeKv::shape(io, n_head, layouts, cfg, max_tokens)?;
         let label = "rope + kv store";
-        let uniform = params_uniform(ctx, label, &params)?;
+        let uniform = match shared {
+            Some(u) => u.clone(),
+            None => params_uniform(ctx, label, &params)?,
+        };
         let buffers = [
             io.q,
             io.k,
@@ -210,6 +230,7 @@ impl RopeKv {
             params,
             mode: cfg.mode,
             max_tokens,
+            owns_params: shared.is_none(),
         })
     }
 
@@ -252,7 +273,9 @@ impl RopeKv {
         }
         self.params.n_tokens = n_tokens;
         self.params.row0 = row0;
-        rewrite_params(ctx, &self.dispatch, &self.params)?;
+        if self.owns_params {
+            rewrite_params(ctx, &self.dispatch, &self.params)?;
+        }
         let groups = units(&self.params, self.mode).div_ceil(u64::from(WG_SIZE));
         self.dispatch.grid = grid(ctx, "rope + kv store", groups, WG_SIZE)?;
         Ok(())

@@ -101,14 +101,20 @@ pub struct SeqAttention {
 impl SeqAttention {
     /// Both paths over the same buffers (`state`: the fused kernel's scratch; `partials`: the
     /// split path's, whose size gives the rows it takes).
+    ///
+    /// With `leader` (an earlier layer's calls for the same sequence, set for the same rows and
+    /// keys before this one every step) of the same shape, both paths bind its params uniforms
+    /// and upload none: one upload per sequence per step instead of one per layer.
     pub fn new(
         ctx: &GpuContext,
         shape: AttnShape,
         io: AttnIo<'_>,
-        state: &wgpu::Buffer,
-        partials: Option<&wgpu::Buffer>,
+        (state, partials): (&wgpu::Buffer, Option<&wgpu::Buffer>),
+        leader: Option<&SeqAttention>,
     ) -> Result<SeqAttention> {
-        let fused = FusedAttention::new(ctx, shape, io, state)?;
+        let leader = leader.filter(|l| l.fused.shape == shape);
+        let shared = leader.and_then(|l| l.fused.first.params.as_ref());
+        let fused = FusedAttention::new_sharing(ctx, shape, io, state, shared)?;
         let parallelism = attn_parallelism(ctx)?;
         let per_row = AttnShape { max_q: 1, ..shape }.partials_bytes();
         let split = match partials {
@@ -119,7 +125,12 @@ impl SeqAttention {
                     None
                 } else {
                     let shape = AttnShape { max_q, ..shape };
-                    Some(Attention::new(ctx, shape, AttnBuffers::new(io, p))?)
+                    let shared = leader
+                        .and_then(|l| l.split.as_ref())
+                        .filter(|a| a.shape == shape)
+                        .and_then(|a| a.split.params.as_ref());
+                    let b = AttnBuffers::new(io, p);
+                    Some(Attention::new_sharing(ctx, shape, b, shared)?)
                 }
             }
             _ => None,
@@ -173,6 +184,11 @@ impl SeqAttention {
     }
 
     /// The current step's dispatches, in order.
+    /// The shape it was built for.
+    pub fn shape(&self) -> AttnShape {
+        self.fused.shape
+    }
+
     pub fn dispatches(&self) -> Vec<&Dispatch> {
         match &self.split {
             Some(split) if self.use_split => split.dispatches().to_vec(),

@@ -237,8 +237,17 @@ pub(super) fn seq_ops(
                 alloc.storage(&slot_name(s, &format!("kv.v.{il}")))?,
             ]
         };
+        let in_qkv = fwd.layers.get(il as usize).is_some_and(|l| match &l.mixer {
+            MixerOps::Attention(a) => matches!(a.rope_store, RopeStore::InQkv { .. }),
+            MixerOps::DeltaNet(_) => false,
+        });
         let (shape, io) = attn_io(hp, b, [&kc, &vc], &env);
-        let attn = SeqAttention::new(ctx, shape, io, &b.attn_state, partials)?;
+        // Layers of one shape share their params uniforms (set alike every step).
+        let leader = layers
+            .iter()
+            .map(|l: &SeqAttn| &l.attn)
+            .find(|a| a.shape() == shape);
+        let attn = SeqAttention::new(ctx, shape, io, (&b.attn_state, partials), leader)?;
         let store = if RopeKv::supports(&k_layout, &v_layout) {
             let io = RopeKvIo {
                 q: &b.q,
@@ -250,7 +259,13 @@ pub(super) fn seq_ops(
                 v_cache: &vc,
             };
             let layouts = [&k_layout, &v_layout];
-            let op = RopeKv::new(ctx, io, hp.n_head, layouts, cfg, spec.max_rows)?;
+            let params = RopeKv::shape(io, hp.n_head, layouts, cfg, spec.max_rows)?;
+            let shared = layers.iter().find_map(|l: &SeqAttn| match &l.store {
+                // An owner set whenever this one is: both skipped alike when alone.
+                SeqStore::Fused(op) if op.params() == params && l.in_qkv == in_qkv => op.uniform(),
+                _ => None,
+            });
+            let op = RopeKv::new_sharing(ctx, io, hp.n_head, layouts, cfg, spec.max_rows, shared)?;
             SeqStore::Fused(op)
         } else {
             SeqStore::Split([
@@ -258,10 +273,6 @@ pub(super) fn seq_ops(
                 KvStore::new(ctx, v_layout, &vc, &b.v, &b.positions, spec.max_rows)?,
             ])
         };
-        let in_qkv = fwd.layers.get(il as usize).is_some_and(|l| match &l.mixer {
-            MixerOps::Attention(a) => matches!(a.rope_store, RopeStore::InQkv { .. }),
-            MixerOps::DeltaNet(_) => false,
-        });
         layers.push(SeqAttn {
             store,
             attn,
