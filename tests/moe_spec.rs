@@ -65,7 +65,10 @@ fn dspark_init_takes_the_shared_expert_width_on_a_qwen35moe_target() {
     let tmp = common::temp_dir("spec-moe35");
     let model = common::random_preset(tmp.path(), "qwen35moe-tiny-q8_0", 4);
     let target = Gguf::parse(&std::fs::read(&model).unwrap()).unwrap();
-    let ff = target.metadata.u32("qwen35moe.feed_forward_length").unwrap();
+    let ff = target
+        .metadata
+        .u32("qwen35moe.feed_forward_length")
+        .unwrap();
     assert_eq!(ff, 0, "the preset has no dense FFN width");
     let dpath = tmp.path().join("drafter.gguf");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_flint"))
@@ -81,7 +84,11 @@ fn dspark_init_takes_the_shared_expert_width_on_a_qwen35moe_target() {
     let dbytes = std::fs::read(&dpath).unwrap();
     let drafter = Gguf::parse(&dbytes).unwrap();
     let gate = drafter.tensor("blk.0.ffn_gate.weight").unwrap();
-    assert_eq!(gate.shape, [256, 128], "drafter FFN = the shared expert's width");
+    assert_eq!(
+        gate.shape,
+        [256, 128],
+        "drafter FFN = the shared expert's width"
+    );
 
     let n = 12;
     let mut eng = engine(&model, None);
@@ -90,6 +97,9 @@ fn dspark_init_takes_the_shared_expert_width_on_a_qwen35moe_target() {
     let mut deng = engine(&model, Some(DraftOptions::new(dpath)));
     let mut dspark = common::drive::take(&mut deng);
     let (out, s) = common::drive::speculate(&mut deng, &mut dspark, 4, &prompt, n);
-    assert_eq!(out, want, "random DSpark on qwen35moe: output differs from plain");
+    assert_eq!(
+        out, want,
+        "random DSpark on qwen35moe: output differs from plain"
+    );
     assert!(s.cycles > 0, "the DSpark drafter never drafted: {s:?}");
 }
