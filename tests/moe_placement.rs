@@ -128,3 +128,48 @@ fn qwen3moe_host_experts_give_the_device_tokens() {
 fn qwen35moe_host_experts_give_the_device_tokens() {
     check("qwen35moe-tiny-q8_0", 12);
 }
+
+/// Speculation with every expert on the host: greedy DSpark output (a random drafter from
+/// `flint dspark init`'s generator; its verify batches route to many experts) is the
+/// all-device plain decoding's.
+#[test]
+fn dspark_with_host_experts_is_plain_decoding() {
+    use flint::engine::DraftOptions;
+    use flint::gguf::GgufFile;
+    use flint::model::drafter_init::{random_drafter, InitOptions};
+    let tmp = common::temp_dir("moe-placement-spec");
+    let model = common::random_preset(tmp.path(), "qwen35moe-tiny-q8_0", 13);
+    let mut eng = load(&model, device(), 1);
+    let prompt = eng
+        .tok
+        .encode("Drafts over host experts", true, true)
+        .unwrap();
+    let want = greedy(&mut eng, &prompt);
+    drop(eng);
+    let dpath = tmp.path().join("drafter.gguf");
+    let opts = InitOptions {
+        seed: 2,
+        ..InitOptions::default()
+    };
+    random_drafter(&GgufFile::open(&model).unwrap(), &opts)
+        .unwrap()
+        .write_file(&dpath)
+        .unwrap();
+    let opts = EngineOptions {
+        model: model.clone(),
+        n_ctx: 128,
+        n_ubatch: 64,
+        draft: Some(DraftOptions::new(dpath)),
+        placement: rules(&[], true, None).unwrap(),
+        ..EngineOptions::default()
+    };
+    let mut deng = Engine::load(&opts, 1).unwrap();
+    assert!(deng.plan.host_total() > 0);
+    let mut dspark = common::drive::take(&mut deng);
+    let (out, s) = common::drive::speculate(&mut deng, &mut dspark, 4, &prompt, 16);
+    assert_eq!(
+        out, want,
+        "DSpark over host experts differs from plain decoding"
+    );
+    assert!(s.cycles > 0, "the drafter never drafted: {s:?}");
+}
