@@ -284,3 +284,16 @@ pub fn upload_layer(
         n_used: hp.n_expert_used,
     })
 }
+
+/// The layer of a routed-expert weight (`blk.N.ffn_{gate,up,down}_exps.weight`).
+pub fn expert_layer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, tail) = rest.split_once('.')?;
+    let is_exps = ["ffn_gate_exps.", "ffn_up_exps.", "ffn_down_exps."]
+        .iter()
+        .any(|p| tail.starts_with(p));
+    match is_exps {
+        true => layer.parse().ok(),
+        false => None,
+    }
+}

@@ -367,10 +367,7 @@ pub fn load_placed(
     progress: bool,
     host: &[String],
 ) -> Result<ModelWeights> {
-    if let Some(name) = host
-        .iter()
-        .find(|n| crate::memory::placement::expert_layer(n).is_none())
-    {
+    if let Some(name) = host.iter().find(|n| super::moe::expert_layer(n).is_none()) {
         return Err(Error::Usage(format!(
             "{name}: only routed expert tensors (blk.N.ffn_{{gate,up,down}}_exps) can be placed \
              in host memory; the pattern that placed it must not match dense tensors"
