@@ -21,6 +21,7 @@ mod memory_plan;
 mod memory_plan_gemma4;
 mod memory_plan_hybrid;
 mod memory_plan_seed_drafter;
+mod plan_placement;
 mod plan_slots;
 mod tokenizer;
 mod tokenizer_bpe;

@@ -24,6 +24,7 @@ mod moe_batch;
 mod moe_forward;
 mod moe_hparams;
 mod moe_kernels;
+mod moe_placement;
 mod moe_plan;
 mod moe_reference;
 mod moe_spec;

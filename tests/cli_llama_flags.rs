@@ -326,9 +326,10 @@ fn the_binary_exits_2_naming_the_flag_as_typed() {
     let (code, err) = flint(&["generate", "-sysx", "hi"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("'-sysx'") && !err.contains("--seed"), "{err}");
-    let (code, err) = flint(&["generate", "-ot", "exps=CPU", "-p", "x"]);
+    // The target's -ot is taken (docs/LLAMA_CPP.md); the drafter's is refused by name.
+    let (code, err) = flint(&["generate", "-otd", "exps=CPU", "-p", "x"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("-ot") && err.contains("CPU"), "{err}");
+    assert!(err.contains("-otd") && err.contains("host memory"), "{err}");
     // -hf never prints help and exits 0 (the hub, where it runs, is unreachable here).
     let (code, err) = flint(&["generate", "-hf", "u/r:Q4_K_M", "-p", "x", "-n", "1"]);
     assert_ne!(code, 0, "{err}");

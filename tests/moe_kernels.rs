@@ -107,7 +107,7 @@ fn device_moe_block_matches_the_oracle_and_is_batch_invariant() {
         let oracle = oracle_layers(name, &file);
         let mut worst = 0f32;
         for (il, o) in oracle.iter().enumerate() {
-            let w = upload_layer(&ctx, &file, il as u32, hp.n_embd, &moe).unwrap();
+            let w = upload_layer(&ctx, &file, il as u32, hp.n_embd, &moe, &|_| false).unwrap();
             assert_eq!(w.shared.is_some(), o.shared.is_some(), "{name} layer {il}");
             let x = rows(d, 41 + il as u64);
             let (want, want_ids) = o.apply(&x, d);

@@ -18,6 +18,8 @@ pub struct BenchArgs {
     pub model: PathBuf,
     #[command(flatten)]
     pub hub: super::hub_args::HubArgs,
+    #[command(flatten)]
+    pub place: super::place_args::PlaceArgs,
     /// Prompt lengths of the pp tests, comma-separated (0 disables pp).
     #[arg(
         short = 'p',
@@ -179,6 +181,7 @@ pub(super) fn engine_options(
         progress: false,
         draft: None,
         verify_rows: 1,
+        placement: args.place.rules()?,
     })
 }
 

@@ -75,6 +75,8 @@ pub struct ModelArgs {
     pub spec: super::spec_args::SpecArgs,
     #[command(flatten)]
     pub hub: super::hub_args::HubArgs,
+    #[command(flatten)]
+    pub place: super::place_args::PlaceArgs,
 }
 
 impl ModelArgs {
@@ -116,6 +118,7 @@ impl ModelArgs {
                 .spec
                 .draft_options(Self::kv, &self.model, default_drafter)?,
             verify_rows: 1,
+            placement: self.place.rules()?,
         })
     }
 

@@ -62,8 +62,8 @@ const TIMING: &str = "flint prints the timings on stderr";
 
 // Refusals: the flag asks for something flint cannot do.
 const PLACE: &str =
-    "flint keeps every tensor on one GPU; it cannot place tensors on the CPU or other devices";
-const MOE: &str = "flint keeps MoE experts on the GPU; it cannot run them on the CPU";
+    "flint places only the target's tensors (-ot), in GPU memory or host memory the GPU reads";
+const MOE: &str = "flint puts only the target's routed experts in host memory (--cpu-moe, --n-cpu-moe, -ot); the drafter and dense FFNs stay on the GPU";
 const SPLIT: &str = "flint runs on one adapter; choose it with -dev NAME|INDEX (see flint devices)";
 const LORA: &str = "flint does not apply LoRA adapters or control vectors";
 const MM: &str = "flint runs text models only (no multimodal projector, images, audio or video)";
@@ -153,10 +153,13 @@ pub const TABLE: &[Entry] = &[
     e(&["-ngl", "--gpu-layers", "--n-gpu-layers"], 1, Note(GPU_ALL)),
     e(&["-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"], 1, Note(GPU_ALL)),
     e(&["-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"], 1, Refuse(SPLIT)),
-    e(&["-ot", "--override-tensor", "-otd", "--override-tensor-draft"], 1, Refuse(PLACE)),
+    e(&["-ot", "--override-tensor"], 1, Map("--override-tensor")),
+    e(&["-otd", "--override-tensor-draft"], 1, Refuse(PLACE)),
     e(&["--spec-draft-override-tensor", "--rpc"], 1, Refuse(PLACE)),
-    e(&["-cmoe", "--cpu-moe", "-cmoed", "--cpu-moe-draft", "--spec-draft-cpu-moe"], 0, Refuse(MOE)),
-    e(&["-ncmoe", "--n-cpu-moe", "-ncmoed", "--n-cpu-moe-draft"], 1, Refuse(MOE)),
+    e(&["-cmoe", "--cpu-moe"], 0, Map("--cpu-moe")),
+    e(&["-cmoed", "--cpu-moe-draft", "--spec-draft-cpu-moe"], 0, Refuse(MOE)),
+    e(&["-ncmoe", "--n-cpu-moe"], 1, Map("--n-cpu-moe")),
+    e(&["-ncmoed", "--n-cpu-moe-draft"], 1, Refuse(MOE)),
     e(&["--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncffn", "--n-cpu-ffn"], 1, Refuse(MOE)),
     e(&["--op-offload", "--no-op-offload", "--repack", "-nr", "--no-repack"], 0, Note(OFFLOAD)),
     e(&["--numa"], 1, Note(CPU)),

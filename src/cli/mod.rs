@@ -15,6 +15,7 @@ pub mod info;
 pub mod llama_args;
 pub mod llama_table;
 pub mod models;
+pub mod place_args;
 pub mod plan;
 pub mod prompt_args;
 pub mod pull;

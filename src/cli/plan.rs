@@ -95,6 +95,8 @@ pub struct PlanArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub place: super::place_args::PlaceArgs,
 }
 
 fn kv_type(flag: &str, value: &str) -> Result<GgmlType> {
@@ -173,6 +175,7 @@ fn params(args: &PlanArgs, inp: &Inputs, n_ctx: u32) -> Result<RunParams> {
             .map_or(args.n_ubatch, |d| args.n_ubatch.min(d.inject_chunk)),
         draft,
         verify_rows: 1,
+        placement: args.place.rules()?,
     })
 }
 
@@ -226,7 +229,12 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             trained: inp.hp.n_ctx_train,
         },
         None => default_ctx(inp.hp.n_ctx_train, args.n_seq, |n| {
-            params(args, &inp, n).is_ok_and(|q| plan(target, drafter, &q, budget, limits).fits())
+            // The context that fits with every weight on the device; automatic placement
+            // then fits the weights at the floor context when none does.
+            params(args, &inp, n).is_ok_and(|mut q| {
+                q.placement.auto = false;
+                plan(target, drafter, &q, budget, limits).fits()
+            })
         }),
     };
     if let Some(line) = choice.line(&budget) {
@@ -234,12 +242,15 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     }
     let params = params(args, &inp, choice.per_slot)?;
     let p = plan(target, drafter, &params, budget, limits);
+    if let Some(line) = crate::memory::placement::auto_line(&p, &params.placement) {
+        eprintln!("flint: {line}");
+    }
     let alts = suggestions(target, drafter, &params, &p);
     let text = if args.json {
         let buffers: Vec<_> = p
             .buffers
             .iter()
-            .map(|b| json!({"owner": b.owner.name(), "kind": b.kind.name(), "name": b.name, "bytes": b.bytes}))
+            .map(|b| json!({"owner": b.owner.name(), "kind": b.kind.name(), "name": b.name, "bytes": b.bytes, "placement": b.placement.name()}))
             .collect();
         let v = json!({
             "fits": p.fits(),
@@ -266,6 +277,9 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             })),
             "budget_bytes": p.budget.usable(),
             "total_bytes": p.total(),
+            "device_bytes": p.total(),
+            "host_bytes": p.host_total(),
+            "host_expert_layers": crate::memory::placement::host_expert_layers(&p.buffers),
             "kv_sliding_window": swa_split(&p, &inp.hp, &params).map(|s| json!({
                 "sliding_layers": s.sliding_layers,
                 "sliding_rows": s.sliding_rows,
@@ -292,6 +306,46 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             reasons: p.misfit_summary(),
         })
     }
+}
+
+/// The all / device / host totals, and which layers' experts are on the host.
+fn placement_lines(p: &crate::memory::Plan) -> Vec<String> {
+    let host = p.host_total();
+    let row = |who: &str, n: String, bytes: u64| {
+        format!("  {who:<8} {:<8} {n:>8} {:>12}", "total", fmt_bytes(bytes))
+    };
+    let mut out = vec![
+        row("all", p.buffers.len().to_string(), p.total() + host),
+        row("device", String::new(), p.total()),
+        row("host", String::new(), host),
+    ];
+    let layers = crate::memory::placement::host_expert_layers(&p.buffers);
+    if !layers.is_empty() {
+        out.push(format!(
+            "  host: the routed experts of {} layers ({}), read by the GPU over the bus",
+            layers.len(),
+            layer_ranges(&layers)
+        ));
+    }
+    out
+}
+
+/// `0-3, 7, 9-11`.
+fn layer_ranges(layers: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < layers.len() {
+        let mut j = i;
+        while j + 1 < layers.len() && layers[j + 1] == layers[j] + 1 {
+            j += 1;
+        }
+        parts.push(match i == j {
+            true => layers[i].to_string(),
+            false => format!("{}-{}", layers[i], layers[j]),
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
 }
 
 fn render(
@@ -398,13 +452,9 @@ fn render(
             ));
         }
     }
-    line(format!(
-        "  {:<8} {:<8} {:>8} {:>12}",
-        "all",
-        "total",
-        p.buffers.len(),
-        fmt_bytes(p.total())
-    ));
+    for l in placement_lines(p) {
+        line(l);
+    }
     if let Some(s) = swa_split(p, &inp.hp, r) {
         line(format!(
             "  kv: sliding {} layers × {} rows{} {} + global {} layers × {} rows {}{} = {}; \

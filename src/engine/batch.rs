@@ -81,6 +81,16 @@ impl Engine {
         let params = run_params(opts, o.drafter_meta(), n_seq, opts.n_ctx)?;
         let plan = memory::plan(o.target(), o.drafter_shape(), &params, o.budget, o.limits);
         refuse_unless_fits(&plan)?;
+        if let Some(line) = memory::placement::auto_line(&plan, &params.placement) {
+            eprintln!("flint: {line}");
+        }
+        let o = o.for_plan(&plan)?;
+        let host: Vec<String> = plan
+            .buffers
+            .iter()
+            .filter(|b| b.placement == memory::Placement::Host)
+            .map(|b| b.name.clone())
+            .collect();
         let Opened {
             ctx,
             model_path,
@@ -90,7 +100,7 @@ impl Engine {
             drafter,
             ..
         } = o;
-        let w = weights::load(&ctx, &file, &hp, opts.progress)?;
+        let w = weights::load_placed(&ctx, &file, &hp, opts.progress, &host)?;
         let (model_bytes, metadata) = (file.file_len(), file.gguf.metadata.clone());
         drop(file);
         let compiling = CompileProgress::start(&ctx, opts.progress);
@@ -358,6 +368,7 @@ pub(crate) fn run_params(
         type_k: opts.type_k,
         type_v: opts.type_v,
         verify_rows: opts.verify_rows.max(1),
+        placement: opts.placement.clone(),
         ..RunParams::default()
     };
     if let (Some(d), Some(meta)) = (&opts.draft, dmeta) {

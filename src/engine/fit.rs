@@ -13,7 +13,11 @@ use super::EngineOptions;
 
 /// The context `n_slots` sequences of `opts` take without `-c`. `opts.n_ctx` is ignored.
 pub fn fit_ctx(o: &Opened, opts: &EngineOptions, n_slots: u32) -> CtxChoice {
-    let fits = |per_slot: u32| plan(o, opts, n_slots, per_slot).is_some_and(|p| p.fits());
+    // The context that fits with every weight on the device; automatic placement then fits
+    // the weights at the floor context when none does.
+    let mut all_device = opts.clone();
+    all_device.placement.auto = false;
+    let fits = |per_slot: u32| plan(o, &all_device, n_slots, per_slot).is_some_and(|p| p.fits());
     default_ctx(o.hp.n_ctx_train, n_slots, fits)
 }
 

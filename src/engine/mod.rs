@@ -66,6 +66,8 @@ pub struct EngineOptions {
     pub draft: Option<DraftOptions>,
     /// Rows whose logits one step may compute without a drafter (1; `flint bench --sps`).
     pub verify_rows: u32,
+    /// Where the target's weights live (`-ot`, `--cpu-moe`, `--n-cpu-moe`).
+    pub placement: crate::memory::PlacementRules,
 }
 
 impl Default for EngineOptions {
@@ -81,6 +83,7 @@ impl Default for EngineOptions {
             progress: false,
             draft: None,
             verify_rows: 1,
+            placement: crate::memory::PlacementRules::default(),
         }
     }
 }

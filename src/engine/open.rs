@@ -29,6 +29,8 @@ pub struct Opened {
     /// `--gpu-mem`, else what the device reports, resolved once for the run.
     pub budget: Budget,
     pub limits: DeviceLimits,
+    /// `--device`, to make the device again with host storage ([`Opened::for_plan`]).
+    pub device: Option<usize>,
 }
 
 /// Opens `opts.model` (and `opts.draft`'s file) and the device: the model is checked before
@@ -64,6 +66,7 @@ pub fn open(opts: &EngineOptions) -> Result<Opened> {
         drafter,
         budget,
         limits,
+        device: opts.device,
     })
 }
 
@@ -114,6 +117,24 @@ impl Opened {
 
     pub fn drafter_meta(&self) -> Option<&DrafterMeta> {
         self.drafter.as_ref().map(|(_, m)| m)
+    }
+
+    /// The device `plan` runs on: when the plan puts weights in host memory and the device was
+    /// made without host storage buffers, the same adapter again with
+    /// `MAPPABLE_PRIMARY_BUFFERS` (requested only then; a typed error if it lacks it).
+    pub fn for_plan(mut self, plan: &crate::memory::Plan) -> Result<Opened> {
+        let host = plan.host_total() > 0;
+        if host && !crate::gpu::host_buffers::supported(&self.ctx) {
+            let opts = DeviceOptions {
+                index: Some(self.ctx.info().index),
+                ..DeviceOptions::default()
+            };
+            self.ctx = Arc::new(GpuContext::with_features(
+                &opts,
+                crate::gpu::host_buffers::FEATURE,
+            )?);
+        }
+        Ok(self)
     }
 
     /// The run without its drafter (`generate` leaves out one that cannot pay).

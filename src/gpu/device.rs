@@ -177,9 +177,47 @@ impl Counters {
     }
 }
 
+/// The features to request: f16 and subgroups when offered and allowed, 64-bit integers when
+/// offered, and `extra` (refused when not offered).
+fn features(
+    opts: &DeviceOptions,
+    offered: wgpu::Features,
+    extra: wgpu::Features,
+    adapter: &str,
+) -> Result<wgpu::Features, GpuError> {
+    let mut features = wgpu::Features::empty();
+    if opts.allow_f16 && offered.contains(wgpu::Features::SHADER_F16) {
+        features |= wgpu::Features::SHADER_F16;
+    }
+    if opts.allow_subgroups && offered.contains(wgpu::Features::SUBGROUP) {
+        features |= wgpu::Features::SUBGROUP;
+    }
+    // 64-bit loads halve the per-component load cost of CPU drivers (matmul_rows.wgsl).
+    if offered.contains(wgpu::Features::SHADER_INT64) {
+        features |= wgpu::Features::SHADER_INT64;
+    }
+    if !offered.contains(extra) {
+        return Err(GpuError::HostStorageUnsupported {
+            adapter: adapter.to_string(),
+            what: "the device".to_string(),
+        });
+    }
+    Ok(features | extra)
+}
+
 impl GpuContext {
     /// Picks an adapter and creates the device (see the module docs for the policy).
     pub fn new(opts: &DeviceOptions) -> Result<GpuContext, GpuError> {
+        Self::with_features(opts, wgpu::Features::empty())
+    }
+
+    /// [`GpuContext::new`] also requesting `extra` (each refused with
+    /// [`GpuError::HostStorageUnsupported`] for `MAPPABLE_PRIMARY_BUFFERS`, the one extra
+    /// feature flint asks for, when the adapter lacks it).
+    pub fn with_features(
+        opts: &DeviceOptions,
+        extra: wgpu::Features,
+    ) -> Result<GpuContext, GpuError> {
         let found = find_adapters(opts.backends)?;
         let (instance, adapters) = (found.instance, found.adapters);
         let count = adapters.len();
@@ -203,18 +241,7 @@ impl GpuContext {
             })?;
         let summary = summarize(chosen, &adapter);
 
-        let offered = adapter.features();
-        let mut features = wgpu::Features::empty();
-        if opts.allow_f16 && offered.contains(wgpu::Features::SHADER_F16) {
-            features |= wgpu::Features::SHADER_F16;
-        }
-        if opts.allow_subgroups && offered.contains(wgpu::Features::SUBGROUP) {
-            features |= wgpu::Features::SUBGROUP;
-        }
-        // 64-bit loads halve the per-component load cost of CPU drivers (matmul_rows.wgsl).
-        if offered.contains(wgpu::Features::SHADER_INT64) {
-            features |= wgpu::Features::SHADER_INT64;
-        }
+        let features = features(opts, adapter.features(), extra, &summary.name)?;
         let mut limits = adapter.limits();
         if let Some(max) = opts.max_storage_binding_override {
             // Storage bindings are whole words: keep the limit a multiple of 4.

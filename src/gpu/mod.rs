@@ -21,6 +21,7 @@ pub mod adapters;
 pub mod buffers;
 pub mod device;
 pub mod exit;
+pub mod host_buffers;
 pub mod memory;
 pub mod pipelines;
 pub mod shaders;
@@ -46,6 +47,12 @@ pub enum GpuError {
     AdapterIndexOutOfRange { index: usize, count: usize },
     #[error("FLINT_BACKEND={value:?} is not one of vulkan, dx12, metal, gl, noop")]
     BadBackendEnv { value: String },
+    #[error(
+        "{what}: host-placed weights need storage buffers in host memory \
+         (MAPPABLE_PRIMARY_BUFFERS), which adapter {adapter:?} does not offer; \
+         keep every tensor on the device (no --cpu-moe, --n-cpu-moe, -ot …=CPU) or pick another adapter"
+    )]
+    HostStorageUnsupported { adapter: String, what: String },
     #[error("requesting a device from adapter {adapter:?} failed: {message}")]
     RequestDevice { adapter: String, message: String },
     #[error("validation error in {what}: {message}")]

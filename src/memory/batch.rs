@@ -16,7 +16,7 @@
 
 use super::layout::{f32s, words};
 use super::{target, DeviceLimits, DraftParams, DrafterShape, Kind, Owner, PlannedBuffer};
-use super::{RunParams, TargetShape};
+use super::{Placement, RunParams, TargetShape};
 
 /// Rows of one sequence's verify step: `n_draft + 1` with a drafter, else 1; at least
 /// `p.verify_rows` (`flint bench --sps`).
@@ -72,6 +72,7 @@ pub fn buffers(
         name: "act.head_in".into(),
         bytes: f32s(n_out * u64::from(hp.n_embd)),
         bound_whole: true,
+        placement: Placement::Device,
     });
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         out.extend(drafter_buffers(d, dp, p, limits));

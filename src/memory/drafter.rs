@@ -12,7 +12,7 @@ use crate::gguf::TensorInfo;
 use crate::model::DrafterMeta;
 
 use super::layout::{f32s, kv_caches, weight_bytes, words};
-use super::{DeviceLimits, DraftParams, Kind, Owner, PlannedBuffer, RunParams};
+use super::{DeviceLimits, DraftParams, Kind, Owner, Placement, PlannedBuffer, RunParams};
 
 fn buf(kind: Kind, name: impl Into<String>, bytes: u64) -> PlannedBuffer {
     PlannedBuffer {
@@ -21,6 +21,7 @@ fn buf(kind: Kind, name: impl Into<String>, bytes: u64) -> PlannedBuffer {
         name: name.into(),
         bytes,
         bound_whole: kind != Kind::Weights,
+        placement: Placement::Device,
     }
 }
 

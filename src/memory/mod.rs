@@ -13,6 +13,7 @@ pub mod budget;
 pub mod context;
 pub mod drafter;
 pub mod layout;
+pub mod placement;
 pub mod suggest;
 pub mod swa;
 pub mod target;
@@ -22,6 +23,7 @@ use std::fmt;
 use crate::gguf::GgmlType;
 
 pub use budget::{Budget, DeviceLimits};
+pub use placement::{Placement, PlacementRules};
 
 /// Who a buffer belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,6 +82,8 @@ pub struct PlannedBuffer {
     pub bytes: u64,
     /// The buffer is bound whole as one storage binding, so it must fit the binding limit.
     pub bound_whole: bool,
+    /// Device memory, or host memory the GPU reads ([`placement`]).
+    pub placement: Placement,
 }
 
 /// Run parameters that size the plan (llama.cpp's flag names in comments).
@@ -98,6 +102,8 @@ pub struct RunParams {
     /// Rows per sequence whose logits one step computes at most when no drafter asks for more
     /// (1; `flint bench --sps` times verify-sized steps without a drafter).
     pub verify_rows: u32,
+    /// Where weights go (`-ot`, `--cpu-moe`, `--n-cpu-moe`; automatic without them).
+    pub placement: PlacementRules,
 }
 
 /// Speculative-decoding parameters.
@@ -124,6 +130,7 @@ impl Default for RunParams {
             n_ubatch: 512,
             draft: None,
             verify_rows: 1,
+            placement: PlacementRules::default(),
         }
     }
 }
@@ -182,8 +189,18 @@ impl fmt::Display for Misfit {
 }
 
 impl Plan {
+    /// Bytes in device memory: what the budget holds.
     pub fn total(&self) -> u64 {
-        self.buffers.iter().map(|b| b.bytes).sum()
+        placement::device_bytes(&self.buffers)
+    }
+
+    /// Bytes in host memory the GPU reads ([`placement`]).
+    pub fn host_total(&self) -> u64 {
+        self.buffers
+            .iter()
+            .filter(|b| b.placement == Placement::Host)
+            .map(|b| b.bytes)
+            .sum()
     }
 
     /// Bytes of the buffers matching `owner` and `kind` (either may be `None` for all).
@@ -328,8 +345,10 @@ pub fn plan(
     budget: Budget,
     limits: DeviceLimits,
 ) -> Plan {
+    let mut buffers = batch::buffers(target, drafter, p, &limits);
+    placement::apply(&mut buffers, &p.placement, budget.usable());
     Plan {
-        buffers: batch::buffers(target, drafter, p, &limits),
+        buffers,
         budget,
         limits,
     }
@@ -348,6 +367,7 @@ pub fn forward_plan(
     if let (Some(d), Some(dp)) = (drafter, p.draft.as_ref()) {
         buffers.extend(drafter::buffers(d.meta, d.tensors, p, dp, &limits));
     }
+    placement::apply(&mut buffers, &p.placement, budget.usable());
     Plan {
         buffers,
         budget,

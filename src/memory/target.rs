@@ -7,7 +7,7 @@ use crate::model::hparams::LayerKind;
 use crate::model::Hparams;
 
 use super::layout::{attn_partials_bytes, f32s, kv_caches_by_layer, weight_bytes, words};
-use super::{DeviceLimits, Kind, Owner, PlannedBuffer, RunParams};
+use super::{DeviceLimits, Kind, Owner, Placement, PlannedBuffer, RunParams};
 
 fn buf(kind: Kind, name: impl Into<String>, bytes: u64, bound_whole: bool) -> PlannedBuffer {
     PlannedBuffer {
@@ -16,6 +16,7 @@ fn buf(kind: Kind, name: impl Into<String>, bytes: u64, bound_whole: bool) -> Pl
         name: name.into(),
         bytes,
         bound_whole,
+        placement: Placement::Device,
     }
 }
 

@@ -167,6 +167,18 @@ pub fn resolve_taps(opts: &InitOptions, n_layer: u32) -> Result<Vec<u32>, InitEr
     Ok(taps)
 }
 
+/// The drafter's FFN width: the target's dense `feed_forward_length` where it has one; for a
+/// mixture-of-experts target that leaves it 0 (qwen35moe files), the shared expert's width (the
+/// dense FFN every token of such a target runs), else one routed expert's width. z-lab's DFlash
+/// drafters copy the target config's `intermediate_size`, which is the dense width where the
+/// target has one; a MoE target without one has no better width to give than its experts'.
+pub fn drafter_ff(hp: &Hparams) -> u32 {
+    match (&hp.moe, hp.n_ff) {
+        (Some(m), 0) => m.n_ff_shexp.filter(|&f| f > 0).unwrap_or(m.n_ff_exp),
+        _ => hp.n_ff,
+    }
+}
+
 /// A random drafter for `target` (metadata and weights; write it with
 /// [`GgufWriter::write_file`]).
 pub fn random_drafter(target: &Gguf, opts: &InitOptions) -> Result<GgufWriter, InitError> {
@@ -207,7 +219,7 @@ pub fn random_drafter(target: &Gguf, opts: &InitOptions) -> Result<GgufWriter, I
     };
     let (d, f, v) = (
         u64::from(hp.n_embd),
-        u64::from(hp.n_ff),
+        u64::from(drafter_ff(&hp)),
         u64::from(hp.n_vocab),
     );
     let (q, kv, hd) = (

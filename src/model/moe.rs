@@ -241,13 +241,16 @@ impl MoeHparams {
 }
 
 /// Uploads layer `il`'s router and experts (each expert tensor as one weight of `E · rows`
-/// rows, split by whole experts where a binding limit demands), shapes checked first.
+/// rows, split by whole experts where a binding limit demands), shapes checked first; a tensor
+/// for which `host(name)` holds goes to host memory the kernels read directly
+/// (`memory::placement`).
 pub fn upload_layer(
     ctx: &GpuContext,
     file: &GgufFile,
     il: u32,
     d: u32,
     hp: &MoeHparams,
+    host: &dyn Fn(&str) -> bool,
 ) -> Result<MoeGpuWeights> {
     let shared = hp.check_layer(&file.gguf, il, d)?;
     let up = |suffix: &str| -> Result<GpuWeight> {
@@ -256,8 +259,9 @@ pub fn upload_layer(
         // A 3-D expert tensor [K, N, E] as [K, N · E], split by whole experts.
         let group = if t.shape.len() == 3 { t.shape[1] } else { 1 };
         let shape = [t.row_len(), t.n_rows()];
-        Ok(GpuWeight::upload_grouped(
-            ctx, &name, t.ty, shape, data, group,
+        let on_host = host(&name);
+        Ok(GpuWeight::upload_grouped_placed(
+            ctx, &name, t.ty, shape, data, group, on_host,
         )?)
     };
     let shared = match shared {
@@ -279,4 +283,17 @@ pub fn upload_layer(
         n_expert: hp.n_expert,
         n_used: hp.n_expert_used,
     })
+}
+
+/// The layer of a routed-expert weight (`blk.N.ffn_{gate,up,down}_exps.weight`).
+pub fn expert_layer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, tail) = rest.split_once('.')?;
+    let is_exps = ["ffn_gate_exps.", "ffn_up_exps.", "ffn_down_exps."]
+        .iter()
+        .any(|p| tail.starts_with(p));
+    match is_exps {
+        true => layer.parse().ok(),
+        false => None,
+    }
 }

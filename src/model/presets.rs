@@ -26,7 +26,7 @@ mod moe;
 mod qwen35;
 
 /// Presets `flint gguf preset` knows.
-pub const PRESETS: [&str; 36] = [
+pub const PRESETS: [&str; 37] = [
     "qwen3-8b-q4_k_m",
     "qwen3-8b-q4_0",
     "qwen3-8b-dspark-q8_0",
@@ -54,6 +54,7 @@ pub const PRESETS: [&str; 36] = [
     moe::MOE_PRESETS[4],
     moe::MOE_PRESETS[5],
     moe::MOE_PRESETS[6],
+    moe::MOE_PRESETS[7],
     "gemma3-270m-q8_0",
     "gemma3-1b-q4_k_m",
     "gemma3-4b-q4_k_m",

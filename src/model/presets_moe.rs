@@ -9,13 +9,15 @@
 //! layers `more_bits` picks; routers and norms F32), and `qwen3moe-tiny-q8_0`, a small random
 //! MoE (4 layers, hidden 256, 16 experts, 4 used) that runs on a CPU driver, also in MXFP4
 //! (`qwen3moe-tiny-mxfp4`, every matrix and the experts MXFP4, as `MXFP4_MOE --pure` files
-//! are) and IQ4_NL (`qwen3moe-tiny-iq4_nl`); their 128-wide expert rows are 4 blocks of 32.
+//! are) and IQ4_NL (`qwen3moe-tiny-iq4_nl`); their 128-wide expert rows are 4 blocks of 32;
+//! `qwen35moe-tiny-q8_0`, its hybrid counterpart with a shared expert and, as the published
+//! Qwen3.5/3.6 MoE files, no dense `feed_forward_length`.
 
 use super::{more_bits, set_backbone, Dims};
 use crate::gguf::{GgmlType, GgufError, GgufWriter, MetaArray, MetaValue};
 
 /// The MoE presets `flint gguf preset` knows.
-pub const MOE_PRESETS: [&str; 7] = [
+pub const MOE_PRESETS: [&str; 8] = [
     "qwen3-30b-a3b-q4_k_m",
     "qwen3-30b-a3b-q2_k",
     "qwen35-35b-a3b-q4_k_m",
@@ -23,6 +25,7 @@ pub const MOE_PRESETS: [&str; 7] = [
     "qwen3moe-tiny-q8_0",
     "qwen3moe-tiny-mxfp4",
     "qwen3moe-tiny-iq4_nl",
+    "qwen35moe-tiny-q8_0",
 ];
 
 /// The writer of MoE preset `name`, if it is one.
@@ -31,8 +34,9 @@ pub fn moe_preset_writer(name: &str) -> Option<Result<GgufWriter, GgufError>> {
     Some(match name {
         "qwen3-30b-a3b-q4_k_m" => qwen3moe(&QWEN3_30B_A3B, Quant::new(Q4_K, Q6_K, Q6_K)),
         "qwen3-30b-a3b-q2_k" => qwen3moe(&QWEN3_30B_A3B, Quant::new(Q2_K, Q3_K, Q6_K)),
-        "qwen35-35b-a3b-q4_k_m" => qwen35moe(Quant::new(Q4_K, Q6_K, Q6_K)),
-        "qwen35-35b-a3b-q2_k" => qwen35moe(Quant::new(Q2_K, Q3_K, Q6_K)),
+        "qwen35-35b-a3b-q4_k_m" => qwen35moe(&QWEN35_35B_A3B, Quant::new(Q4_K, Q6_K, Q6_K)),
+        "qwen35-35b-a3b-q2_k" => qwen35moe(&QWEN35_35B_A3B, Quant::new(Q2_K, Q3_K, Q6_K)),
+        "qwen35moe-tiny-q8_0" => qwen35moe(&QWEN35MOE_TINY, Quant::new(Q8_0, Q8_0, Q8_0)),
         "qwen3moe-tiny-q8_0" => qwen3moe(&QWEN3MOE_TINY, Quant::new(Q8_0, Q8_0, Q8_0)),
         "qwen3moe-tiny-mxfp4" => qwen3moe(&QWEN3MOE_TINY, Quant::new(MXFP4, MXFP4, MXFP4)),
         "qwen3moe-tiny-iq4_nl" => qwen3moe(&QWEN3MOE_TINY, Quant::new(IQ4_NL, IQ4_NL, IQ4_NL)),
@@ -166,17 +170,64 @@ fn qwen3moe(x: &MoeDims, q: Quant) -> Result<GgufWriter, GgufError> {
     Ok(w)
 }
 
-fn qwen35moe(q: Quant) -> Result<GgufWriter, GgufError> {
-    let (d, vocab, layers) = (2048u64, 248320u64, 40u32);
-    let (heads, kv_heads, head_dim) = (16u64, 2u64, 256u64);
-    let (k_heads, v_heads, head_k, head_v, d_conv) = (16u64, 32u64, 128u64, 128u64, 4u64);
-    let (key_dim, value_dim) = (k_heads * head_k, v_heads * head_v);
-    let conv_dim = 2 * key_dim + value_dim;
-    let e = Experts {
+/// A qwen35moe shape: hidden, vocabulary, layers (every 4th attention), attention heads / KV
+/// heads / head size / rotated dims / rope sections, DeltaNet k heads / v heads / head size,
+/// experts, shared-expert width, and the dense `feed_forward_length` written (0 as in the
+/// published GGUF conversions, which have no dense FFN).
+struct Qwen35Moe {
+    d: u64,
+    vocab: u64,
+    layers: u32,
+    attn: [u64; 4],
+    sections: [i32; 4],
+    delta: [u64; 3],
+    experts: Experts,
+    shexp: u64,
+    dense_ff: u64,
+}
+
+const QWEN35_35B_A3B: Qwen35Moe = Qwen35Moe {
+    d: 2048,
+    vocab: 248320,
+    layers: 40,
+    attn: [16, 2, 256, 64],
+    sections: [11, 11, 10, 0],
+    delta: [16, 32, 128],
+    experts: Experts {
         n: 256,
         used: 8,
         ff: 512,
-    };
+    },
+    shexp: 512,
+    dense_ff: 512,
+};
+
+/// `qwen35moe-tiny-q8_0`: 4 layers (3 DeltaNet, 1 attention), hidden 256, 16 experts of 128
+/// (4 used) and a 128-wide shared expert, vocabulary 512, no dense `feed_forward_length`.
+const QWEN35MOE_TINY: Qwen35Moe = Qwen35Moe {
+    d: 256,
+    vocab: 512,
+    layers: 4,
+    attn: [4, 2, 64, 32],
+    sections: [6, 5, 5, 0],
+    delta: [2, 4, 32],
+    experts: Experts {
+        n: 16,
+        used: 4,
+        ff: 128,
+    },
+    shexp: 128,
+    dense_ff: 0,
+};
+
+fn qwen35moe(x: &Qwen35Moe, q: Quant) -> Result<GgufWriter, GgufError> {
+    let (d, vocab, layers) = (x.d, x.vocab, x.layers);
+    let [heads, kv_heads, head_dim, rope_dims] = x.attn;
+    let [k_heads, v_heads, head_k] = x.delta;
+    let (head_v, d_conv) = (head_k, 4u64);
+    let (key_dim, value_dim) = (k_heads * head_k, v_heads * head_v);
+    let conv_dim = 2 * key_dim + value_dim;
+    let (e, sf) = (&x.experts, x.shexp);
     let f32 = GgmlType::F32;
     let mut w = GgufWriter::new();
     let k = |s: &str| format!("qwen35moe.{s}");
@@ -189,13 +240,13 @@ fn qwen35moe(q: Quant) -> Result<GgufWriter, GgufError> {
         ("context_length", 262144),
         ("embedding_length", d),
         ("block_count", u64::from(layers)),
-        ("feed_forward_length", 512),
-        ("expert_shared_feed_forward_length", 512),
+        ("feed_forward_length", x.dense_ff),
+        ("expert_shared_feed_forward_length", sf),
         ("attention.head_count", heads),
         ("attention.head_count_kv", kv_heads),
         ("attention.key_length", head_dim),
         ("attention.value_length", head_dim),
-        ("rope.dimension_count", 64),
+        ("rope.dimension_count", rope_dims),
         ("ssm.conv_kernel", d_conv),
         ("ssm.state_size", head_k),
         ("ssm.group_count", k_heads),
@@ -206,12 +257,12 @@ fn qwen35moe(q: Quant) -> Result<GgufWriter, GgufError> {
     ] {
         w.set(&k(key), u(v));
     }
-    set_experts(&mut w, "qwen35moe", &e);
+    set_experts(&mut w, "qwen35moe", e);
     w.set(&k("attention.layer_norm_rms_epsilon"), MetaValue::F32(1e-6));
     w.set(&k("rope.freq_base"), MetaValue::F32(1e7));
     w.set(
         &k("rope.dimension_sections"),
-        MetaValue::Array(MetaArray::I32(vec![11, 11, 10, 0])),
+        MetaValue::Array(MetaArray::I32(x.sections.to_vec())),
     );
     w.add_tensor_shape("token_embd.weight", &[d, vocab], q.base)?;
     for i in 0..layers {
@@ -237,10 +288,10 @@ fn qwen35moe(q: Quant) -> Result<GgufWriter, GgufError> {
             w.add_tensor_shape(&p("ssm_norm.weight"), &[head_v], f32)?;
             w.add_tensor_shape(&p("ssm_out.weight"), &[value_dim, d], q.base)?;
         }
-        add_experts(&mut w, i, d, &e, [q.base, hi])?;
-        w.add_tensor_shape(&p("ffn_gate_shexp.weight"), &[d, 512], q.base)?;
-        w.add_tensor_shape(&p("ffn_up_shexp.weight"), &[d, 512], q.base)?;
-        w.add_tensor_shape(&p("ffn_down_shexp.weight"), &[512, d], hi)?;
+        add_experts(&mut w, i, d, e, [q.base, hi])?;
+        w.add_tensor_shape(&p("ffn_gate_shexp.weight"), &[d, sf], q.base)?;
+        w.add_tensor_shape(&p("ffn_up_shexp.weight"), &[d, sf], q.base)?;
+        w.add_tensor_shape(&p("ffn_down_shexp.weight"), &[sf, d], hi)?;
         w.add_tensor_shape(&p("ffn_gate_inp_shexp.weight"), &[d], f32)?;
     }
     w.add_tensor_shape("output_norm.weight", &[d], f32)?;

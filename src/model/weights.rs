@@ -142,6 +142,9 @@ pub(crate) struct Loader<'a> {
     /// Stack each layer's q, k and v weights, and pair its gate and up weights, for this family
     /// where it can ([`Qkv::Stacked`], [`GateUp::Paired`]).
     pub stack: Option<Family>,
+    /// Weights placed in host memory (`memory::placement`; only routed experts are read from
+    /// there today, the others are refused by [`load_placed`]).
+    pub host: std::collections::HashSet<String>,
 }
 
 fn missing(name: &str) -> Error {
@@ -169,6 +172,7 @@ impl<'a> Loader<'a> {
             allocations: Vec::new(),
             bar,
             stack: None,
+            host: Default::default(),
         }
     }
 
@@ -292,7 +296,8 @@ impl<'a> Loader<'a> {
         };
         let ffn_norm = self.vector(&p(ffn_norm_name), hp.n_embd)?;
         if let Some(moe) = &hp.moe {
-            let w = super::moe::upload_layer(self.ctx, self.file, il, hp.n_embd, moe)?;
+            let host = |name: &str| self.host.contains(name);
+            let w = super::moe::upload_layer(self.ctx, self.file, il, hp.n_embd, moe, &host)?;
             let mut parts = vec![&w.router, &w.gate_exps, &w.up_exps, &w.down_exps];
             parts.extend(w.shared.iter().flatten());
             for part in parts {
@@ -348,6 +353,26 @@ pub fn load(
     hp: &Hparams,
     progress: bool,
 ) -> Result<ModelWeights> {
+    load_placed(ctx, file, hp, progress, &[])
+}
+
+/// [`load`] with the weights named in `host` in host memory the kernels read directly (a
+/// plan's host-placed buffers, `memory::placement`). Routed expert tensors can be placed
+/// there; any other name is refused (the dense weights' stacked and paired uploads are
+/// device-only).
+pub fn load_placed(
+    ctx: &GpuContext,
+    file: &GgufFile,
+    hp: &Hparams,
+    progress: bool,
+    host: &[String],
+) -> Result<ModelWeights> {
+    if let Some(name) = host.iter().find(|n| super::moe::expert_layer(n).is_none()) {
+        return Err(Error::Usage(format!(
+            "{name}: only routed expert tensors (blk.N.ffn_{{gate,up,down}}_exps) can be placed \
+             in host memory; the pattern that placed it must not match dense tensors"
+        )));
+    }
     super::shapes::check_shapes(file, hp)?;
     if hp.gemma4.is_some() {
         let arch = hp.arch.name().to_string();
@@ -355,6 +380,7 @@ pub fn load(
     }
     let mut l = Loader::new(ctx, file, progress);
     l.stack = Some(Family::for_context(ctx));
+    l.host = host.iter().cloned().collect();
     if file.shape_only {
         return Err(Error::Gguf(crate::gguf::GgufError::ShapeOnly {
             tensor: "token_embd.weight".to_string(),

@@ -5,6 +5,7 @@
 
 use crate::gguf::GgmlType;
 use crate::gpu::buffers::create_storage_init;
+use crate::gpu::host_buffers::create_host_storage_init;
 use crate::gpu::{GpuContext, GpuError};
 
 use super::layout::{binding_limit, check_shape, repack_split, SplitPlan};
@@ -67,7 +68,7 @@ impl GpuWeight {
         gguf: &[u8],
         pad_to: u64,
     ) -> Result<GpuWeight, GpuError> {
-        Self::upload_with(ctx, name, ty, shape, gguf, pad_to, 1)
+        Self::upload_with(ctx, name, ty, shape, gguf, pad_to, 1, false)
     }
 
     /// [`GpuWeight::upload`] split by whole groups of `group` rows (a 3-D expert tensor
@@ -80,9 +81,24 @@ impl GpuWeight {
         gguf: &[u8],
         group: u64,
     ) -> Result<GpuWeight, GpuError> {
-        Self::upload_with(ctx, name, ty, shape, gguf, 0, group)
+        Self::upload_with(ctx, name, ty, shape, gguf, 0, group, false)
     }
 
+    /// [`GpuWeight::upload_grouped`] into host memory the kernels read directly when `host`
+    /// ([`crate::gpu::host_buffers`]; `memory::placement`): the same splits and layout.
+    pub fn upload_grouped_placed(
+        ctx: &GpuContext,
+        name: &str,
+        ty: GgmlType,
+        shape: [u64; 2],
+        gguf: &[u8],
+        group: u64,
+        host: bool,
+    ) -> Result<GpuWeight, GpuError> {
+        Self::upload_with(ctx, name, ty, shape, gguf, 0, group, host)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn upload_with(
         ctx: &GpuContext,
         name: &str,
@@ -91,6 +107,7 @@ impl GpuWeight {
         gguf: &[u8],
         pad_to: u64,
         group: u64,
+        host: bool,
     ) -> Result<GpuWeight, GpuError> {
         let (l, nb) = check_shape(ty, shape)?;
         let limit = binding_limit(ctx.limits());
@@ -102,7 +119,10 @@ impl GpuWeight {
         for (i, p) in plan.iter().enumerate() {
             let bytes = repack_split(ty, shape, p, gguf)?; // p.bytes long, zero-padded
             let what = format!("weight {name} split {i}");
-            let buffer = create_storage_init(ctx, &what, &bytes)?;
+            let buffer = match host {
+                true => create_host_storage_init(ctx, &what, &bytes)?,
+                false => create_storage_init(ctx, &what, &bytes)?,
+            };
             splits.push(WeightSplit {
                 buffer,
                 plan: *p,

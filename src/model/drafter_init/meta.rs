@@ -31,7 +31,7 @@ pub(super) fn write_metadata(
     w.set(&key("block_count"), u(opts.layers));
     w.set(&key("context_length"), u(hp.n_ctx_train.min(4096)));
     w.set(&key("embedding_length"), u(hp.n_embd));
-    w.set(&key("feed_forward_length"), u(hp.n_ff));
+    w.set(&key("feed_forward_length"), u(super::drafter_ff(hp)));
     w.set(&key("attention.head_count"), u(hp.n_head));
     w.set(&key("attention.head_count_kv"), u(hp.n_head_kv));
     w.set(&key("attention.key_length"), u(hp.head_dim));
