@@ -1,0 +1,139 @@
+//! Drafting with a `qwen35` file's own MTP (`nextn`) block (`--spec-type draft-mtp`), held to
+//! llama.cpp b11434: `tests/data/mtp/tiny-mtp.gguf` (gguf-py, F32, one MTP block; written by
+//! `scripts/llamacpp_mtp/gen_tiny_mtp.py`) and what llama-server generated from 6 prompts of
+//! token ids, greedily, with `--spec-type draft-mtp --spec-draft-n-max N` for N = 1, 2, 3 and
+//! without speculation (`scripts/llamacpp_mtp/run_oracle.py`, tests/data/mtp/README.md).
+//!
+//! - greedy tokens with MTP drafting are flint's plain greedy tokens, and llama.cpp's;
+//! - the drafted and accepted counts of each prompt equal llama.cpp's (`timings.draft_n`,
+//!   `draft_n_accepted`): the outside oracle for the MTP step itself (pairing each row's token
+//!   with the target's h of the row before, the block with its own K/V rows, the chained
+//!   drafts), since a draft that differs from llama.cpp's changes the accepted count where the
+//!   target's token differs.
+
+use std::path::Path;
+
+use flint::engine::solo::{generate, Request};
+use flint::engine::{DraftOptions, Engine, EngineOptions};
+use serde_json::Value;
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mtp");
+
+fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
+    let opts = EngineOptions {
+        model: model.to_path_buf(),
+        n_ctx: 512,
+        n_ubatch: 16,
+        draft,
+        ..EngineOptions::default()
+    };
+    Engine::load(&opts, 1).unwrap()
+}
+
+/// Greedy tokens of `prompt` (every one of `n`, end tokens included, as llama.cpp's
+/// `ignore_eos`) and the (drafted, accepted) counts.
+fn run(eng: &mut Engine, prompt: &[u32], n: usize) -> (Vec<u32>, u64, u64) {
+    eng.reset(0).unwrap();
+    let req = Request {
+        prompt,
+        keep: 0,
+        n_predict: n,
+        sampler: None,
+        grammar: &mut None,
+        ignore_eos: true,
+        draft: true,
+    };
+    let s = generate(eng, req, |_| Ok(true)).unwrap();
+    let (d, a) = s.spec.map_or((0, 0), |s| (s.drafted, s.accepted));
+    (s.generated_token_ids, d, a)
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn fixture() -> Value {
+    let text = std::fs::read_to_string(Path::new(DATA).join("tiny-mtp.llama_cpp.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn prompts(fx: &Value) -> Vec<Vec<u32>> {
+    fx["prompts"].as_array().unwrap().iter().map(ids).collect()
+}
+
+#[test]
+fn greedy_tokens_with_mtp_drafting_are_the_plain_tokens() {
+    let model = Path::new(DATA).join("tiny-mtp.gguf");
+    let fx = fixture();
+    let n = fx["n_predict"].as_u64().unwrap() as usize;
+    let prompts = prompts(&fx);
+    let mut eng = engine(&model, None);
+    let plain: Vec<Vec<u32>> = prompts.iter().map(|p| run(&mut eng, p, n).0).collect();
+    drop(eng);
+    for n_max in [1, 2, 3, 5] {
+        let mut eng = engine(&model, Some(DraftOptions::mtp(model.clone(), n_max)));
+        let (mut drafted, mut accepted) = (0, 0);
+        for (i, p) in prompts.iter().enumerate() {
+            let (tokens, d, a) = run(&mut eng, p, n);
+            assert_eq!(tokens, plain[i], "n_max {n_max} prompt {i}");
+            assert!(
+                a <= d && d > 0,
+                "n_max {n_max} prompt {i}: {d} drafted, {a} accepted"
+            );
+            eprintln!("n_max {n_max} prompt {i}: drafted {d} accepted {a}");
+            (drafted, accepted) = (drafted + d, accepted + a);
+        }
+        // The file's MTP block is a drafter that is right part of the time.
+        assert!(
+            accepted > 0 && accepted < drafted,
+            "n_max {n_max}: {accepted}/{drafted}"
+        );
+    }
+}
+
+#[test]
+fn greedy_mtp_drafts_and_accepts_what_llama_cpp_does() {
+    let model = Path::new(DATA).join("tiny-mtp.gguf");
+    let fx = fixture();
+    let n = fx["n_predict"].as_u64().unwrap() as usize;
+    let prompts = prompts(&fx);
+    let plain_llama: Vec<Vec<u32>> = fx["plain"].as_array().unwrap().iter().map(ids).collect();
+    let mut eng = engine(&model, None);
+    let plain: Vec<Vec<u32>> = prompts.iter().map(|p| run(&mut eng, p, n).0).collect();
+    drop(eng);
+    assert_eq!(
+        plain, plain_llama,
+        "plain greedy tokens against llama.cpp's"
+    );
+    for (n_max, rows) in fx["mtp"].as_object().unwrap() {
+        let n_max: u32 = n_max.parse().unwrap();
+        let d = DraftOptions::mtp(model.clone(), n_max);
+        let mut eng = engine(&model, Some(d));
+        for (i, (p, want)) in prompts.iter().zip(rows.as_array().unwrap()).enumerate() {
+            let (tokens, drafted, accepted) = run(&mut eng, p, n);
+            eprintln!("n_max {n_max} prompt {i}: drafted {drafted} accepted {accepted}");
+            assert_eq!(
+                tokens, plain[i],
+                "n_max {n_max} prompt {i}: tokens with MTP"
+            );
+            assert_eq!(
+                tokens,
+                ids(&want["tokens"]),
+                "n_max {n_max} prompt {i}: llama.cpp's"
+            );
+            let llama = (
+                want["drafted"].as_u64().unwrap(),
+                want["accepted"].as_u64().unwrap(),
+            );
+            assert_eq!(
+                (drafted, accepted),
+                llama,
+                "n_max {n_max} prompt {i}: (drafted, accepted)"
+            );
+        }
+    }
+}
