@@ -13,6 +13,8 @@
 
 use std::path::Path;
 
+use crate::common::batch::Req;
+use flint::engine::batch_run::{settle, step, Ended, SeqState};
 use flint::engine::solo::{generate, Request};
 use flint::engine::{DraftOptions, Engine, EngineOptions};
 use serde_json::Value;
@@ -20,6 +22,10 @@ use serde_json::Value;
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mtp");
 
 fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
+    engine_n(model, draft, 1)
+}
+
+fn engine_n(model: &Path, draft: Option<DraftOptions>, n_seq: u32) -> Engine {
     let opts = EngineOptions {
         model: model.to_path_buf(),
         n_ctx: 512,
@@ -27,7 +33,7 @@ fn engine(model: &Path, draft: Option<DraftOptions>) -> Engine {
         draft,
         ..EngineOptions::default()
     };
-    Engine::load(&opts, 1).unwrap()
+    Engine::load(&opts, n_seq).unwrap()
 }
 
 /// Greedy tokens of `prompt` (every one of `n`, end tokens included, as llama.cpp's
@@ -135,5 +141,59 @@ fn greedy_mtp_drafts_and_accepts_what_llama_cpp_does() {
                 "n_max {n_max} prompt {i}: (drafted, accepted)"
             );
         }
+    }
+}
+
+/// `prompts` batched on `eng` (request `i` on sequence `i`, admitted at step `2 i`), greedy,
+/// `n` tokens each: (tokens, drafted, accepted) per request.
+fn batched(eng: &mut Engine, prompts: &[Vec<u32>], n: usize) -> Vec<(Vec<u32>, u64, u64)> {
+    let mut active: Vec<Req> = Vec::new();
+    let mut got = vec![(Vec::new(), 0, 0); prompts.len()];
+    let (mut steps, mut admitted) = (0usize, 0usize);
+    while admitted < prompts.len() || !active.is_empty() {
+        while admitted < prompts.len() && admitted * 2 <= steps {
+            eng.reset(admitted).unwrap();
+            let st = SeqState::new(admitted, prompts[admitted].clone(), 0, n, None, true);
+            active.push(Req {
+                st,
+                eog: Vec::new(),
+                fail_at: None,
+            });
+            admitted += 1;
+        }
+        let mut ended = step(eng, &mut active).unwrap();
+        steps += 1;
+        ended.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        for (i, end) in ended {
+            assert!(matches!(end, Ended::End(())), "request {i}: {end:?}");
+            let mut r = active.remove(i);
+            settle(eng, &mut r.st).unwrap();
+            let p = r.st.pending.as_ref().unwrap();
+            got[r.st.seq] = (r.st.generated.clone(), p.spec.drafted, p.spec.accepted);
+        }
+    }
+    got
+}
+
+/// What `serve -np 3 --spec-type draft-mtp` runs: concurrent greedy requests in one engine,
+/// each sequence with its own MTP drafter (the weights once), give what each gives alone.
+#[test]
+fn concurrent_greedy_requests_with_mtp_give_their_solo_tokens_and_counts() {
+    let model = Path::new(DATA).join("tiny-mtp.gguf");
+    let fx = fixture();
+    let n = fx["n_predict"].as_u64().unwrap() as usize;
+    let prompts: Vec<Vec<u32>> = prompts(&fx).into_iter().take(3).collect();
+    let d = DraftOptions::mtp(model.clone(), 2);
+    let mut eng = engine(&model, Some(d.clone()));
+    let alone: Vec<_> = prompts.iter().map(|p| run(&mut eng, p, n)).collect();
+    drop(eng);
+    let mut eng = engine_n(&model, Some(d), 3);
+    assert_eq!(eng.drafters.len(), 3);
+    let got = batched(&mut eng, &prompts, n);
+    for (i, (g, w)) in got.iter().zip(&alone).enumerate() {
+        assert_eq!(
+            g, w,
+            "request {i}: (tokens, drafted, accepted), batched vs alone"
+        );
     }
 }
