@@ -11,12 +11,16 @@
 //!   drafts), since a draft that differs from llama.cpp's changes the accepted count where the
 //!   target's token differs.
 
+use std::collections::HashMap;
 use std::path::Path;
+
+use crate::common::stats::{chi_square, p_value};
 
 use crate::common::batch::Req;
 use flint::engine::batch_run::{settle, step, Ended, SeqState};
 use flint::engine::solo::{generate, Request};
 use flint::engine::{DraftOptions, Engine, EngineOptions};
+use flint::sampling::{Sampler, SamplerParams};
 use serde_json::Value;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mtp");
@@ -196,4 +200,86 @@ fn concurrent_greedy_requests_with_mtp_give_their_solo_tokens_and_counts() {
             "request {i}: (tokens, drafted, accepted), batched vs alone"
         );
     }
+}
+
+/// Sampled runs of `prompt`, 3 tokens each (the first decode step drafts one token, verified
+/// by rejection sampling; an accepted one brings the third): how often each (t1, t2, t3) came,
+/// and (drafted, accepted) over all runs.
+fn triples(
+    eng: &mut Engine,
+    prompt: &[u32],
+    runs: u64,
+    seed0: u64,
+) -> (HashMap<Vec<u32>, f64>, u64, u64) {
+    let mut counts = HashMap::new();
+    let (mut drafted, mut accepted) = (0, 0);
+    for r in 0..runs {
+        let params = SamplerParams {
+            temp: 1.0,
+            top_k: 3,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: seed0 + r,
+        };
+        let mut sampler = Sampler::new(params, eng.fwd.hp().n_vocab).unwrap();
+        eng.reset(0).unwrap();
+        let req = Request {
+            prompt,
+            keep: 0,
+            n_predict: 3,
+            sampler: Some(&mut sampler),
+            grammar: &mut None,
+            ignore_eos: true,
+            draft: true,
+        };
+        let s = generate(eng, req, |_| Ok(true)).unwrap();
+        if let Some(sp) = s.spec {
+            (drafted, accepted) = (drafted + sp.drafted, accepted + sp.accepted);
+        }
+        *counts.entry(s.generated_token_ids).or_insert(0.0) += 1.0;
+    }
+    (counts, drafted, accepted)
+}
+
+/// Rejection sampling with MTP drafts keeps the target's distribution: the (t1, t2, t3)
+/// frequencies of sampled runs with MTP drafting and of plain sampled runs are one
+/// distribution (chi-square test of homogeneity, p ≥ 0.001; cells of expected count < 5
+/// merged).
+#[test]
+fn rejection_sampling_with_mtp_drafts_keeps_the_target_distribution() {
+    const RUNS: u64 = 1000;
+    let model = Path::new(DATA).join("tiny-mtp.gguf");
+    let prompt = &prompts(&fixture())[1];
+    let mut eng = engine(&model, None);
+    let (plain, _, _) = triples(&mut eng, prompt, RUNS, 1);
+    drop(eng);
+    let mut eng = engine(&model, Some(DraftOptions::mtp(model.clone(), 1)));
+    let (spec, drafted, accepted) = triples(&mut eng, prompt, RUNS, 100_000);
+    eprintln!("{accepted} of {drafted} sampled MTP drafts accepted");
+    assert!(drafted >= RUNS && accepted > 0 && accepted < drafted);
+    let mut keys: Vec<&Vec<u32>> = plain.keys().chain(spec.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let a: Vec<f64> = keys
+        .iter()
+        .map(|k| spec.get(*k).copied().unwrap_or(0.0))
+        .collect();
+    let b: Vec<f64> = keys
+        .iter()
+        .map(|k| plain.get(*k).copied().unwrap_or(0.0))
+        .collect();
+    let mean: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x + y) / 2.0).collect();
+    let (chi_a, df) = chi_square(&a, &mean);
+    let (chi_b, _) = chi_square(&b, &mean);
+    let p = p_value(chi_a + chi_b, df);
+    eprintln!(
+        "{} cells, chi2 {:.1}, df {df}, p {p:.3}",
+        keys.len(),
+        chi_a + chi_b
+    );
+    assert!(p >= 0.001, "chi2 {:.1}, df {df}, p {p:.2e}", chi_a + chi_b);
 }
