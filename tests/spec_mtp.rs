@@ -1,6 +1,7 @@
 //! Drafting with a `qwen35` file's own MTP (`nextn`) block (`--spec-type draft-mtp`), held to
-//! llama.cpp b11434: `tests/data/mtp/tiny-mtp.gguf` (gguf-py, F32, one MTP block; written by
-//! `scripts/llamacpp_mtp/gen_tiny_mtp.py`) and what llama-server generated from 6 prompts of
+//! llama.cpp b11434: `tests/data/mtp/tiny-mtp.gguf` and `tiny-mtp-moe.gguf` (`qwen35moe`)
+//! (gguf-py, F32, one MTP block; written by `scripts/llamacpp_mtp/gen_tiny_mtp.py`) and what
+//! llama-server generated from 6 prompts of
 //! token ids, greedily, with `--spec-type draft-mtp --spec-draft-n-max N` for N = 1, 2, 3 and
 //! without speculation (`scripts/llamacpp_mtp/run_oracle.py`, tests/data/mtp/README.md).
 //!
@@ -67,8 +68,12 @@ fn ids(v: &Value) -> Vec<u32> {
 }
 
 fn fixture() -> Value {
-    let text = std::fs::read_to_string(Path::new(DATA).join("tiny-mtp.llama_cpp.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    fixture_of("tiny-mtp")
+}
+
+fn fixture_of(name: &str) -> Value {
+    let path = Path::new(DATA).join(format!("{name}.llama_cpp.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn prompts(fx: &Value) -> Vec<Vec<u32>> {
@@ -105,10 +110,11 @@ fn greedy_tokens_with_mtp_drafting_are_the_plain_tokens() {
     }
 }
 
-#[test]
-fn greedy_mtp_drafts_and_accepts_what_llama_cpp_does() {
-    let model = Path::new(DATA).join("tiny-mtp.gguf");
-    let fx = fixture();
+/// `name`.gguf's plain and MTP greedy tokens and (drafted, accepted) counts against
+/// llama.cpp's (`name`.llama_cpp.json).
+fn held_to_llama_cpp(name: &str) {
+    let model = Path::new(DATA).join(format!("{name}.gguf"));
+    let fx = fixture_of(name);
     let n = fx["n_predict"].as_u64().unwrap() as usize;
     let prompts = prompts(&fx);
     let plain_llama: Vec<Vec<u32>> = fx["plain"].as_array().unwrap().iter().map(ids).collect();
@@ -146,6 +152,17 @@ fn greedy_mtp_drafts_and_accepts_what_llama_cpp_does() {
             );
         }
     }
+}
+
+#[test]
+fn greedy_mtp_drafts_and_accepts_what_llama_cpp_does() {
+    held_to_llama_cpp("tiny-mtp");
+}
+
+/// The same on `qwen35moe` (the MTP block's FFN is experts and a shared expert).
+#[test]
+fn greedy_mtp_on_qwen35moe_drafts_and_accepts_what_llama_cpp_does() {
+    held_to_llama_cpp("tiny-mtp-moe");
 }
 
 /// `prompts` batched on `eng` (request `i` on sequence `i`, admitted at step `2 i`), greedy,

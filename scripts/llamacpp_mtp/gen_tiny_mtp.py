@@ -13,7 +13,7 @@ Embeddings are tied (no output.weight): the MTP head falls back to token_embd as
 block's eh_proj favours the token half and its block outputs are small, so it drafts roughly
 "the token it was given": a drafter that is right part of the time.
 
-    usage: gen_tiny_mtp.py OUT.gguf [SEED]
+    usage: [MOE=1] gen_tiny_mtp.py OUT.gguf [SEED]      (MOE=1: qwen35moe)
 
 Needs gguf==0.19.0 and numpy. Deterministic for a seed.
 """
@@ -27,6 +27,9 @@ D, N_LAYER, INTERVAL = 64, 4, 2
 N_K, N_V, HEAD_K = 1, 2, 16
 N_HEAD, N_HEAD_KV, HEAD_DIM, N_ROT, SECTIONS = 2, 1, 32, 8, [2, 1, 1, 0]
 FF, VOCAB = 96, 320
+# qwen35moe (MOE=1): every layer's FFN (the MTP block's too) is 4 experts of 32, 2 used, and a
+# shared expert of 48.
+N_EXPERT, N_USED, FF_EXP, FF_SHEXP = 4, 2, 32, 48
 
 
 def byte_chars():
@@ -44,7 +47,7 @@ def byte_chars():
     return [chr(table[b]) for b in range(256)]
 
 
-def tensors(rng, mtp_gain, trunk_scale):
+def tensors(rng, mtp_gain, trunk_scale, moe):
     d, V = D, VOCAB
     key_dim, value_dim = N_K * HEAD_K, N_V * HEAD_K
     conv_dim = 2 * key_dim + value_dim
@@ -81,9 +84,21 @@ def tensors(rng, mtp_gain, trunk_scale):
             out.append((p + "ssm_a", (-np.exp(rng.uniform(-1.0, 1.0, N_V))).astype(np.float32)))
             out.append((p + "ssm_norm.weight", normw(HEAD_K)))
             out.append((p + "ssm_out.weight", mat(d, value_dim, s)))
-        out.append((p + "ffn_gate.weight", mat(FF, d)))
-        out.append((p + "ffn_up.weight", mat(FF, d)))
-        out.append((p + "ffn_down.weight", mat(d, FF, s)))
+        if moe:
+            def exps(o, i, scale=1.0):
+                return (rng.standard_normal((N_EXPERT, o, i)) * (scale / np.sqrt(i))).astype(np.float32)
+            out.append((p + "ffn_gate_inp.weight", mat(N_EXPERT, d, 3.0)))
+            out.append((p + "ffn_gate_exps.weight", exps(FF_EXP, d)))
+            out.append((p + "ffn_up_exps.weight", exps(FF_EXP, d)))
+            out.append((p + "ffn_down_exps.weight", exps(d, FF_EXP, s)))
+            out.append((p + "ffn_gate_inp_shexp.weight", mat(1, d, 2.0).reshape(d)))
+            out.append((p + "ffn_gate_shexp.weight", mat(FF_SHEXP, d)))
+            out.append((p + "ffn_up_shexp.weight", mat(FF_SHEXP, d)))
+            out.append((p + "ffn_down_shexp.weight", mat(d, FF_SHEXP, s)))
+        else:
+            out.append((p + "ffn_gate.weight", mat(FF, d)))
+            out.append((p + "ffn_up.weight", mat(FF, d)))
+            out.append((p + "ffn_down.weight", mat(d, FF, s)))
         if mtp:
             # x = eh_proj·[e ; h]: mostly the (normed) token embedding, some of h.
             eh = np.concatenate([mtp_gain * np.eye(d), np.zeros((d, d))], axis=1)
@@ -102,8 +117,9 @@ def main():
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 5401
     mtp_gain = float(os.environ.get("MTP_GAIN", "1.0"))
     trunk_scale = float(os.environ.get("TRUNK_SCALE", "1.0"))
+    moe = os.environ.get("MOE", "0") == "1"
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(path, "qwen35")
+    w = gguf.GGUFWriter(path, "qwen35moe" if moe else "qwen35")
     w.add_name(f"tiny-mtp-{seed}")
     w.add_context_length(4096)
     w.add_embedding_length(D)
@@ -119,6 +135,11 @@ def main():
     w.add_rope_dimension_sections(SECTIONS)
     w.add_rope_freq_base(1e7)
     w.add_full_attention_interval(INTERVAL)
+    if moe:
+        w.add_expert_count(N_EXPERT)
+        w.add_expert_used_count(N_USED)
+        w.add_expert_feed_forward_length(FF_EXP)
+        w.add_expert_shared_feed_forward_length(FF_SHEXP)
     w.add_ssm_conv_kernel(4)
     w.add_ssm_state_size(HEAD_K)
     w.add_ssm_group_count(N_K)
@@ -138,7 +159,7 @@ def main():
     w.add_bos_token_id(256)
     w.add_pad_token_id(256)
     w.add_add_bos_token(False)
-    for name, arr in tensors(rng, mtp_gain, trunk_scale):
+    for name, arr in tensors(rng, mtp_gain, trunk_scale, moe):
         w.add_tensor(name, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
