@@ -59,7 +59,12 @@ def tensors(rng, mtp_gain, trunk_scale, moe):
     def normw(n):
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    out.append(("token_embd.weight", (2.5 / np.sqrt(d) * rng.standard_normal((V, d))).astype(np.float32)))
+    embd = (2.5 / np.sqrt(d) * rng.standard_normal((V, d))).astype(np.float32)
+    if moe:
+        # The end tokens (256..258) small, so greedy runs never end: llama.cpp's ignore_eos
+        # bans end tokens, flint's only goes on past them.
+        embd[256:259] *= np.float32(0.05)
+    out.append(("token_embd.weight", embd))
     for il in range(N_LAYER + 1):
         p = f"blk.{il}."
         mtp = il == N_LAYER
