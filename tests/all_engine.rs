@@ -19,5 +19,6 @@ mod spec_deferred;
 mod spec_dspark;
 mod spec_equivalence;
 mod spec_logsnr;
+mod spec_mtp;
 mod spec_qwen35;
 mod spec_rollback;

@@ -341,6 +341,47 @@ fn the_binary_exits_2_naming_the_flag_as_typed() {
 }
 
 #[test]
+fn a_speculative_type_flint_cannot_honour_is_refused_by_name() {
+    // With no drafter at all, the type alone must not be ignored (a plain decode would look
+    // like speculation).
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    );
+    for ty in ["draft-eagle3", "ngram-simple", "bogus"] {
+        let gen = [
+            "generate",
+            "-m",
+            model,
+            "--spec-type",
+            ty,
+            "-p",
+            "x",
+            "-n",
+            "1",
+        ];
+        let chat = ["chat", "-m", model, "--spec-type", ty];
+        for line in [&gen[..], &chat[..]] {
+            let (code, err) = flint(line);
+            assert_eq!(code, 2, "{line:?}: {err}");
+            assert!(err.contains(&format!("--spec-type {ty}")), "{err}");
+        }
+    }
+    // draft-mtp is honoured only where the file has an MTP block.
+    let (code, err) = flint(&[
+        "generate",
+        "-m",
+        model,
+        "--spec-type",
+        "draft-mtp",
+        "-p",
+        "x",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nextn_predict_layers"), "{err}");
+}
+
+#[test]
 fn dev_takes_an_index_or_a_part_of_one_adapter_name() {
     use flint::cli::devices::choose_adapter;
     let adapters = vec![

@@ -89,19 +89,22 @@ pub struct BenchArgs {
         conflicts_with_all = ["n_prompt", "pg", "n_depth", "compare", "bandwidth"]
     )]
     pub model_draft: Option<PathBuf>,
+    /// `draft-mtp`: the speculative benchmark with the MTP block of `-m` itself instead of a
+    /// DSpark drafter (`draft-dspark`, the default, needs `-md`).
+    #[arg(
+        long = "spec-type",
+        conflicts_with_all = ["n_prompt", "pg", "n_depth", "compare", "bandwidth", "model_draft"]
+    )]
+    pub spec_type: Option<String>,
     /// Prompts of the speculative benchmark: `builtin` (chat, code, math, prose) or a JSONL
     /// file of `{"category": …, "prompt": …}` lines.
-    #[arg(
-        long = "spec-prompts",
-        default_value = "builtin",
-        requires = "model_draft"
-    )]
+    #[arg(long = "spec-prompts", default_value = "builtin")]
     pub spec_prompts: String,
     /// Drafts verified per cycle at most (default: the drafter's block).
-    #[arg(long = "spec-draft-n-max", requires = "model_draft")]
+    #[arg(long = "spec-draft-n-max")]
     pub spec_n_max: Option<u32>,
     /// Feed the prompts as they are instead of as a user turn of the model's chat template.
-    #[arg(long = "spec-raw-prompts", requires = "model_draft", conflicts_with_all = ["chat_template", "chat_template_file"])]
+    #[arg(long = "spec-raw-prompts", conflicts_with_all = ["chat_template", "chat_template_file"])]
     pub spec_raw_prompts: bool,
     /// With `-md`: the chat template the prompts are a user turn of (default: the model's own).
     #[command(flatten)]
@@ -198,8 +201,34 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.npl.is_empty() {
         return batched(args, format);
     }
-    if let Some(draft) = &args.model_draft {
-        return super::bench_spec::run(args, draft);
+    match (&args.model_draft, args.spec_type.as_deref()) {
+        (Some(draft), None | Some("draft-dspark")) => {
+            let d = crate::engine::DraftOptions::new(draft.clone());
+            return super::bench_spec::run(args, d, &draft.display().to_string());
+        }
+        (None, Some("draft-mtp")) => {
+            let d = crate::engine::DraftOptions::mtp(args.model.clone(), 3);
+            return super::bench_spec::run(args, d, "draft-mtp");
+        }
+        (None, None) if args.spec_n_max.is_some() || args.spec_raw_prompts => {
+            return Err(Error::Usage(
+                "--spec-draft-n-max and --spec-raw-prompts belong to the speculative benchmark \
+                 (-md DRAFT or --spec-type draft-mtp)"
+                    .into(),
+            ));
+        }
+        (_, Some(other)) if other != "draft-dspark" => {
+            return Err(Error::Usage(format!(
+                "--spec-type {other}: flint bench speculates with -md (draft-dspark) or \
+                 --spec-type draft-mtp"
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(Error::Usage(
+                "--spec-type draft-dspark needs -md DRAFT".into(),
+            ));
+        }
+        _ => {}
     }
     let pg = args
         .pg

@@ -1,9 +1,7 @@
-//! `flint bench -md DRAFT`: the speculative benchmark ([`crate::bench::speculative`]). Every prompt of
+//! `flint bench -md DRAFT` (or `--spec-type draft-mtp`): the speculative benchmark ([`crate::bench::speculative`]). Every prompt of
 //! `--spec-prompts` is decoded greedily plainly and with the drafter (bypass off); one row per
 //! prompt, per category and over all goes to stdout in the `-o` format, the progress bar to
 //! stderr.
-
-use std::path::Path;
 
 use crate::bench::speculative::{self, prompts, rows, Mode, SpecBenchOptions};
 use crate::bench::{output, ModelDesc};
@@ -24,7 +22,9 @@ fn n_predict(args: &BenchArgs) -> Result<usize> {
     }
 }
 
-pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
+/// The benchmark with drafter `d` (a DSpark file, or the MTP block of `-m`), named `label` in
+/// the rows.
+pub fn run(args: &BenchArgs, mut d: DraftOptions, label: &str) -> Result<()> {
     let format = output::Format::parse(&args.output)?;
     let opts = SpecBenchOptions {
         n_predict: n_predict(args)?,
@@ -38,8 +38,7 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
         ));
     }
     let list = prompts::load(&args.spec_prompts)?;
-    let mut d = DraftOptions::new(draft.to_path_buf());
-    d.n_max = args.spec_n_max.unwrap_or(0);
+    d.n_max = args.spec_n_max.unwrap_or(d.n_max);
     d.bypass = false;
     // The context is set once the prompts are tokenized, before the load plans it.
     let mut eopts = EngineOptions {
@@ -56,13 +55,8 @@ pub fn run(args: &BenchArgs, draft: &Path) -> Result<()> {
     let desc = ModelDesc::from_gguf(gguf, hp.arch.name(), hp.tied_embeddings);
     eopts.n_ctx = speculative::ctx_needed(&prepared, opts.n_predict);
     let mut engine = Engine::from_opened(opened, &eopts, 1)?;
-    let session = rows::SpecSession::from_engine(
-        &engine,
-        &desc.model_type,
-        &draft.display().to_string(),
-        opts.n_predict,
-        templated,
-    );
+    let session =
+        rows::SpecSession::from_engine(&engine, &desc.model_type, label, opts.n_predict, templated);
 
     let bar = indicatif::ProgressBar::new(2 * prepared.len() as u64);
     bar.set_style(

@@ -72,7 +72,8 @@ const SAMPLER: &str =
     "flint's samplers are temp, top-k, top-p, min-p and the repeat/presence/frequency penalties";
 const ORDER: &str = "flint's sampler order is fixed: penalties, top-k, top-p, min-p, temperature";
 const ROPE: &str = "flint takes RoPE and YaRN scaling from the model's GGUF metadata";
-const SPEC: &str = "flint speculates with a DSpark drafter (-md) only";
+const SPEC: &str =
+    "flint speculates with a DSpark drafter (-md) or the model's MTP block (--spec-type draft-mtp)";
 const DRAFT_DEV: &str = "flint runs the drafter on the target's adapter";
 const DRAFT_HF: &str = "-hf fetches the target model; pull the drafter and pass it with -md";
 const PRESET: &str = "a llama.cpp preset that downloads a fixed model; use -hf USER/REPO[:QUANT]";

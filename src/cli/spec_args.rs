@@ -13,10 +13,11 @@ pub struct SpecArgs {
     /// model in `generate` and `chat`: its shipped drafter (models/, train/dspark/).
     #[arg(long = "spec-draft-model", visible_alias = "model-draft")]
     pub draft_model: Option<PathBuf>,
-    /// Speculation type: `draft-dspark` (the only one).
+    /// Speculation type: `draft-dspark` (a DSpark drafter, `-md`) or `draft-mtp` (the MTP
+    /// layer a qwen35 / qwen35moe file carries).
     #[arg(long = "spec-type", default_value = "draft-dspark")]
     pub spec_type: String,
-    /// Drafts verified per cycle at most (0 = the drafter's block size).
+    /// Drafts verified per cycle at most (0 = the drafter's block size; 3 with draft-mtp).
     #[arg(long = "spec-draft-n-max", default_value_t = 0)]
     pub n_max: u32,
     /// Stop a block at the first draft whose confidence is below this (0 = off; needs a
@@ -78,18 +79,36 @@ impl SpecArgs {
         target: &Path,
         default_drafter: bool,
     ) -> Result<Option<DraftOptions>> {
+        // A type flint cannot honour is refused by name, with or without a drafter: never a
+        // plain decode that looks like speculation.
+        let mtp = match self.spec_type.as_str() {
+            "draft-dspark" => false,
+            "draft-mtp" => true,
+            other => {
+                return Err(Error::Usage(format!(
+                    "--spec-type {other}: not supported by flint (it speculates with \
+                     draft-dspark or draft-mtp)"
+                )))
+            }
+        };
         if self.no_spec {
             return Ok(None);
+        }
+        if mtp {
+            if let Some(md) = &self.draft_model {
+                return Err(Error::Usage(format!(
+                    "--spec-type draft-mtp drafts with the MTP layer of -m itself; a separate \
+                     MTP file (-md {}) is not supported",
+                    md.display()
+                )));
+            }
+            // llama.cpp's default for --spec-draft-n-max.
+            let n_max = if self.n_max == 0 { 3 } else { self.n_max };
+            return Ok(Some(DraftOptions::mtp(target.to_path_buf(), n_max)));
         }
         let Some(model) = self.drafter_path(target, default_drafter) else {
             return Ok(None);
         };
-        if self.spec_type != "draft-dspark" {
-            return Err(Error::Usage(format!(
-                "--spec-type {}: flint speculates with draft-dspark",
-                self.spec_type
-            )));
-        }
         if !(0.0..1.0).contains(&self.p_min) {
             return Err(Error::Usage(format!(
                 "--spec-draft-p-min {}: must be in [0, 1)",
@@ -110,6 +129,7 @@ impl SpecArgs {
             ctx: self.ctx_draft,
             window: !self.no_window,
             bypass: !self.no_bypass,
+            mtp: false,
         }))
     }
 }

@@ -101,6 +101,7 @@ impl Engine {
             ..
         } = o;
         let w = weights::load_placed(&ctx, &file, &hp, opts.progress, &host)?;
+        let mtp = super::mtp::load_weights(&ctx, opts.draft.as_ref(), &file, &hp, &w)?;
         let (model_bytes, metadata) = (file.file_len(), file.gguf.metadata.clone());
         drop(file);
         let compiling = CompileProgress::start(&ctx, opts.progress);
@@ -134,6 +135,18 @@ impl Engine {
             }
             _ => Speculation::default(),
         };
+        let mut drafters: Vec<Box<dyn Drafter + Send>> = speculation
+            .drafters
+            .into_iter()
+            .map(|d| Box::new(d) as Box<dyn Drafter + Send>)
+            .collect();
+        let mut spec = speculation.spec;
+        if let (Some(mw), Some(d)) = (&mtp, &opts.draft) {
+            let (own, s) =
+                super::mtp::drafters(&ctx, mw, d, &params, &plan, &mut fwd, &mut allocated)?;
+            drafters = own;
+            spec = Some(s);
+        }
         compiling.finish(&ctx)?;
         Ok(Engine {
             ctx,
@@ -146,12 +159,8 @@ impl Engine {
             params,
             allocated,
             costs_cached: speculation.costs_cached,
-            drafters: speculation
-                .drafters
-                .into_iter()
-                .map(|d| Box::new(d) as Box<dyn Drafter + Send>)
-                .collect(),
-            spec: speculation.spec,
+            drafters,
+            spec,
             cost_cache: speculation.cache,
             decision: speculation.decision,
             logprobs: None,
@@ -371,6 +380,9 @@ pub(crate) fn run_params(
         placement: opts.placement.clone(),
         ..RunParams::default()
     };
+    if let Some(d) = opts.draft.as_ref().filter(|d| d.mtp) {
+        params.verify_rows = params.verify_rows.max(super::mtp::verify_rows(d));
+    }
     if let (Some(d), Some(meta)) = (&opts.draft, dmeta) {
         params.draft = Some(draft_params(d, meta, n_ctx)?);
         // Each target step's tap rows must fit the injection staging.

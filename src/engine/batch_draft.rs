@@ -22,8 +22,9 @@ pub(super) fn flush(eng: &mut Engine, a: &mut SeqState) -> Result<()> {
         if p.n > 0 {
             let t = Instant::now();
             let d = eng.drafters.get_mut(a.seq).ok_or_else(no_drafter)?;
-            d.inject(&eng.ctx, p.n, p.at)?;
+            d.inject(&eng.ctx, p.n, p.at, &p.tokens)?;
             p.n = 0;
+            p.tokens.clear();
             p.spec.inject_secs += t.elapsed().as_secs_f64();
             p.spec.injections += 1;
         }

@@ -120,6 +120,8 @@ pub trait BatchRequest {
 pub struct Pending {
     pub at: u32,
     pub n: u32,
+    /// The tokens of those rows (what an MTP drafter pairs with the rows before them).
+    pub tokens: Vec<u32>,
     /// Cycles, drafts verified and accepted, bypassed steps and time split (`--stats-json`,
     /// the server's outcome).
     pub spec: SpecStats,
@@ -453,6 +455,7 @@ fn commit<R: BatchRequest>(
         }
         if let Some(p) = &mut a.pending {
             p.n += pl.prompt_rows as u32;
+            p.tokens.extend_from_slice(&pl.tokens);
         }
         if a.prompt_left() == 0 {
             // The next request on this sequence can come back to the end of this prompt
@@ -496,6 +499,7 @@ fn commit<R: BatchRequest>(
         eng.fwd.truncate(a.seq, pl.p0 + kept)?;
         if let Some(p) = &mut a.pending {
             p.n += kept;
+            p.tokens.extend_from_slice(&pl.tokens[..kept as usize]);
             count_step(p, pl, out, accepted);
         }
     }

@@ -30,6 +30,9 @@ pub struct DraftOptions {
     pub window: bool,
     /// Decode plainly while drafting does not pay (`--spec-no-bypass` turns it off).
     pub bypass: bool,
+    /// `--spec-type draft-mtp`: draft with the target's own MTP (`nextn`) layer; `model` is
+    /// then the target file (`speculative::mtp`).
+    pub mtp: bool,
 }
 
 impl DraftOptions {
@@ -45,6 +48,17 @@ impl DraftOptions {
             ctx: None,
             window: true,
             bypass: true,
+            mtp: false,
+        }
+    }
+
+    /// Drafting with the MTP layer of the target `model`, `n_max` drafts per cycle.
+    pub fn mtp(model: PathBuf, n_max: u32) -> DraftOptions {
+        DraftOptions {
+            n_max,
+            bypass: false,
+            mtp: true,
+            ..DraftOptions::new(model)
         }
     }
 }

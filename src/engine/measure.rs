@@ -114,7 +114,7 @@ pub(crate) fn cycle_costs(
     for round in 0..=ROUNDS {
         dspark.reset();
         let t = Instant::now();
-        dspark.inject(ctx, rows, 0)?;
+        dspark.inject(ctx, rows, 0, &[])?;
         let ti = t.elapsed().as_secs_f64();
         let t = Instant::now();
         dspark.draft(ctx, 0, rows, None)?;

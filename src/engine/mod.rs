@@ -30,6 +30,7 @@ mod draft;
 pub mod fit;
 pub mod logprobs;
 mod measure;
+mod mtp;
 pub mod open;
 mod rows;
 pub mod solo;

@@ -42,14 +42,19 @@ pub fn open(opts: &EngineOptions) -> Result<Opened> {
     // Every weight held to the hyperparameters before a plan reads its bytes.
     shapes::check_shapes(&file, &hp)?;
     let tok = Tokenizer::from_gguf(&file)?;
+    if opts.draft.as_ref().is_some_and(|d| d.mtp) {
+        // Refused before the device is made: a file without an MTP block, or a malformed one.
+        crate::speculative::mtp::mtp_layer(&hp, &file)?;
+    }
     let drafter = match &opts.draft {
-        Some(d) => {
+        // The MTP block is in the model file itself (`super::mtp`).
+        Some(d) if !d.mtp => {
             let f = GgufFile::open(&d.model)?;
             let meta = DrafterMeta::from_gguf(&f)?;
             shapes::check_drafter_shapes(&f, &meta)?;
             Some((f, meta))
         }
-        None => None,
+        _ => None,
     };
     let ctx = Arc::new(GpuContext::new(&DeviceOptions {
         index: opts.device,

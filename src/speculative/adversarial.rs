@@ -53,7 +53,7 @@ impl Drafter for Adversary {
     fn next_position(&self) -> u32 {
         self.next
     }
-    fn inject(&mut self, _ctx: &GpuContext, n: u32, start: u32) -> Result<()> {
+    fn inject(&mut self, _ctx: &GpuContext, n: u32, start: u32, _tokens: &[u32]) -> Result<()> {
         if start != self.next {
             return Err(crate::Error::Usage(format!(
                 "adversary: injection at {start}, expected {}",

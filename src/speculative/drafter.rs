@@ -1,5 +1,6 @@
 //! What the scheduler asks of a drafter ([`Drafter`]), implemented by the DSpark drafter on the
-//! device and by the adversarial drafters of the equivalence tests ([`super::adversarial`]).
+//! device, the MTP drafter ([`super::mtp`]) and by the adversarial drafters of the equivalence
+//! tests ([`super::adversarial`]).
 
 use crate::gpu::GpuContext;
 use crate::Result;
@@ -18,8 +19,9 @@ pub trait Drafter {
     /// The next target position whose tap row the drafter expects.
     fn next_position(&self) -> u32;
     /// Rows `0..n` of the tap staging were computed by the target for positions
-    /// `start..start + n` and are committed: inject them.
-    fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()>;
+    /// `start..start + n` and are committed: inject them. `tokens` are those rows' tokens
+    /// (the MTP drafter pairs each with the row before it; DSpark reads only the taps).
+    fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32, tokens: &[u32]) -> Result<()>;
     /// Drafts following `anchor` at position `p0`.
     fn draft(
         &mut self,
@@ -59,7 +61,7 @@ impl Drafter for super::dspark::Dspark {
     fn next_position(&self) -> u32 {
         super::dspark::Dspark::next_position(self)
     }
-    fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32) -> Result<()> {
+    fn inject(&mut self, ctx: &GpuContext, n: u32, start: u32, _tokens: &[u32]) -> Result<()> {
         super::dspark::Dspark::inject(self, ctx, n, start)
     }
     fn draft(

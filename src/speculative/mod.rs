@@ -1,4 +1,5 @@
-//! DSpark speculative decoding (docs/DSPARK.md): the drafter on the device ([`dspark`]), what
+//! Speculative decoding (docs/DSPARK.md, docs/MTP.md): the DSpark drafter on the device
+//! ([`dspark`]), the MTP drafter of a file's own `nextn` block ([`mtp`]), what
 //! the scheduler asks of any drafter ([`drafter`]), verification and acceptance ([`accept`]),
 //! the verify-length schedules ([`schedule`]) and policies ([`policy`]), the bypass to plain
 //! decoding ([`bypass`]) and the counters ([`stats`]). The generation loops that drive a
@@ -10,6 +11,7 @@ pub mod adversarial;
 pub mod bypass;
 pub mod drafter;
 pub mod dspark;
+pub mod mtp;
 pub mod policy;
 pub mod profile;
 pub mod schedule;

@@ -513,6 +513,14 @@ impl Forward {
         Ok(())
     }
 
+    /// How many dispatches open a step of (`m`, `n_logits`) with the embedding gather: a caller
+    /// that replaces what enters layer 0 (the MTP head's projection) splices its own after them.
+    pub fn embed_len(&self, m: u32, n_logits: u32) -> usize {
+        self.matmuls
+            .get(&(m, n_logits))
+            .map_or(0, |s| s.embed.len())
+    }
+
     /// The dispatches of the step set by [`Forward::prepare`] (`m` rows, `n_logits` logit
     /// rows), in order, and the index in the list where each layer ends.
     pub fn record(&self, m: u32, n_logits: u32) -> Result<(Vec<&Dispatch>, Vec<usize>)> {
