@@ -287,7 +287,6 @@ fn noop_options() -> wgpu::NoopBackendOptions {
         device_type: Some(wgpu::DeviceType::DiscreteGpu),
         subgroup_min_size: Some(32),
         subgroup_max_size: Some(32),
-        ..Default::default()
     }
 }
 

@@ -517,7 +517,7 @@ impl Forward {
     /// that replaces what enters layer 0 (the MTP head's projection) splices its own after them.
     pub fn embed_len(&self, m: u32, n_logits: u32) -> usize {
         self.matmuls
-            .get(&(m, n_logits))
+            .get(&(m, n_logits, self.route))
             .map_or(0, |s| s.embed.len())
     }
 

@@ -160,6 +160,7 @@ impl Mtp {
             n_ubatch: cfg.rows,
             draft: None,
             verify_rows: 1,
+            placement: Default::default(),
         };
         let shape = TargetShape {
             hp: &mh,
