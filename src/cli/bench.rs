@@ -96,10 +96,10 @@ pub struct BenchArgs {
         conflicts_with_all = ["n_prompt", "pg", "n_depth", "compare", "bandwidth", "model_draft"]
     )]
     pub spec_type: Option<String>,
-    /// Prompts of the speculative benchmark: `builtin` (chat, code, math, prose) or a JSONL
-    /// file of `{"category": …, "prompt": …}` lines.
-    #[arg(long = "spec-prompts", default_value = "builtin")]
-    pub spec_prompts: String,
+    /// Prompts of the speculative benchmark: `builtin` (chat, code, math, prose, the
+    /// default) or a JSONL file of `{"category": …, "prompt": …}` lines.
+    #[arg(long = "spec-prompts")]
+    pub spec_prompts: Option<String>,
     /// Drafts verified per cycle at most (default: the drafter's block).
     #[arg(long = "spec-draft-n-max")]
     pub spec_n_max: Option<u32>,
@@ -210,10 +210,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             let d = crate::engine::DraftOptions::mtp(args.model.clone(), 3);
             return super::bench_spec::run(args, d, "draft-mtp");
         }
-        (None, None) if args.spec_n_max.is_some() || args.spec_raw_prompts => {
+        (None, None)
+            if args.spec_n_max.is_some()
+                || args.spec_raw_prompts
+                || args.spec_prompts.is_some() =>
+        {
             return Err(Error::Usage(
-                "--spec-draft-n-max and --spec-raw-prompts belong to the speculative benchmark \
-                 (-md DRAFT or --spec-type draft-mtp)"
+                "--spec-prompts, --spec-draft-n-max and --spec-raw-prompts belong to the \
+                 speculative benchmark (-md DRAFT or --spec-type draft-mtp)"
                     .into(),
             ));
         }

@@ -37,7 +37,7 @@ pub fn run(args: &BenchArgs, mut d: DraftOptions, label: &str) -> Result<()> {
             "--spec-draft-n-max 0: verify at least one draft per cycle".into(),
         ));
     }
-    let list = prompts::load(&args.spec_prompts)?;
+    let list = prompts::load(args.spec_prompts.as_deref().unwrap_or("builtin"))?;
     d.n_max = args.spec_n_max.unwrap_or(d.n_max);
     d.bypass = false;
     // The context is set once the prompts are tokenized, before the load plans it.
